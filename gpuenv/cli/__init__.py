@@ -1,0 +1,115 @@
+"""The gpuenv command line: a thin Click layer over the core and the adapters.
+
+Subcommands are imported only when run, so `gpuenv --help` and `gpuenv resolve` never pay for
+torch, docker, ansible_runner or pynvml. `main` is the one place where errors become exit codes.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import traceback
+from dataclasses import dataclass
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gpuenv import __version__
+from gpuenv.errors import EXIT_BAD_REQUEST, EXIT_CANNOT_RUN, GpuenvError
+
+# name -> "module:function"; a command is listed here only once it works.
+COMMANDS: dict[str, str] = {
+    "resolve": "gpuenv.cli.resolve_cmd:resolve",
+    "matrix": "gpuenv.cli.resolve_cmd:matrix",
+}
+
+EPILOG = """\b
+Examples:
+  gpuenv resolve --cuda 11.7              # the pinned stack for CUDA 11.7
+  gpuenv resolve --driver auto --gpu H100 # what this machine's driver can run
+  gpuenv matrix --torch 2.4               # the knowledge base as a table
+
+Exit codes: 0 ok, 1 the thing checked is bad, 2 bad request, 3 gpuenv could not run.
+Shell completion (bash): eval "$(_GPUENV_COMPLETE=bash_source gpuenv)"
+"""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Options of the gpuenv group, handed to every subcommand through ctx.obj."""
+
+    debug: bool = False
+    verbose: int = 0
+    quiet: bool = False
+    data: Path | None = None
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, attr = target.split(":")
+        command: click.Command = getattr(import_module(module), attr)
+        return command
+
+
+@click.group(cls=LazyGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="gpuenv")
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.option("-v", "--verbose", count=True, help="More detail (repeatable).")
+@click.option("-q", "--quiet", is_flag=True, help="Only errors and the result.")
+@click.option(
+    "--data",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="GPUENV_DATA",
+    help="Use this compatibility knowledge base instead of the shipped one [env: GPUENV_DATA].",
+)
+@click.pass_context
+def cli(ctx: click.Context, debug: bool, verbose: int, quiet: bool, data: Path | None) -> None:
+    """Take GPU servers from bare to certified for PyTorch work."""
+    ctx.obj = Settings(debug=debug, verbose=verbose, quiet=quiet, data=data)
+    level = logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
+    logging.basicConfig(level=logging.ERROR if quiet else level, format="gpuenv: %(message)s")
+
+
+def _print_error(message: str, hint: str | None) -> None:
+    click.echo(f"gpuenv: error: {message}", err=True)
+    if hint:
+        click.echo(f"  hint: {hint}", err=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in args
+    try:
+        result: Any = cli.main(args=args, prog_name="gpuenv", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        _print_error("aborted", None)
+        sys.exit(130)
+    except click.ClickException as exc:
+        if debug:
+            traceback.print_exc()
+        exc.show()
+        sys.exit(EXIT_BAD_REQUEST)
+    except GpuenvError as exc:
+        if debug:
+            traceback.print_exc()
+        _print_error(exc.message, exc.hint)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        _print_error("interrupted", None)
+        sys.exit(130)
+    except Exception as exc:  # gpuenv itself crashed: never blame the thing checked
+        if debug:
+            traceback.print_exc()
+        _print_error(f"gpuenv crashed: {type(exc).__name__}: {exc}", "rerun with --debug for the traceback")
+        sys.exit(EXIT_CANNOT_RUN)
+    sys.exit(result if isinstance(result, int) else 0)

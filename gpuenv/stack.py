@@ -1,0 +1,127 @@
+"""The Stack: a fully pinned, matched set of versions, with the reasons for each choice.
+
+It is what `resolve` prints with --json (schema "gpuenv.stack/1"), what `build-image` and
+`provision` render from, and what `--stack FILE` reads back, so a stack resolved once is reused
+exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from gpuenv.errors import BadRequest
+
+SCHEMA = "gpuenv.stack/1"
+IMAGE_VARIANTS = ("base", "runtime", "devel", "cudnn-runtime", "cudnn-devel")
+
+
+@dataclass(frozen=True)
+class PythonSource:
+    """How the OS provides this Python: its own package, a distro extra, deadsnakes, AppStream."""
+
+    via: str
+    packages: tuple[str, ...]
+    note: str
+
+
+@dataclass(frozen=True)
+class Rejected:
+    choice: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Stack:
+    torch: str
+    torchvision: str | None
+    torchaudio: str | None
+    cuda: str  # full toolkit version, "11.7.1"
+    cuda_build: str  # "cu117"
+    cudnn: str | None
+    python: str  # "3.10"
+    python_source: PythonSource
+    os: str
+    base_images: dict[str, str]  # by variant; empty for a host-only OS
+    index_url: str
+    numpy: str  # a requirement the torch version works with, e.g. "numpy<2"
+    driver_min: str  # the toolkit's bundled driver: runs the stack with no caveat
+    driver_floor: str  # lowest driver that runs it through minor-version compatibility
+    driver_branch: str  # recommended branch to install, e.g. "R580"
+    gpu_sm: str | None  # compute capability the stack was resolved for, "9.0"
+    arch_list: str  # TORCH_CUDA_ARCH_LIST for extension builds, e.g. "9.0" or "7.0;7.5;8.0;8.6"
+    base_image_eol: bool
+    reasons: dict[str, str] = field(default_factory=dict)
+    rejected: tuple[Rejected, ...] = ()
+    warnings: tuple[str, ...] = ()
+    schema: str = SCHEMA
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["rejected"] = [asdict(r) for r in self.rejected]
+        data["warnings"] = list(self.warnings)
+        data["python_source"]["packages"] = list(self.python_source.packages)
+        return {"schema": self.schema, **{k: v for k, v in data.items() if k != "schema"}}
+
+    def requirements(self) -> list[str]:
+        """pip requirement lines for the stack (torch, torchvision, torchaudio, numpy), pinned."""
+        lines = [f"--index-url {self.index_url}", f"torch=={self.torch}"]
+        if self.torchvision:
+            lines.append(f"torchvision=={self.torchvision}")
+        if self.torchaudio:
+            lines.append(f"torchaudio=={self.torchaudio}")
+        lines.append(self.numpy)
+        return lines
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Stack:
+        if data.get("schema") != SCHEMA:
+            raise BadRequest(
+                f"not a gpuenv stack (schema {data.get('schema')!r}, expected {SCHEMA!r})",
+                hint="write one with: gpuenv resolve ... --json > stack.json",
+            )
+        names = {f.name for f in fields(cls)}
+        missing = sorted(n for n in names if n not in data and n not in ("reasons", "rejected", "warnings"))
+        if missing:
+            raise BadRequest(f"stack file lacks {', '.join(missing)}", hint="regenerate it with gpuenv resolve --json")
+        values = {k: v for k, v in data.items() if k in names}
+        src = data["python_source"]
+        values["python_source"] = PythonSource(src["via"], tuple(src["packages"]), src["note"])
+        values["rejected"] = tuple(Rejected(**r) for r in data.get("rejected", []))
+        values["warnings"] = tuple(data.get("warnings", []))
+        return cls(**values)
+
+
+def load_stack(path: Path) -> Stack:
+    """Read a stack written by `gpuenv resolve --json`; values are re-validated before use."""
+    from gpuenv import validate
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"cannot read stack file {path}: {exc}", hint="give a file written by gpuenv resolve --json") from exc
+    except json.JSONDecodeError as exc:
+        raise BadRequest(f"stack file {path} is not JSON: line {exc.lineno}: {exc.msg}", hint="give a file written by gpuenv resolve --json") from exc
+    if not isinstance(data, dict):
+        raise BadRequest(f"stack file {path} is not a JSON object", hint="give a file written by gpuenv resolve --json")
+    try:
+        stack = Stack.from_dict(data)
+    except (KeyError, TypeError) as exc:
+        raise BadRequest(f"stack file {path} is malformed: {exc}", hint="regenerate it with gpuenv resolve --json") from exc
+    for name in ("torch", "cuda", "python"):
+        validate.version(getattr(stack, name), f"stack {name}")
+    for name in ("torchvision", "torchaudio", "cudnn"):
+        if getattr(stack, name) is not None:
+            validate.version(getattr(stack, name), f"stack {name}")
+    validate.driver(stack.driver_min)
+    validate.url(stack.index_url, "stack index_url")
+    validate.pip_requirement(stack.numpy)
+    for ref in stack.base_images.values():
+        validate.image_ref(ref, "stack base image")
+    for pkg in stack.python_source.packages:
+        validate.pip_requirement(pkg)  # same grammar as a Debian/RPM package name
+    if not all(c.isalnum() or c in "_.-" for c in stack.cuda_build + stack.os + stack.driver_branch):
+        raise BadRequest("stack file holds an invalid cuda_build, os or driver_branch", hint="regenerate it")
+    return stack

@@ -1,0 +1,132 @@
+"""Strict grammars for every value a user hands in.
+
+Each validator returns the value (normalised) or raises BadRequest with a one-line message and a
+hint. Nothing reaches a resolver, a template, a shell or Ansible before passing through here.
+Patterns use re.ASCII so that look-alike digits (fullwidth '９') are rejected.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from gpuenv.errors import BadRequest
+
+MAX_LEN = 200
+
+_VERSION = re.compile(r"\d{1,4}(\.\d{1,4}){0,3}", re.ASCII)
+_DRIVER = re.compile(r"\d{3}(\.\d{1,3}){0,2}", re.ASCII)
+_SM = re.compile(r"sm_?(\d)(\d{1,2})", re.ASCII | re.IGNORECASE)
+_GPU_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,39}", re.ASCII)
+_HOSTNAME = re.compile(
+    r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*",
+    re.ASCII,
+)
+_IPV6 = re.compile(r"[0-9A-Fa-f:]{2,39}", re.ASCII)
+_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}", re.ASCII)
+_IMAGE_REF = re.compile(
+    r"([a-z0-9]+([._-]{1,2}[a-z0-9]+)*(:\d{1,5})?/)?"  # optional registry[:port]/
+    r"[a-z0-9]+([._-]{1,2}[a-z0-9]+)*(/[a-z0-9]+([._-]{1,2}[a-z0-9]+)*)*"  # path
+    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"  # :tag
+    r"(@sha256:[a-f0-9]{64})?",  # @digest
+    re.ASCII,
+)
+_PIP_REQ = re.compile(
+    r"[A-Za-z0-9]([A-Za-z0-9._-]{0,99})"  # project name
+    r"(\[[A-Za-z0-9._-]+(,[A-Za-z0-9._-]+)*\])?"  # extras
+    r"((==|>=|<=|~=|!=|<|>|===)[A-Za-z0-9.*+!]{1,40}"
+    r"(,(==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!]{1,40})*)?",
+    re.ASCII,
+)
+_BUILD_ARG = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}=[A-Za-z0-9_.,:/@+=-]{0,200}", re.ASCII)
+_URL = re.compile(r"https?://[A-Za-z0-9.-]+(:\d{1,5})?(/[A-Za-z0-9._~%/+-]*)?", re.ASCII)
+
+
+def _basic(value: str, what: str) -> str:
+    if not value or not value.strip():
+        raise BadRequest(f"{what} is empty", hint=f"give a value for {what}")
+    if len(value) > MAX_LEN:
+        raise BadRequest(f"{what} is too long ({len(value)} characters)", hint="check the value")
+    if any(not (32 < ord(c) < 127) and c != " " for c in value):
+        raise BadRequest(
+            f"{what} {value[:40]!r} holds characters outside printable ASCII",
+            hint="type the value in plain ASCII, without newlines or control characters",
+        )
+    return value
+
+
+def _match(pattern: re.Pattern[str], value: str, what: str, hint: str) -> str:
+    _basic(value, what)
+    if not pattern.fullmatch(value):
+        raise BadRequest(f"invalid {what}: {value[:60]!r}", hint=hint)
+    return value
+
+
+def version(value: str, what: str = "version") -> str:
+    """A dotted version: digits and dots only ('11.7', '2.0.1')."""
+    return _match(_VERSION, value.strip(), what, "a version is digits and dots, e.g. 11.7 or 2.0.1")
+
+
+def driver(value: str) -> str:
+    """An NVIDIA driver version ('535.104.05', '470') or 'auto'."""
+    if value == "auto":
+        return value
+    return _match(_DRIVER, value.strip(), "driver version", "e.g. 535.104.05, 580 or auto")
+
+
+def gpu(value: str) -> str:
+    """A GPU model name ('H100') or a compute capability ('sm_90', 'sm_120'); case-insensitive."""
+    value = _basic(value.strip(), "GPU")
+    sm = _SM.fullmatch(value)
+    if sm:
+        return f"sm_{sm.group(1)}{sm.group(2)}"
+    return _match(_GPU_NAME, value, "GPU", "a model name such as H100, A100, L4, or sm_90")
+
+
+def hostname(value: str) -> str:
+    """A DNS name or an IPv4/IPv6 address (nothing else reaches an inventory)."""
+    value = _basic(value.strip(), "host")
+    if _HOSTNAME.fullmatch(value) or (":" in value and _IPV6.fullmatch(value)):
+        return value
+    raise BadRequest(
+        f"invalid host: {value[:60]!r}", hint="a host is a DNS name or an IP address, e.g. gpu01 or 10.0.0.5"
+    )
+
+
+def user(value: str) -> str:
+    return _match(_USER, value, "user", "a POSIX user name, e.g. ubuntu or root")
+
+
+def image_ref(value: str, what: str = "image reference") -> str:
+    """A Docker image reference: [registry[:port]/]path[:tag][@sha256:digest]."""
+    return _match(_IMAGE_REF, value, what, "e.g. myteam/torch:2.0.1-cu117 or registry:5000/img@sha256:<64 hex>")
+
+
+def pip_requirement(value: str) -> str:
+    """One pip requirement: name[extras] with optional version specifiers, no spaces, URLs or markers."""
+    return _match(_PIP_REQ, value, "pip requirement", "e.g. transformers==4.44.2 or 'einops>=0.8'")
+
+
+def build_arg(value: str) -> str:
+    """A Docker build argument NAME=VALUE with a plain value (no quotes, $, backticks or spaces)."""
+    return _match(_BUILD_ARG, value, "build argument", "NAME=VALUE, the value made of letters, digits and ._-:/@+,=")
+
+
+def url(value: str, what: str = "URL") -> str:
+    return _match(_URL, value, what, "an http(s) URL, e.g. https://mirror.example.com/whl/cu117")
+
+
+def existing_dir(value: str, what: str = "directory") -> Path:
+    _basic(value, what)
+    path = Path(value)
+    if not path.is_dir():
+        raise BadRequest(f"{what} {value!r} is not a directory", hint="give the path of an existing directory")
+    return path
+
+
+def existing_file(value: str, what: str = "file") -> Path:
+    _basic(value, what)
+    path = Path(value)
+    if not path.is_file():
+        raise BadRequest(f"{what} {value!r} does not exist", hint="give the path of an existing file")
+    return path

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs the whole test suite on a fresh Debian 12 machine: installs what the tests need (system
+# packages when run as root, the venv, the cached rootfs and wheelhouse), then lints and tests.
+# Services (dockerd, registry, sshd test hosts) are started by the pytest fixtures that need them
+# and stopped by PID when the session ends. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export GPUENV_TEST_CACHE="${GPUENV_TEST_CACHE:-/var/cache/gpuenv-test}"
+mkdir -p "$GPUENV_TEST_CACHE"
+
+if [ "$(id -u)" = 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends \
+    docker.io docker-registry debootstrap openssh-client gcc libc6-dev python3-dev \
+    iproute2 ca-certificates >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/pip install -q --upgrade pip
+.venv/bin/pip install -q -c tests/constraints.txt -e '.[verify,docker,ansible,test]'
+export PATH="$PWD/.venv/bin:$PATH"
+
+bash tests/infra/prepare.sh
+
+ruff check gpuenv tests bench
+mypy
+pytest "$@"

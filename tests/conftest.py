@@ -1,0 +1,53 @@
+"""Shared test plumbing.
+
+`require(component, reason)` is how an integration test says it needs something outside Python:
+on a developer's machine that lacks it the test is skipped with the reason; under CI=true a
+missing component is a failure, never a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CACHE = Path(os.environ.get("GPUENV_TEST_CACHE", "/var/cache/gpuenv-test"))
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def require(available: bool, reason: str) -> None:
+    """Skip (on a user's machine) or fail (under CI=true) when a component is missing."""
+    if available:
+        return
+    if IN_CI:
+        pytest.fail(f"missing under CI: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def run_gpuenv(*args: str, env: dict[str, str] | None = None, timeout: float = 120,
+               cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real CLI in a subprocess, as a user would."""
+    return subprocess.run(
+        [sys.executable, "-m", "gpuenv", *args],
+        capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}, cwd=cwd,
+    )
+
+
+@pytest.fixture(scope="session")
+def bookworm_rootfs_tar() -> Path:
+    """The cached Debian bookworm rootfs tarball made by tests/infra/prepare.sh."""
+    tar = CACHE / "rootfs" / "bookworm.tar"
+    require(tar.is_file(), f"no cached rootfs at {tar} (run scripts/test.sh as root to make it)")
+    return tar
+
+
+@pytest.fixture(scope="session")
+def wheelhouse() -> Path:
+    """The cached wheelhouse (torch 2.13.0 CPU, numpy) made by tests/infra/prepare.sh."""
+    path = CACHE / "wheelhouse"
+    require(any(path.glob("torch-2.13.0*.whl")), f"no cached wheelhouse at {path} (run scripts/test.sh)")
+    return path

@@ -98,18 +98,19 @@ def load_stack(path: Path) -> Stack:
     """Read a stack written by `gpuenv resolve --json`; values are re-validated before use."""
     from gpuenv import validate
 
+    hint = "give a file written by gpuenv resolve --json"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
-        raise BadRequest(f"cannot read stack file {path}: {exc}", hint="give a file written by gpuenv resolve --json") from exc
+        raise BadRequest(f"cannot read stack file {path}: {exc}", hint=hint) from exc
     except json.JSONDecodeError as exc:
-        raise BadRequest(f"stack file {path} is not JSON: line {exc.lineno}: {exc.msg}", hint="give a file written by gpuenv resolve --json") from exc
+        raise BadRequest(f"stack file {path} is not JSON: line {exc.lineno}: {exc.msg}", hint=hint) from exc
     if not isinstance(data, dict):
-        raise BadRequest(f"stack file {path} is not a JSON object", hint="give a file written by gpuenv resolve --json")
+        raise BadRequest(f"stack file {path} is not a JSON object", hint=hint)
     try:
         stack = Stack.from_dict(data)
     except (KeyError, TypeError) as exc:
-        raise BadRequest(f"stack file {path} is malformed: {exc}", hint="regenerate it with gpuenv resolve --json") from exc
+        raise BadRequest(f"stack file {path} is malformed: {exc}", hint=hint) from exc
     for name in ("torch", "cuda", "python"):
         validate.version(getattr(stack, name), f"stack {name}")
     for name in ("torchvision", "torchaudio", "cudnn"):

@@ -16,6 +16,7 @@ MAX_LEN = 200
 
 _VERSION = re.compile(r"\d{1,4}(\.\d{1,4}){0,3}", re.ASCII)
 _DRIVER = re.compile(r"\d{3}(\.\d{1,3}){0,2}", re.ASCII)
+_OS = re.compile(r"[a-z]{2,20}\d{1,2}(\.\d{2})?", re.ASCII)
 _SM = re.compile(r"sm_?(\d)(\d{1,2})", re.ASCII | re.IGNORECASE)
 _GPU_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,39}", re.ASCII)
 _HOSTNAME = re.compile(
@@ -65,6 +66,11 @@ def _match(pattern: re.Pattern[str], value: str, what: str, hint: str) -> str:
 def version(value: str, what: str = "version") -> str:
     """A dotted version: digits and dots only ('11.7', '2.0.1')."""
     return _match(_VERSION, value.strip(), what, "a version is digits and dots, e.g. 11.7 or 2.0.1")
+
+
+def os_name(value: str) -> str:
+    """An OS name such as ubuntu22.04 or rockylinux9 (checked against the knowledge base later)."""
+    return _match(_OS, value.strip().lower(), "OS", "e.g. ubuntu22.04, ubuntu24.04, debian12, rockylinux9")
 
 
 def driver(value: str) -> str:

@@ -17,7 +17,9 @@ def emit_json(obj: Any) -> None:
 def console(*, stderr: bool = False) -> Any:
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+    stream = sys.stderr if stderr else sys.stdout
+    # Off a terminal rich would wrap at 80 columns; a pipe or a log file reads better unwrapped.
+    return Console(stderr=stderr, highlight=False, width=None if stream.isatty() else 200)
 
 
 def is_tty() -> bool:

@@ -184,9 +184,8 @@ def driver_runs_cuda(kb: KnowledgeBase, driver: str, cuda: str) -> DriverCompat:
             f"driver {driver} is older than CUDA {row.toolkit}'s bundled {row.bundled_driver} but at or above "
             f"the minor-version-compatibility floor {row.minor_compat_floor}: runs, except code that needs PTX JIT",
         )
-    return DriverCompat(
-        False, "no", f"driver {driver} is below {row.minor_compat_floor}, the lowest driver that runs CUDA {row.version}"
-    )
+    floor = row.minor_compat_floor
+    return DriverCompat(False, "no", f"driver {driver} is below {floor}, the lowest driver that runs CUDA {row.version}")
 
 
 def _driver_key(driver: str, like: str | None = None) -> tuple[int, ...]:

@@ -185,7 +185,8 @@ def driver_runs_cuda(kb: KnowledgeBase, driver: str, cuda: str) -> DriverCompat:
             f"the minor-version-compatibility floor {row.minor_compat_floor}: runs, except code that needs PTX JIT",
         )
     floor = row.minor_compat_floor
-    return DriverCompat(False, "no", f"driver {driver} is below {floor}, the lowest driver that runs CUDA {row.version}")
+    message = f"driver {driver} is below {floor}, the lowest driver that runs CUDA {row.version}"
+    return DriverCompat(False, "no", message)
 
 
 def _driver_key(driver: str, like: str | None = None) -> tuple[int, ...]:

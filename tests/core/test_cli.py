@@ -26,7 +26,7 @@ def test_resolve_json_contract() -> None:
     out = run_gpuenv("resolve", "--cuda", "11.7", "--json")
     assert out.returncode == 0, out.stderr
     stack = json.loads(out.stdout)
-    assert STACK_KEYS <= set(stack)
+    assert set(stack) >= STACK_KEYS
     assert stack["schema"] == "gpuenv.stack/1"
     assert (stack["cuda"], stack["cuda_build"], stack["python"]) == ("11.7.1", "cu117", "3.10")
     assert stack["index_url"] == "https://download.pytorch.org/whl/cu117"

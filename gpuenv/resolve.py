@@ -114,9 +114,9 @@ def _cuda_matches(row: CudaRelease, wanted: str) -> bool:
 
 def _candidates(
     kb: KnowledgeBase, request: Request, os_info: OsInfo, arch: Architecture | None
-) -> tuple[list[Candidate], list[Rejected]]:
+) -> tuple[list[Candidate], list[tuple[TorchRelease, Rejected]]]:
     survivors: list[Candidate] = []
-    rejected: list[Rejected] = []
+    rejected: list[tuple[TorchRelease, Rejected]] = []
     for torch in kb.torch:
         if request.torch and not _torch_matches(torch.version, request.torch):
             continue
@@ -127,11 +127,11 @@ def _candidates(
                 continue
             why = _why_not(kb, torch, cuda, request, os_info, arch)
             if why:
-                rejected.append(Rejected(name, why))
+                rejected.append((torch, Rejected(name, why)))
                 continue
             python = _pick_python(torch, os_info, request.python)
             if python is None:
-                rejected.append(Rejected(name, _python_problem(torch, os_info, request.python)))
+                rejected.append((torch, Rejected(name, _python_problem(torch, os_info, request.python))))
                 continue
             survivors.append(Candidate(torch, cuda, python))
     return survivors, rejected
@@ -189,7 +189,7 @@ def _rank(kb: KnowledgeBase, c: Candidate, request: Request) -> tuple[Version, b
 
 def _stack(
     kb: KnowledgeBase, best: Candidate, request: Request, os_info: OsInfo, arch: Architecture | None,
-    survivors: list[Candidate], rejected: list[Rejected],
+    survivors: list[Candidate], rejected: list[tuple[TorchRelease, Rejected]],
 ) -> Stack:
     torch, cuda, python = best
     branch = recommended_branch(kb, cuda)
@@ -276,11 +276,10 @@ def _reasons(
     return reasons
 
 
-def _nearby(rejected: list[Rejected], best: Candidate) -> list[Rejected]:
+def _nearby(rejected: list[tuple[TorchRelease, Rejected]], best: Candidate) -> list[Rejected]:
     """The rejected alternatives worth showing: the chosen release's other builds and newer releases."""
     chosen = V(best.torch.version)
-    near = [r for r in rejected if V(r.choice.split()[1].split("+")[0]) >= chosen]
-    return near[:12]
+    return [r for torch, r in rejected if V(torch.version) >= chosen][:12]
 
 
 def _warnings(

@@ -1,0 +1,1 @@
+"""Thin adapters, one per outside system; heavy imports happen inside their functions."""

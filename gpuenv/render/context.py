@@ -1,0 +1,100 @@
+"""Writes a rendered image into a build-context directory, with the files it copies in.
+
+The context holds the rendered text files, a wheel of the running gpuenv (gpuenv-wheel/), and
+on request the user's project (app/) and a wheelhouse (wheels/). Nothing is written outside
+the directory given; a non-empty directory is refused unless `force`, and then only the
+entries gpuenv owns are replaced.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import Version
+
+from gpuenv.errors import BadRequest, CannotRun
+from gpuenv.render.dockerfile import RenderedImage
+
+WHEEL_DIR = "gpuenv-wheel"
+WHEELS_DIR = "wheels"
+APP_DIR = "app"
+_IGNORED_IN_APP = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".venv", ".mypy_cache", ".pytest_cache")
+
+
+def check_destination(dest: Path, *, force: bool, app: Path | None = None) -> None:
+    """Refuse a non-empty directory (unless force) and a directory inside the app it would copy."""
+    if dest.exists() and not dest.is_dir():
+        raise BadRequest(f"{dest} exists and is not a directory", hint="name a new or empty directory")
+    if dest.is_dir() and any(dest.iterdir()) and not force:
+        hint = "name an empty directory, or add --force to replace gpuenv's files in it"
+        raise BadRequest(f"{dest} is not empty", hint=hint)
+    if app is not None and dest.resolve().is_relative_to(app.resolve()):
+        raise BadRequest(f"{dest} lies inside the app directory {app}", hint="render into a directory outside the app")
+
+
+def check_wheelhouse(wheelhouse: Path, pins: dict[str, str]) -> None:
+    """Every pinned package (torch, its companions) must have a wheel there: fail now, not mid-build."""
+    found: dict[str, set[Version]] = {}
+    for wheel in wheelhouse.glob("*.whl"):
+        try:
+            name, wheel_version, _, _ = parse_wheel_filename(wheel.name)
+        except InvalidWheelFilename:
+            continue
+        found.setdefault(str(name), set()).add(Version(wheel_version.public))
+    for package, version in pins.items():
+        if Version(version) not in found.get(str(canonicalize_name(package)), set()):
+            raise BadRequest(
+                f"the wheelhouse {wheelhouse} has no wheel of {package}=={version}",
+                hint=f"add it: pip download -d {wheelhouse} {package}=={version} (on a machine with access)",
+            )
+
+
+def write_context(
+    rendered: RenderedImage, dest: Path, *, wheelhouse: Path | None = None, app: Path | None = None,
+    force: bool = False,
+) -> list[str]:
+    """Write the context; returns the top-level entries written."""
+    from gpuenv.selfwheel import build_own_wheel
+
+    check_destination(dest, force=force, app=app)
+    owned = [*rendered.files, WHEEL_DIR, WHEELS_DIR, APP_DIR]
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in owned:
+            _remove(dest / name)
+        for name, text in rendered.files.items():
+            (dest / name).write_text(text, encoding="utf-8")
+        build_own_wheel(dest / WHEEL_DIR)
+        written = [*rendered.files, WHEEL_DIR]
+        if wheelhouse is not None:
+            _copy_wheels(wheelhouse, dest / WHEELS_DIR)
+            written.append(WHEELS_DIR)
+        if app is not None:
+            shutil.copytree(app, dest / APP_DIR, symlinks=True, ignore=_IGNORED_IN_APP)
+            written.append(APP_DIR)
+    except OSError as exc:
+        message = f"cannot write the build context in {dest}: {exc}"
+        raise CannotRun(message, hint="check the path and free space") from exc
+    return written
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
+
+
+def _copy_wheels(source: Path, dest: Path) -> None:
+    """Hard-link wheels when the filesystem allows (a torch wheel is large), else copy them."""
+    dest.mkdir()
+    for wheel in sorted(source.glob("*.whl")):
+        if not wheel.is_file():
+            continue
+        try:
+            os.link(wheel, dest / wheel.name)
+        except OSError:
+            shutil.copy2(wheel, dest / wheel.name)

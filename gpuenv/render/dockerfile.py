@@ -1,0 +1,266 @@
+"""The Dockerfile and the small text files of a build context, rendered from a Stack.
+
+Pure: a Stack and ImageOptions in, strings out. Copying the user's app, a wheelhouse and
+gpuenv's own wheel into the context is done by gpuenv.render.context; building by the Docker
+adapter. Every value that reaches the template is validated here first, whatever its origin.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from gpuenv import validate
+from gpuenv.errors import BadRequest
+from gpuenv.resources import shipped_dir
+from gpuenv.stack import Stack
+
+FLAVORS = ("runtime", "devel")
+COMPANIONS = ("torchvision", "torchaudio")
+DEFAULT_WITH = ("torchvision",)
+LABEL_PREFIX = "io.gpuenv."
+STACK_IN_IMAGE = "/opt/gpuenv/stack.json"
+# gpuenv's own run-time dependencies, installed beside its wheel (which goes in with --no-deps).
+GPUENV_REQUIREMENTS = ("click>=8.1", "jinja2>=3.1", "packaging>=23", "rich>=13")
+
+# The deadsnakes PPA's signing key ("Launchpad PPA for deadsnakes"), pinned by full fingerprint.
+DEADSNAKES_FINGERPRINT = "F23C5A6CF475977595C89F51BA6932366A755776"
+UBUNTU_CODENAMES = {"20.04": "focal", "22.04": "jammy", "24.04": "noble"}
+
+_ARCH_LIST = re.compile(r"\d{1,2}\.\d(\+PTX)?(;\d{1,2}\.\d(\+PTX)?)*", re.ASCII)
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", re.ASCII)
+
+
+@dataclass(frozen=True)
+class ImageOptions:
+    """What the user chose beyond the Stack (all already validated by the CLI; checked again here)."""
+
+    flavor: str = "runtime"
+    cudnn: bool = False
+    with_packages: tuple[str, ...] = DEFAULT_WITH
+    slim: bool = False
+    base_image: str | None = None  # overrides the stack's image (a mirror, a digest-pinned ref)
+    index_url: str | None = None  # a mirror of the stack's wheel index
+    wheelhouse: bool = False  # wheels are copied into the context: install with --no-index
+    pip: tuple[str, ...] = ()
+    app: bool = False
+    app_requirements: bool = False
+    gpuenv_requirements: tuple[str, ...] = GPUENV_REQUIREMENTS
+
+
+@dataclass(frozen=True)
+class RenderedImage:
+    files: dict[str, str]  # name inside the build context -> text
+    base_image: str
+    variant: str  # which of the stack's base images: runtime, cudnn-runtime, cudnn-devel
+    labels: dict[str, str]
+    notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+
+def render_image(stack: Stack, options: ImageOptions) -> RenderedImage:
+    """Dockerfile, requirements, constraints and stack.json for one image."""
+    _check_stack(stack)
+    _check_options(stack, options)
+    variant = base_variant(options)
+    base = options.base_image or stack.base_images[variant]
+    labels = image_labels(stack, options, base)
+    context = _template_values(stack, options, base, labels)
+    dockerfile = _render("Dockerfile.j2", context)
+    files = {
+        "Dockerfile": dockerfile,
+        ".dockerignore": _render("dockerignore.j2", context),
+        "requirements.txt": _lines(_torch_requirements(stack, options)),
+        "constraints.txt": _lines(_constraints(stack, options)),
+        "extra-requirements.txt": _lines([*options.gpuenv_requirements, *options.pip]),
+        "stack.json": json.dumps(stack.to_dict(), indent=2, sort_keys=True) + "\n",
+    }
+    return RenderedImage(
+        files=files, base_image=base, variant=variant, labels=labels,
+        notes=tuple(_notes(stack, options, variant)), warnings=stack.warnings,
+    )
+
+
+def base_variant(options: ImageOptions) -> str:
+    if options.flavor == "devel":
+        return "cudnn-devel"
+    return "cudnn-runtime" if options.cudnn else "runtime"
+
+
+def image_labels(stack: Stack, options: ImageOptions, base: str) -> dict[str, str]:
+    """OCI labels plus gpuenv's, which carry the whole Stack so that an image says what it is."""
+    companions = {name: getattr(stack, name) for name in options.with_packages}
+    title = f"PyTorch {stack.torch} ({stack.cuda_build}) on CUDA {stack.cuda}, Python {stack.python}, {stack.os}"
+    in_image = options.cudnn or options.flavor == "devel"
+    cudnn = (stack.cudnn or "unknown") if in_image else "bundled-with-torch"
+    labels = {
+        "org.opencontainers.image.title": title,
+        "org.opencontainers.image.description": f"{options.flavor} image rendered by gpuenv",
+        "org.opencontainers.image.version": f"{stack.torch}-{stack.cuda_build}",
+        "org.opencontainers.image.base.name": base,
+        f"{LABEL_PREFIX}schema": stack.schema,
+        f"{LABEL_PREFIX}torch": stack.torch,
+        **{f"{LABEL_PREFIX}{name}": str(version) for name, version in companions.items()},
+        f"{LABEL_PREFIX}cuda": stack.cuda,
+        f"{LABEL_PREFIX}cuda-build": stack.cuda_build,
+        f"{LABEL_PREFIX}cudnn": cudnn,
+        f"{LABEL_PREFIX}python": stack.python,
+        f"{LABEL_PREFIX}os": stack.os,
+        f"{LABEL_PREFIX}numpy": stack.numpy,
+        f"{LABEL_PREFIX}driver-min": stack.driver_min,
+        f"{LABEL_PREFIX}driver-floor": stack.driver_floor,
+        f"{LABEL_PREFIX}driver-branch": stack.driver_branch,
+        f"{LABEL_PREFIX}gpu-sm": stack.gpu_sm or "any",
+        f"{LABEL_PREFIX}arch-list": stack.arch_list,
+        f"{LABEL_PREFIX}index-url": options.index_url or stack.index_url,
+        f"{LABEL_PREFIX}flavor": options.flavor + ("-slim" if options.slim else ""),
+        f"{LABEL_PREFIX}stack-file": STACK_IN_IMAGE,
+    }
+    for value in labels.values():
+        _label_safe(value)
+    return labels
+
+
+# --- checks -------------------------------------------------------------------------------------
+
+def _check_stack(stack: Stack) -> None:
+    for name in ("torch", "cuda", "python"):
+        validate.version(getattr(stack, name), f"stack {name}")
+    for name in ("torchvision", "torchaudio", "cudnn", "gpu_sm"):
+        if getattr(stack, name) is not None:
+            validate.version(getattr(stack, name), f"stack {name}")
+    for name in ("driver_min", "driver_floor"):
+        validate.driver(getattr(stack, name))
+    validate.url(stack.index_url, "stack index_url")
+    validate.pip_requirement(stack.numpy)
+    for name in ("cuda_build", "os", "driver_branch", "schema"):
+        if not _NAME.fullmatch(getattr(stack, name).replace("/", "-")):
+            raise BadRequest(f"stack {name} {getattr(stack, name)!r} is invalid", hint="regenerate the stack")
+    if not _ARCH_LIST.fullmatch(stack.arch_list):
+        raise BadRequest(f"stack arch_list {stack.arch_list!r} is invalid", hint="e.g. 8.0;8.6;9.0")
+    for package in stack.python_source.packages:
+        validate.pip_requirement(package)  # Debian package names fit the same grammar
+    for ref in stack.base_images.values():
+        validate.image_ref(ref, "stack base image")
+    if not stack.os.startswith("ubuntu"):
+        if not stack.base_images:
+            raise BadRequest(
+                f"{stack.os} has no nvidia/cuda images, so no image can be built for it",
+                hint="build on an Ubuntu base (--os ubuntu22.04 or ubuntu24.04); use provision for hosts",
+            )
+        raise BadRequest(
+            f"build-image renders Ubuntu-based images only; {stack.os} is not supported yet",
+            hint="use --os ubuntu22.04 or --os ubuntu24.04 (ubuntu20.04 for older CUDA)",
+        )
+    if stack.os.removeprefix("ubuntu") not in UBUNTU_CODENAMES:
+        raise BadRequest(f"unknown Ubuntu release {stack.os}", hint=f"known: {', '.join(UBUNTU_CODENAMES)}")
+    if stack.python_source.via not in ("system", "distro", "deadsnakes"):
+        raise BadRequest(
+            f"Python {stack.python} on {stack.os} comes via {stack.python_source.via}, which images do not support",
+            hint="choose another --python",
+        )
+
+
+def _check_options(stack: Stack, options: ImageOptions) -> None:
+    if options.flavor not in FLAVORS:
+        raise BadRequest(f"unknown flavour {options.flavor!r}", hint=f"choose one of: {', '.join(FLAVORS)}")
+    if options.slim and options.flavor == "devel":
+        raise BadRequest(
+            "--slim leaves the compilers out, but the devel flavour exists to compile extensions",
+            hint="use --flavor runtime --slim, or --flavor devel without --slim",
+        )
+    for name in options.with_packages:
+        if name not in COMPANIONS:
+            raise BadRequest(f"unknown --with package {name!r}", hint=f"choose from: {', '.join(COMPANIONS)}, none")
+        if getattr(stack, name) is None:
+            raise BadRequest(
+                f"{name} has no release for torch {stack.torch}",
+                hint=f"leave {name} out of --with (it is in maintenance and has no release for this torch)",
+            )
+    if base_variant(options) not in stack.base_images and options.base_image is None:
+        raise BadRequest(
+            f"the stack names no {base_variant(options)} image", hint="give one with --base-image"
+        )
+    if options.base_image is not None:
+        validate.image_ref(options.base_image, "--base-image")
+    if options.index_url is not None:
+        validate.url(options.index_url, "--index-url")
+    for requirement in (*options.pip, *options.gpuenv_requirements):
+        validate.pip_requirement(requirement)
+
+
+def _label_safe(value: str) -> None:
+    if any(c in value for c in '"\\$`\n\r') or not value.isprintable():
+        raise BadRequest(f"value {value[:40]!r} cannot go into an image label", hint="check the stack")
+
+
+# --- the files ----------------------------------------------------------------------------------
+
+def _torch_requirements(stack: Stack, options: ImageOptions) -> list[str]:
+    lines = [f"torch=={stack.torch}"]
+    lines += [f"{name}=={getattr(stack, name)}" for name in options.with_packages]
+    return [*lines, stack.numpy]
+
+
+def _constraints(stack: Stack, options: ImageOptions) -> list[str]:
+    """Pins that later pip runs (gpuenv's dependencies, --pip, the app's requirements) must keep."""
+    return _torch_requirements(stack, options)
+
+
+def _lines(lines: list[str]) -> str:
+    return "".join(f"{line}\n" for line in lines)
+
+
+def _notes(stack: Stack, options: ImageOptions, variant: str) -> list[str]:
+    notes = []
+    if variant == "runtime":
+        notes.append(
+            "base is the plain CUDA runtime image: PyTorch wheels bundle their own cuDNN and NCCL "
+            "(--cudnn picks the cuDNN image anyway)"
+        )
+    if options.flavor == "devel":
+        notes.append(f"devel: nvcc on PATH, TORCH_CUDA_ARCH_LIST={stack.arch_list}")
+    if options.slim:
+        notes.append("slim: no C compiler or Python headers, so torch.compile cannot build kernels in this image")
+    if stack.python_source.via == "deadsnakes":
+        notes.append(f"Python {stack.python} from the deadsnakes PPA (key pinned by fingerprint)")
+    return notes
+
+
+def _pip_args(options: ImageOptions, index_url: str | None) -> str:
+    if options.wheelhouse:
+        source = ["--no-index", "--find-links", "/tmp/gpuenv/wheels"]
+    else:
+        source = ["--index-url", index_url] if index_url else []
+    return " ".join(["--no-cache-dir", *source])
+
+
+def _template_values(stack: Stack, options: ImageOptions, base: str, labels: dict[str, str]) -> dict[str, object]:
+    packages = list(stack.python_source.packages)
+    if options.slim:
+        packages = [p for p in packages if not p.endswith(("-dev", "-devel"))]
+    else:
+        packages += ["gcc", "g++", "libc6-dev"]
+    if options.flavor == "devel":
+        packages += ["ninja-build"]
+    return {
+        "stack": stack,
+        "options": options,
+        "base_image": base,
+        "labels": labels,
+        "apt_packages": sorted(set(packages), key=packages.index),
+        "deadsnakes": stack.python_source.via == "deadsnakes",
+        "deadsnakes_fingerprint": DEADSNAKES_FINGERPRINT,
+        "codename": UBUNTU_CODENAMES[stack.os.removeprefix("ubuntu")],
+        "torch_pip_args": _pip_args(options, options.index_url or stack.index_url),
+        "extra_pip_args": _pip_args(options, None),
+        "companions": [f"{name} {getattr(stack, name)}" for name in options.with_packages],
+        "stack_in_image": STACK_IN_IMAGE,
+    }
+
+
+def _render(name: str, values: dict[str, object]) -> str:
+    from gpuenv.render import jinja_env
+
+    return jinja_env(shipped_dir("templates") / "docker").get_template(name).render(values)

@@ -97,7 +97,7 @@ def build_image(ctx: click.Context, /, **params: Any) -> int:
     """
     plan = _plan(ctx, params)
     settings = ctx.find_root().obj
-    say = _Say(quiet=settings.quiet or params["as_json"])
+    say = _Say(quiet=settings.quiet)
     client = None
     if params["render_dir"] is None or plan.pin_base:
         from gpuenv.adapters import docker as adapter

@@ -1,0 +1,73 @@
+# PyTorch 2.10.0 (cu128) on CUDA 12.8.1, Python 3.11, ubuntu22.04: runtime image.
+# Rendered by gpuenv from stack.json; change the stack and render again instead of editing this file.
+# Needs an NVIDIA driver >= 570.86.10 (>= 525.60.13 through minor-version compatibility).
+# The base is the plain CUDA runtime image: the PyTorch wheels bundle their own cuDNN and NCCL.
+
+ARG BASE_IMAGE=nvidia/cuda:12.8.1-runtime-ubuntu22.04
+
+# python-base: the CUDA image plus Python (the CUDA images carry none), a C compiler and Python headers for torch.compile.
+FROM ${BASE_IMAGE} AS python-base
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ENV DEBIAN_FRONTEND=noninteractive \
+    LANG=C.UTF-8 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends \
+      ca-certificates \
+      python3.11 \
+      python3.11-venv \
+      python3.11-dev \
+      gcc \
+      g++ \
+      libc6-dev \
+ && rm -rf /var/lib/apt/lists/*
+
+# builder: every Python package goes into /opt/venv here; the final stage copies the venv.
+FROM python-base AS builder
+RUN python3.11 -m venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH
+COPY requirements.txt constraints.txt /tmp/gpuenv/
+# torch 2.10.0 with torchvision 0.25.0, torchaudio 2.10.0, pinned, and numpy<3.
+RUN pip install --no-cache-dir --index-url https://download.pytorch.org/whl/cu128 -r /tmp/gpuenv/requirements.txt
+# gpuenv itself (so that `gpuenv verify` certifies the image) without its dependencies, then those
+# and any extra packages, constrained so that the pinned torch is never replaced.
+COPY extra-requirements.txt /tmp/gpuenv/
+COPY gpuenv-wheel/ /tmp/gpuenv/gpuenv-wheel/
+RUN pip install --no-cache-dir --no-deps /tmp/gpuenv/gpuenv-wheel/gpuenv-*.whl \
+ && pip install --no-cache-dir -c /tmp/gpuenv/constraints.txt -r /tmp/gpuenv/extra-requirements.txt
+
+FROM python-base AS final
+LABEL org.opencontainers.image.title="PyTorch 2.10.0 (cu128) on CUDA 12.8.1, Python 3.11, ubuntu22.04" \
+      org.opencontainers.image.description="runtime image rendered by gpuenv" \
+      org.opencontainers.image.version="2.10.0-cu128" \
+      org.opencontainers.image.base.name="nvidia/cuda:12.8.1-runtime-ubuntu22.04" \
+      io.gpuenv.schema="gpuenv.stack/1" \
+      io.gpuenv.torch="2.10.0" \
+      io.gpuenv.torchvision="0.25.0" \
+      io.gpuenv.torchaudio="2.10.0" \
+      io.gpuenv.cuda="12.8.1" \
+      io.gpuenv.cuda-build="cu128" \
+      io.gpuenv.cudnn="bundled-with-torch" \
+      io.gpuenv.python="3.11" \
+      io.gpuenv.os="ubuntu22.04" \
+      io.gpuenv.numpy="numpy<3" \
+      io.gpuenv.driver-min="570.86.10" \
+      io.gpuenv.driver-floor="525.60.13" \
+      io.gpuenv.driver-branch="R580" \
+      io.gpuenv.gpu-sm="any" \
+      io.gpuenv.arch-list="7.0;7.5;8.0;8.6;8.9;9.0;10.0;12.0" \
+      io.gpuenv.index-url="https://download.pytorch.org/whl/cu128" \
+      io.gpuenv.flavor="runtime" \
+      io.gpuenv.stack-file="/opt/gpuenv/stack.json"
+RUN groupadd --gid 10001 app \
+ && useradd --uid 10001 --gid app --create-home --shell /bin/bash app
+COPY --from=builder /opt/venv /opt/venv
+COPY stack.json /opt/gpuenv/stack.json
+ENV VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:$PATH \
+    GPUENV_STACK=/opt/gpuenv/stack.json
+WORKDIR /app
+USER 10001:10001
+CMD ["python"]

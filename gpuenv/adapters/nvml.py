@@ -1,0 +1,227 @@
+"""NVML through the `pynvml` module of nvidia-ml-py, imported only when called.
+
+Every per-GPU reading goes through `_read`: a call the GPU or driver does not support
+(NOT_SUPPORTED, a function the library lacks, no permission) makes that item unknown, recorded
+with the reason, never an exception.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+XID_EVENT = 0x8  # nvmlEventTypeXidCriticalError
+CLOCK_EVENT_MASK = 0xFFFFFFFFFFFFFFFF
+
+
+def _pynvml() -> Any:
+    import pynvml
+
+    return pynvml
+
+
+def probe() -> str:
+    """"ok" when NVML initialises and sees a GPU, else why not (library-not-found, ...)."""
+    try:
+        nv = _pynvml()
+    except ImportError:
+        return "nvidia-ml-py not installed"
+    try:
+        nv.nvmlInit()
+    except nv.NVMLError as exc:
+        return init_error_name(exc)
+    try:
+        return "ok" if nv.nvmlDeviceGetCount() > 0 else "no GPU"
+    finally:
+        nv.nvmlShutdown()
+
+
+def init_error_name(exc: Exception) -> str:
+    names = {9: "driver-not-loaded", 12: "library-not-found", 18: "library/driver version mismatch",
+             4: "no-permission"}
+    value = getattr(exc, "value", None)
+    return names.get(value, f"error {value}: {exc}") if isinstance(value, int) else str(exc)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _read(unknown: dict[str, str], key: str, call: Callable[[], Any]) -> Any:
+    nv = _pynvml()
+    try:
+        return call()
+    except nv.NVMLError as exc:
+        unknown[key] = _error_name(exc)
+        return None
+
+
+def _error_name(exc: Any) -> str:
+    nv = _pynvml()
+    codes = {nv.NVML_ERROR_NOT_SUPPORTED: "NOT_SUPPORTED",
+             nv.NVML_ERROR_FUNCTION_NOT_FOUND: "FUNCTION_NOT_FOUND",
+             nv.NVML_ERROR_NO_PERMISSION: "NO_PERMISSION", nv.NVML_ERROR_GPU_IS_LOST: "GPU_IS_LOST",
+             nv.NVML_ERROR_NOT_FOUND: "NOT_FOUND"}
+    return codes.get(getattr(exc, "value", None), f"NVML error {getattr(exc, 'value', '?')}")
+
+
+def init() -> str | None:
+    """nvmlInit; None on success, else the reason (see init_error_name)."""
+    try:
+        nv = _pynvml()
+    except ImportError:
+        return "nvidia-ml-py not installed"
+    try:
+        nv.nvmlInit()
+    except nv.NVMLError as exc:
+        return init_error_name(exc)
+    return None
+
+
+def driver_versions() -> dict[str, Any]:
+    """Driver version and the CUDA version the driver supports ("12.4"); needs init()."""
+    nv = _pynvml()
+    unknown: dict[str, str] = {}
+    driver = _read(unknown, "driver", lambda: _text(nv.nvmlSystemGetDriverVersion()))
+    cuda = _read(unknown, "cuda_driver", nv.nvmlSystemGetCudaDriverVersion)
+    return {"driver": driver,
+            "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) else None,
+            "unknown": unknown}
+
+
+def snapshot() -> dict[str, Any]:
+    """Everything the nvml check judges, GPU by GPU (NVML order); needs init()."""
+    nv = _pynvml()
+    data = driver_versions()
+    count = nv.nvmlDeviceGetCount()
+    data["gpus"] = [_gpu(nv, i) for i in range(count)]
+    return data
+
+
+def _gpu(nv: Any, index: int) -> dict[str, Any]:
+    unknown: dict[str, str] = {}
+    h = nv.nvmlDeviceGetHandleByIndex(index)
+
+    def read(key: str, call: Callable[[], Any]) -> Any:
+        return _read(unknown, key, call)
+
+    pci = read("pci", lambda: nv.nvmlDeviceGetPciInfo(h))
+    cc = read("compute_capability", lambda: nv.nvmlDeviceGetCudaComputeCapability(h))
+    remap = read("remapped_rows", lambda: nv.nvmlDeviceGetRemappedRows(h))
+    temp_threshold = nv.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN
+    gpu: dict[str, Any] = {
+        "index": index,
+        "name": read("name", lambda: _text(nv.nvmlDeviceGetName(h))),
+        "uuid": read("uuid", lambda: _text(nv.nvmlDeviceGetUUID(h))),
+        "serial": read("serial", lambda: _text(nv.nvmlDeviceGetSerial(h))),
+        "pci_bus_id": _text(pci.busId).lower() if pci is not None else None,
+        "compute_capability": f"{cc[0]}.{cc[1]}" if cc else None,
+        "ecc_uncorrected": read("ecc_uncorrected", lambda: nv.nvmlDeviceGetTotalEccErrors(
+            h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC)),
+        "retired_pages_pending": read("retired_pages_pending",
+                                      lambda: nv.nvmlDeviceGetRetiredPagesPendingStatus(h)),
+        "remapped_rows": (dict(zip(("corrected", "uncorrectable", "pending", "failure"), remap))
+                          if remap else None),
+        "pcie": {
+            "gen": read("pcie_gen", lambda: nv.nvmlDeviceGetCurrPcieLinkGeneration(h)),
+            "max_gen": read("pcie_max_gen", lambda: nv.nvmlDeviceGetMaxPcieLinkGeneration(h)),
+            "width": read("pcie_width", lambda: nv.nvmlDeviceGetCurrPcieLinkWidth(h)),
+            "max_width": read("pcie_max_width", lambda: nv.nvmlDeviceGetMaxPcieLinkWidth(h)),
+        },
+        "clock_events": read("clock_events", lambda: nv.nvmlDeviceGetCurrentClocksEventReasons(h)),
+        "persistence": read("persistence", lambda: nv.nvmlDeviceGetPersistenceMode(h)),
+        "temperature": read("temperature", lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
+        "slowdown_temperature": read("slowdown_temperature",
+                                     lambda: nv.nvmlDeviceGetTemperatureThreshold(h, temp_threshold)),
+        "nvlink_down": _nvlink_down(nv, h, unknown),
+        "processes": [p.pid for p in (read("processes",
+                                           lambda: nv.nvmlDeviceGetComputeRunningProcesses(h)) or [])],
+        "mig": (read("mig", lambda: nv.nvmlDeviceGetMigMode(h)) or [None])[0],
+        "fabric": _fabric(nv, h, unknown),
+    }
+    gpu["unknown"] = unknown
+    return gpu
+
+
+def _nvlink_down(nv: Any, h: Any, unknown: dict[str, str]) -> list[int] | None:
+    """Links that exist but are inactive; None when the GPU has no NVLink or cannot say."""
+    down = []
+    for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
+        try:
+            active = nv.nvmlDeviceGetNvLinkState(h, link)
+        except nv.NVMLError as exc:
+            if link == 0:
+                unknown["nvlink"] = _error_name(exc)
+                return None
+            break  # past the last link of this GPU
+        if not active:
+            down.append(link)
+    return down
+
+
+def _fabric(nv: Any, h: Any, unknown: dict[str, str]) -> dict[str, int] | None:
+    """NVSwitch fabric state (Fabric Manager), where the GPU and driver have it."""
+    try:
+        info = nv.c_nvmlGpuFabricInfoV_t()
+        info.version = getattr(nv, "nvmlGpuFabricInfo_v2", 0)
+        nv.nvmlDeviceGetGpuFabricInfoV(h, info)
+        return {"state": int(info.state), "status": int(info.status)}
+    except nv.NVMLError as exc:
+        unknown["fabric"] = _error_name(exc)
+    except (AttributeError, TypeError) as exc:
+        unknown["fabric"] = f"bindings lack it: {exc}"
+    return None
+
+
+def register_xids(state: dict[str, Any], count: int) -> list[str]:
+    """Register for XID events on every GPU; returns the GPUs (by index) that cannot."""
+    nv = _pynvml()
+    missing = []
+    try:
+        event_set = nv.nvmlEventSetCreate()
+    except nv.NVMLError as exc:
+        return [f"all: {_error_name(exc)}"]
+    for i in range(count):
+        try:
+            nv.nvmlDeviceRegisterEvents(nv.nvmlDeviceGetHandleByIndex(i), XID_EVENT, event_set)
+        except nv.NVMLError as exc:
+            missing.append(f"GPU {i}: {_error_name(exc)}")
+    state["xid_set"] = event_set
+    state["handles"] = {_handle_key(nv.nvmlDeviceGetHandleByIndex(i)): i for i in range(count)}
+    return missing
+
+
+def _handle_key(handle: Any) -> int:
+    import ctypes
+
+    return int(ctypes.cast(handle, ctypes.c_void_p).value or 0)
+
+
+def drain_xids(state: dict[str, Any]) -> list[tuple[int, int]]:
+    """(GPU index, XID) for every XID event since registration; waits for none."""
+    event_set = state.get("xid_set")
+    if event_set is None:
+        return []
+    nv = _pynvml()
+    seen = []
+    for _ in range(1000):
+        try:
+            event = nv.nvmlEventSetWait_v2(event_set, 0)
+        except nv.NVMLError:
+            break  # TIMEOUT: nothing more
+        if event.eventType & XID_EVENT:
+            seen.append((state["handles"].get(_handle_key(event.device), -1), int(event.eventData)))
+    return seen
+
+
+def energy_mj(count: int) -> dict[int, int | None]:
+    """Total energy counters (millijoules) of GPUs 0..count-1 in NVML order; needs init()."""
+    nv = _pynvml()
+    unknown: dict[str, str] = {}
+    return {i: _read(unknown, "energy", lambda i=i: nv.nvmlDeviceGetTotalEnergyConsumption(
+        nv.nvmlDeviceGetHandleByIndex(i))) for i in range(count)}
+
+
+def visible_env() -> str | None:
+    return os.environ.get("CUDA_VISIBLE_DEVICES")

@@ -1,0 +1,83 @@
+"""Expected busbw and matmul throughput by GPU model (data in gpuenv/data/baselines.json)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuenv.errors import BadRequest
+from gpuenv.resources import data_file
+
+SCHEMA = "gpuenv.baselines/1"
+
+
+@dataclass(frozen=True)
+class Baselines:
+    fail_below: float
+    warn_below: float
+    busbw: tuple[dict[str, Any], ...]
+    matmul_tflops: tuple[dict[str, Any], ...]
+    origin: str
+
+    def expected_busbw(self, gpu_name: str, gpus: int, collective: str, nbytes: int) -> float | None:
+        for row in self.busbw:
+            if (row["collective"] == collective and row["gpus"] == gpus
+                    and nbytes >= row["min_bytes"] and _matches(row, gpu_name)):
+                return float(row["busbw_gbps"])
+        return None
+
+    def expected_tflops(self, gpu_name: str, dtype: str) -> float | None:
+        for row in self.matmul_tflops:
+            if row["dtype"] == dtype and _matches(row, gpu_name):
+                return float(row["tflops"])
+        return None
+
+    def judge(self, measured: float, expected: float) -> str:
+        """"fail", "warn" or "pass" for a measurement against its expected value."""
+        if measured < self.fail_below * expected:
+            return "fail"
+        if measured < self.warn_below * expected:
+            return "warn"
+        return "pass"
+
+
+def _matches(row: dict[str, Any], gpu_name: str) -> bool:
+    name = gpu_name.lower()
+    return any(m.lower() in name for m in row["match"])
+
+
+def load_baselines(path: Path | None = None) -> Baselines:
+    source = path or data_file("baselines.json")
+    try:
+        data = json.loads(Path(source).read_text())
+    except (OSError, ValueError) as exc:
+        raise BadRequest(f"cannot read baselines {source}: {exc}",
+                         hint="give a JSON file in the format of gpuenv/data/baselines.json") from exc
+    problem = _problem(data)
+    if problem:
+        raise BadRequest(f"bad baselines file {source}: {problem}",
+                         hint="see gpuenv/data/baselines.json for the format")
+    return Baselines(float(data["fail_below"]), float(data["warn_below"]), tuple(data["busbw"]),
+                     tuple(data["matmul_tflops"]), str(source))
+
+
+def _problem(data: Any) -> str | None:
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        return f"schema must be {SCHEMA!r}"
+    if not (0 < data.get("fail_below", 0) <= data.get("warn_below", 0) <= 1):
+        return "want 0 < fail_below <= warn_below <= 1"
+    needs = {"busbw": ("match", "gpus", "collective", "min_bytes", "busbw_gbps"),
+             "matmul_tflops": ("match", "dtype", "tflops")}
+    for table, keys in needs.items():
+        rows = data.get(table)
+        if not isinstance(rows, list):
+            return f"{table} must be a list"
+        for i, row in enumerate(rows):
+            missing = [k for k in keys if k not in row]
+            if missing:
+                return f"{table}[{i}] lacks {', '.join(missing)}"
+            if not isinstance(row["match"], list) or not row["match"]:
+                return f"{table}[{i}].match must be a non-empty list of names"
+    return None

@@ -1,0 +1,289 @@
+"""allreduce (and allgather/reducescatter at standard): exact collectives and their bandwidth.
+
+Inputs are small integers in float32, so the reduced value is exact in any reduction order and
+every element is compared. algbw = bytes / time; busbw = algbw x the nccl-tests factor.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from gpuenv.verify.baselines import Baselines, load_baselines
+from gpuenv.verify.checks import common
+from gpuenv.verify.context import CheckContext
+from gpuenv.verify.model import CheckResult, Finding, GpuRef, fail, info, status_from_findings, warn
+
+MiB = 1 << 20
+PLANS: dict[tuple[str, str], dict[str, Any]] = {
+    ("cpu", "quick"): {"sizes": [64 * MiB], "iters": 3, "warmup": 1, "collectives": ["allreduce"]},
+    ("cpu", "standard"): {"sizes": [1 * MiB, 16 * MiB, 64 * MiB, 256 * MiB], "iters": 3, "warmup": 1,
+                          "collectives": ["allreduce", "allgather", "reducescatter"]},
+    ("cpu", "deep"): {"sizes": [1 * MiB, 16 * MiB, 64 * MiB, 256 * MiB], "iters": 5, "warmup": 1,
+                      "collectives": ["allreduce", "allgather", "reducescatter"]},
+    ("cuda", "quick"): {"sizes": [512 * MiB], "iters": 5, "warmup": 2, "collectives": ["allreduce"]},
+    ("cuda", "standard"): {"sizes": [1 * MiB, 16 * MiB, 128 * MiB, 512 * MiB, 1024 * MiB], "iters": 10,
+                           "warmup": 2, "collectives": ["allreduce", "allgather", "reducescatter"]},
+    ("cuda", "deep"): {"sizes": [1 * MiB, 16 * MiB, 128 * MiB, 512 * MiB, 1024 * MiB], "iters": 50,
+                       "warmup": 5, "collectives": ["allreduce", "allgather", "reducescatter"]},
+}
+FACTORS = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n - 1) / n,
+           "reducescatter": lambda n: (n - 1) / n}
+PAIR_BYTES = 8 * MiB
+
+
+def run(ctx: CheckContext) -> CheckResult:
+    from gpuenv.verify import ranks
+
+    world = common.world_size(ctx.device, ctx.cpu_ranks)
+    if world < 1:
+        raise common.CudaUnusable("CUDA reports no GPU visible to this process")
+    plan = {**PLANS[(ctx.device, ctx.level)], "bisect": ctx.level != "quick" and world >= 3}
+    results = ranks.launch("gpuenv.verify.checks.allreduce:rank_workload", check="allreduce",
+                           world=world, device=ctx.device, params=plan)
+    baselines = load_baselines(_path(ctx.baseline))
+    gpu_name = common.device_name(ctx.device)
+    refs = [ctx.gpu_ref(r) if ctx.device == "cuda" else GpuRef(r) for r in range(world)]
+    findings, metrics = evaluate(results, world=world, device=ctx.device, gpu_name=gpu_name,
+                                 baselines=baselines, refs=refs)
+    status = status_from_findings(findings)
+    head = metrics.get("headline", {})
+    summary = (f"{world} ranks ({'gloo' if ctx.device == 'cpu' else 'nccl'}), every element exact"
+               if status != "fail" or not any(f.item == "correctness" for f in findings) else "")
+    if head:
+        bw = head.get("busbw_gbps")
+        summary += f"; {head['collective']} {head['bytes'] // MiB} MiB " + (
+            f"busbw {bw:.2f} GB/s" if bw is not None else f"algbw {head['algbw_gbps']:.2f} GB/s")
+    return CheckResult("allreduce", status, summary=summary.lstrip("; "), metrics=metrics,
+                       findings=findings)
+
+
+def _path(value: str | None) -> Any:
+    from pathlib import Path
+
+    return Path(value) if value else None
+
+
+# ---- the rank side (runs in each rank process) --------------------------------------------
+
+
+def rank_workload(rank: int, world: int, device: str, params: dict[str, Any]) -> dict[str, Any]:
+    import torch
+    import torch.distributed as dist
+
+    dev = torch.device("cuda", rank) if device == "cuda" else torch.device("cpu")
+    out: dict[str, Any] = {"rank": rank, "device": str(dev), "errors": [], "times": {},
+                           "skipped": {}, "pairs": []}
+    for coll in params["collectives"]:
+        for nbytes in params["sizes"]:
+            try:
+                times = _run_size(coll, nbytes, rank, world, dev, params, out["errors"])
+            except RuntimeError as exc:
+                if "not supported" not in str(exc).lower() and "unsupported" not in str(exc).lower():
+                    raise
+                out["skipped"][coll] = str(exc).splitlines()[0]
+                break
+            out["times"][f"{coll}:{nbytes}"] = times
+    if params.get("bisect"):
+        out["pairs"] = _pairs(rank, world, dev, params)
+    dist.barrier()
+    return out
+
+
+def _sync(dev: Any) -> None:
+    import torch
+
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def _run_size(coll: str, nbytes: int, rank: int, world: int, dev: Any, params: dict[str, Any],
+              errors: list[dict[str, Any]], group: Any = None, tag: str = "") -> list[float]:
+    import torch
+    import torch.distributed as dist
+
+    numel = nbytes // 4 // world * world
+    chunk = numel // world
+    size = numel if coll != "allgather" else chunk
+    base = (torch.arange(size, device=dev, dtype=torch.int32) % 61).to(torch.float32)
+    times = []
+    for it in range(params["warmup"] + params["iters"]):
+        # Each collective's result minus its exact expectation must be zero everywhere.
+        if coll == "allreduce":
+            result = base + (rank + 1) * (it + 1)
+            dist.barrier(group=group)
+            _sync(dev)
+            t0 = time.perf_counter()
+            dist.all_reduce(result, group=group)
+            _sync(dev)
+            elapsed = time.perf_counter() - t0
+            offset = (it + 1) * world * (world + 1) // 2
+            subtract = lambda r: r.sub_(base, alpha=world)  # noqa: E731
+        elif coll == "allgather":
+            outs = [torch.empty_like(base) for _ in range(world)]
+            dist.barrier(group=group)
+            _sync(dev)
+            t0 = time.perf_counter()
+            dist.all_gather(outs, base + rank + it, group=group)
+            _sync(dev)
+            elapsed = time.perf_counter() - t0
+            for j, part in enumerate(outs):
+                part.sub_(j)
+            result = torch.cat(outs)
+            offset = it
+            subtract = lambda r: r.sub_(base.repeat(world))  # noqa: E731
+        else:
+            full = base + rank + it
+            result = torch.empty(chunk, device=dev)
+            dist.barrier(group=group)
+            _sync(dev)
+            t0 = time.perf_counter()
+            dist.reduce_scatter(result, list(full.chunk(world)), group=group)
+            _sync(dev)
+            elapsed = time.perf_counter() - t0
+            mine = base[rank * chunk:(rank + 1) * chunk]
+            offset = world * it + world * (world - 1) // 2
+            subtract = lambda r: r.sub_(mine, alpha=world)  # noqa: E731
+        if params.get("fault") == "corrupt" and it == 0:
+            result.view(-1)[result.numel() // 3] += 1
+        _compare(subtract(result), offset, errors, coll=coll + tag, nbytes=nbytes, it=it)
+        if it >= params["warmup"]:
+            times.append(elapsed)
+    return times
+
+
+def _compare(residual: Any, want: int, errors: list[dict[str, Any]], *, coll: str, nbytes: int,
+             it: int) -> None:
+    """`residual` is the result minus the per-element part of the exact answer: all `want`."""
+    bad = residual != want
+    nbad = int(torch_count(bad))
+    if nbad:
+        first = int(bad.nonzero()[0][0].item())
+        errors.append({"collective": coll, "bytes": nbytes, "iteration": it, "wrong": nbad,
+                       "elements": residual.numel(), "index": first,
+                       "off_by": float(residual.view(-1)[first].item()) - want})
+
+
+def torch_count(mask: Any) -> int:
+    import torch
+
+    return int(torch.count_nonzero(mask).item())
+
+
+def _pairs(rank: int, world: int, dev: Any, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every neighbouring pair of ranks runs its own allreduce, to name the GPU or link at fault."""
+    import torch.distributed as dist
+
+    pairs = [(i, (i + 1) % world) for i in range(world)]
+    groups = [dist.new_group(list(p)) for p in pairs]
+    found = []
+    for pair, group in zip(pairs, groups):
+        if rank not in pair:
+            continue
+        errors: list[dict[str, Any]] = []
+        small = {"warmup": 1, "iters": 3, "fault": params.get("fault")}
+        times = _run_size("allreduce", PAIR_BYTES, pair.index(rank), 2, dev, small, errors,
+                          group=group, tag=f" pair {pair[0]}-{pair[1]}")
+        found.append({"pair": list(pair), "wrong": sum(e["wrong"] for e in errors),
+                      "time": sum(times) / len(times)})
+    return found
+
+
+# ---- evaluation (pure) --------------------------------------------------------------------
+
+
+def bandwidth(coll: str, nbytes: int, seconds: float, world: int) -> tuple[float, float | None]:
+    """(algbw, busbw) in GB/s with the nccl-tests definitions; busbw is None for one rank."""
+    algbw = nbytes / seconds / 1e9
+    if world < 2:
+        return algbw, None
+    return algbw, algbw * FACTORS[coll](world)
+
+
+def evaluate(results: list[dict[str, Any]], *, world: int, device: str, gpu_name: str,
+             baselines: Baselines, refs: list[GpuRef]) -> tuple[list[Finding], dict[str, Any]]:
+    findings = _correctness(results, refs) + _pair_findings(results, refs)
+    table = _bandwidth_table(results, world)
+    findings += _judge_bandwidth(table, world=world, device=device, gpu_name=gpu_name,
+                                 baselines=baselines)
+    for coll, why in results[0].get("skipped", {}).items():
+        findings.append(info(f"{coll} not supported by this backend: {why}", item=coll))
+    headline = next((row for row in reversed(table) if row["collective"] == "allreduce"),
+                    table[-1] if table else {})
+    return findings, {"world": world, "backend": "nccl" if device == "cuda" else "gloo",
+                      "sizes": table, "headline": headline,
+                      "busbw_gbps": headline.get("busbw_gbps"), "algbw_gbps": headline.get("algbw_gbps")}
+
+
+def _correctness(results: list[dict[str, Any]], refs: list[GpuRef]) -> list[Finding]:
+    findings = []
+    for res in results:
+        for err in res["errors"]:
+            ref = refs[res["rank"]]
+            where = f"rank {res['rank']} ({ref.label() if ref.uuid else res['device']})"
+            findings.append(fail(
+                f"{where} got {err['wrong']} wrong element(s) of {err['elements']} in "
+                f"{err['collective']} of {err['bytes'] // MiB} MiB, iteration {err['iteration']}: "
+                f"element {err['index']} off by {err['off_by']:g}",
+                "drain the node; run gpuenv verify --level deep and dcgmi diag -r 3 to find the "
+                "GPU or link at fault", action="drain", item="correctness", gpu=ref))
+    return findings
+
+
+def _pair_findings(results: list[dict[str, Any]], refs: list[GpuRef]) -> list[Finding]:
+    bad_pairs = {tuple(p["pair"]) for r in results for p in r.get("pairs", []) if p["wrong"]}
+    if not bad_pairs:
+        return []
+    counts: dict[int, int] = {}
+    for pair in bad_pairs:
+        for member in pair:
+            counts[member] = counts.get(member, 0) + 1
+    suspects = [r for r, n in counts.items() if n > 1] or sorted(counts)
+    names = ", ".join(refs[r].label() for r in sorted(suspects))
+    pairs = ", ".join(f"{a}-{b}" for a, b in sorted(bad_pairs))
+    return [fail(f"pairwise allreduce fails on pairs {pairs}: suspect {names}",
+                 "drain the node and have the suspect GPU or its link checked (reset, then RMA)",
+                 action="drain", item="bisect", gpu=refs[suspects[0]] if len(suspects) == 1 else None)]
+
+
+def _bandwidth_table(results: list[dict[str, Any]], world: int) -> list[dict[str, Any]]:
+    table = []
+    for key in results[0]["times"]:
+        coll, nbytes_s = key.split(":")
+        nbytes = int(nbytes_s)
+        # The collective is as slow as its slowest rank.
+        seconds = max(sum(r["times"][key]) / len(r["times"][key]) for r in results)
+        algbw, busbw = bandwidth(coll, nbytes, seconds, world)
+        table.append({"collective": coll, "bytes": nbytes, "time_us": round(seconds * 1e6, 1),
+                      "algbw_gbps": round(algbw, 3),
+                      "busbw_gbps": None if busbw is None else round(busbw, 3)})
+    return table
+
+
+def _judge_bandwidth(table: list[dict[str, Any]], *, world: int, device: str, gpu_name: str,
+                     baselines: Baselines) -> list[Finding]:
+    if world < 2:
+        return [info("one rank: busbw is meaningless (factor 0); algbw reported", item="bandwidth")]
+    findings = []
+    judged = False
+    for row in table:
+        expected = (baselines.expected_busbw(gpu_name, world, row["collective"], row["bytes"])
+                    if device == "cuda" else None)
+        if expected is None:
+            continue
+        judged = True
+        verdict = baselines.judge(row["busbw_gbps"], expected)
+        text = (f"{row['collective']} {row['bytes'] // MiB} MiB busbw {row['busbw_gbps']:.1f} GB/s "
+                f"vs {expected:.0f} expected for {world}x {gpu_name}")
+        if verdict == "fail":
+            findings.append(fail(text + f" (under {baselines.fail_below:.0%})",
+                                 "check NVLink/NVSwitch (nvidia-smi topo -m, Fabric Manager) and PCIe; "
+                                 "drain if it persists", action="drain", item="bandwidth"))
+        elif verdict == "warn":
+            findings.append(warn(text + f" (under {baselines.warn_below:.0%})",
+                                 "rerun at --level standard; compare with nccl-tests", item="bandwidth"))
+    if not judged:
+        where = "CPU (gloo)" if device == "cpu" else f"{world}x {gpu_name} at these sizes"
+        findings.append(info(f"no baseline for {where}: bandwidth reported, correctness judged",
+                             item="bandwidth"))
+    return findings

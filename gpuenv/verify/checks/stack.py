@@ -1,0 +1,186 @@
+"""stack: the installed torch and its CUDA build against the driver, the GPUs and the knowledge base.
+
+The driver decision is `gpuenv.compat.driver_runs_cuda`, the same function `resolve` uses, so a
+stack that `resolve` recommends passes here. `evaluate` is pure (facts in, findings out).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from gpuenv.compat import KnowledgeBase, load_kb
+from gpuenv.errors import BadRequest
+from gpuenv.verify.context import CheckContext
+from gpuenv.verify.model import CheckResult, Finding, fail, info, status_from_findings, summarize, warn
+
+REINSTALL = "install the stack `gpuenv resolve --driver auto` recommends for this node"
+
+
+def evaluate(facts: dict[str, Any], kb: KnowledgeBase, *, device: str) -> list[Finding]:
+    findings: list[Finding] = []
+    torch_cuda = facts.get("torch_cuda")
+    if device == "cuda":
+        if not torch_cuda:
+            return [fail(f"torch {facts['torch']} is a CPU-only build on a GPU node", REINSTALL,
+                         action="reinstall-stack", item="torch-build")]
+        findings += _driver(facts, kb, torch_cuda)
+        findings += _arches(facts)
+        if facts.get("cudnn") is None:
+            findings.append(fail("cuDNN cannot be loaded by this torch", REINSTALL,
+                                 action="reinstall-stack", item="cudnn"))
+        findings += _nvcc(facts, torch_cuda)
+    findings += _knowledge_base(facts, kb)
+    return findings
+
+
+def _driver(facts: dict[str, Any], kb: KnowledgeBase, torch_cuda: str) -> list[Finding]:
+    from gpuenv.compat import driver_runs_cuda
+
+    driver = facts.get("driver")
+    if not driver:
+        return [fail("the driver version is unknown (NVML did not report it)",
+                     "install or repair the NVIDIA driver", action="reinstall-driver", item="driver")]
+    try:
+        verdict = driver_runs_cuda(kb, driver, torch_cuda)
+    except BadRequest:
+        return [warn(f"CUDA {torch_cuda} of this torch is not in the knowledge base; driver {driver} not judged",
+                     "update gpuenv or pass --data with a newer knowledge base", item="driver")]
+    if not verdict.ok:
+        return [fail(verdict.message, f"upgrade the driver, or {REINSTALL}", action="reinstall-driver",
+                     item="driver")]
+    return [info(verdict.message, item="driver")]
+
+
+def _arches(facts: dict[str, Any]) -> list[Finding]:
+    arch_list = facts.get("arch_list") or []
+    out = []
+    for gpu in facts.get("gpus", []):
+        sm = gpu.get("compute_capability")
+        if not sm:
+            continue
+        digits = sm.replace(".", "")
+        label = f"GPU {gpu.get('cuda_index', gpu.get('index'))} ({gpu.get('name')}, sm_{digits})"
+        if f"sm_{digits}" in arch_list:
+            continue
+        ptx = [a for a in arch_list if a.startswith("compute_") and int(a[8:]) <= int(digits)]
+        if ptx:
+            out.append(warn(f"{label}: no sm_{digits} kernels in this torch build; runs through PTX JIT "
+                            f"of {ptx[-1]} (slow start, some kernels missing)", REINSTALL, item="arch"))
+        else:
+            out.append(fail(f"{label} is not supported by this torch build (arch list "
+                            f"{' '.join(arch_list) or 'empty'})", REINSTALL, action="reinstall-stack",
+                            item="arch"))
+    return out
+
+
+def _nvcc(facts: dict[str, Any], torch_cuda: str) -> list[Finding]:
+    nvcc = facts.get("nvcc")
+    if not nvcc or _major_minor(nvcc) == _major_minor(torch_cuda):
+        return []
+    return [warn(f"nvcc {nvcc} disagrees with torch's CUDA {torch_cuda}: extensions built here will not match",
+                 f"put the CUDA {_major_minor(torch_cuda)} toolkit first on PATH (CUDA_HOME)",
+                 action="fix-config", item="nvcc")]
+
+
+def _major_minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def _knowledge_base(facts: dict[str, Any], kb: KnowledgeBase) -> list[Finding]:
+    release = facts["torch"].split("+")[0]
+    row = next((t for t in kb.torch if t.version == release), None)
+    if row is None:
+        return [info(f"torch {release} is not in the knowledge base: versions not cross-checked", item="kb")]
+    out = []
+    vision = facts.get("torchvision")
+    if vision and row.torchvision and vision.split("+")[0] != row.torchvision:
+        out.append(fail(f"torchvision {vision} does not match torch {release} (wants {row.torchvision})",
+                        REINSTALL, action="reinstall-stack", item="torchvision"))
+    python = facts.get("python")
+    if python and python not in row.python:
+        out.append(warn(f"Python {python} is not a supported Python of torch {release} "
+                        f"({', '.join(row.python)})", REINSTALL, item="python"))
+    return out
+
+
+# ---- facts (runs in the worker) -----------------------------------------------------------
+
+
+def gather(ctx: CheckContext) -> dict[str, Any]:
+    import torch
+
+    facts: dict[str, Any] = {
+        "torch": torch.__version__, "torch_cuda": torch.version.cuda,
+        "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+        "torchvision": _dist_version("torchvision"), "torchaudio": _dist_version("torchaudio"),
+        "cudnn": None, "nccl": None, "arch_list": [], "nvcc": nvcc_version(),
+        "driver": ctx.facts.get("driver", {}).get("driver"),
+        "cuda_driver": ctx.facts.get("driver", {}).get("cuda_driver"),
+        "gpus": ctx.facts.get("gpus", []),
+    }
+    if torch.version.cuda and torch.cuda.is_available():
+        facts["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        nccl = torch.cuda.nccl.version()
+        facts["nccl"] = ".".join(str(v) for v in nccl) if isinstance(nccl, tuple) else str(nccl)
+        facts["arch_list"] = list(torch.cuda.get_arch_list())
+        if not facts["gpus"]:
+            facts["gpus"] = [{"cuda_index": i, "name": torch.cuda.get_device_name(i),
+                              "compute_capability": "{}.{}".format(*torch.cuda.get_device_capability(i))}
+                             for i in range(torch.cuda.device_count())]
+    if ctx.device == "cuda" and not facts["driver"]:
+        facts.update(_driver_from_nvml())
+    return facts
+
+
+def _driver_from_nvml() -> dict[str, Any]:
+    from gpuenv.adapters import nvml as adapter
+
+    if adapter.init():
+        return {}
+    versions = adapter.driver_versions()
+    return {"driver": versions["driver"], "cuda_driver": versions["cuda_driver"]}
+
+
+def _dist_version(name: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def nvcc_version() -> str | None:
+    import os
+
+    candidates = [shutil.which("nvcc")]
+    if os.environ.get("CUDA_HOME"):
+        candidates.append(str(Path(os.environ["CUDA_HOME"]) / "bin" / "nvcc"))
+    for nvcc in filter(None, candidates):
+        try:
+            out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=15).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        found = re.search(r"release (\d+\.\d+)", out)
+        if found:
+            return found.group(1)
+    return None
+
+
+def run(ctx: CheckContext) -> CheckResult:
+    facts = gather(ctx)
+    ctx.facts["stack"] = {k: v for k, v in facts.items() if k != "gpus"}
+    kb = load_kb(Path(ctx.kb) if ctx.kb else None)
+    findings = evaluate(facts, kb, device=ctx.device)
+    build = f"CUDA {facts['torch_cuda']}" if facts["torch_cuda"] else "CPU build"
+    default = f"torch {facts['torch']} ({build}), Python {facts['python']}"
+    if ctx.device == "cuda" and facts.get("driver"):
+        default += f", driver {facts['driver']}"
+    return CheckResult("stack", status_from_findings(findings), summary=summarize(findings, default),
+                       metrics={k: facts[k] for k in ("torch", "torch_cuda", "cudnn", "nccl", "python")},
+                       findings=findings)

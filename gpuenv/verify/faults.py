@@ -1,0 +1,61 @@
+"""Test-only fault injection, inert unless GPUENV_TEST_FAULT is set.
+
+GPUENV_TEST_FAULT is a comma-separated list of CHECK:KIND[:rankN]. KIND is
+  corrupt  the rank's result of a collective gets one wrong element (allreduce only)
+  hang     the rank (or the check's process) sleeps forever
+  abort    the rank (or the check's process) calls os.abort()
+Without :rankN a fault hits the check's process itself (or every rank for corrupt).
+The test suite uses it to prove that verify fails, times out and crashes as it must.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+ENV = "GPUENV_TEST_FAULT"
+KINDS = ("corrupt", "hang", "abort")
+
+
+@dataclass(frozen=True)
+class Fault:
+    check: str
+    kind: str
+    rank: int | None
+
+
+def parse(value: str) -> list[Fault]:
+    faults = []
+    for part in filter(None, (p.strip() for p in value.split(","))):
+        fields = part.split(":")
+        if len(fields) not in (2, 3) or fields[1] not in KINDS:
+            raise ValueError(f"bad {ENV} entry {part!r}: want CHECK:{'|'.join(KINDS)}[:rankN]")
+        rank = None
+        if len(fields) == 3:
+            if not fields[2].startswith("rank") or not fields[2][4:].isdigit():
+                raise ValueError(f"bad {ENV} entry {part!r}: the third field is rankN")
+            rank = int(fields[2][4:])
+        faults.append(Fault(fields[0], fields[1], rank))
+    return faults
+
+
+def active(check: str, *, rank: int | None = None, env: dict[str, str] | None = None) -> str | None:
+    """The fault kind injected into this check (and rank), or None: always None unless set."""
+    value = (os.environ if env is None else env).get(ENV, "")
+    if not value:
+        return None
+    for fault in parse(value):
+        if fault.check == check and (fault.rank is None or fault.rank == rank):
+            return fault.kind
+    return None
+
+
+def trigger(kind: str | None) -> None:
+    """Carry out a hang or abort fault here (corrupt is applied by the workload itself)."""
+    if kind == "hang":
+        import time
+
+        while True:
+            time.sleep(3600)
+    if kind == "abort":
+        os.abort()

@@ -1,0 +1,91 @@
+"""Distributed ranks for the collective and DDP workloads, started from the verify worker.
+
+Ranks are forked from a multiprocessing forkserver that has imported torch once, so a rank
+starts in a fraction of a second instead of importing torch again. The forkserver and every rank
+live in the worker's process group: the engine's watchdog kills them all together.
+Each rank writes its result as JSON into a scratch directory; a rank that dies or raises makes
+`launch` raise, and the worker reports the check as a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+from dataclasses import dataclass, field
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+# torch._dynamo: DDP, the profiler and checkpointing import it on first use (over a second).
+PRELOAD = ["torch", "torch.distributed", "torch._dynamo", "gpuenv.verify.ranks"]
+
+
+@dataclass(frozen=True)
+class RankJob:
+    """What every rank runs: `module:function(rank, world, device, params) -> dict`."""
+
+    target: str
+    check: str
+    world: int
+    device: str  # "cuda" | "cpu"
+    port: int
+    outdir: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def start_forkserver() -> None:
+    """Start the forkserver now, so it imports torch while the worker does other work."""
+    import multiprocessing
+    from multiprocessing import forkserver
+
+    multiprocessing.set_forkserver_preload(PRELOAD)
+    forkserver.ensure_running()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def launch(target: str, *, check: str, world: int, device: str,
+           params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Run `target` on `world` ranks and return their results, rank by rank."""
+    import torch.multiprocessing as mp
+
+    start_forkserver()
+    with tempfile.TemporaryDirectory(prefix="gpuenv-ranks-") as outdir:
+        job = RankJob(target, check, world, device, free_port(), outdir, params)
+        mp.start_processes(rank_main, args=(job,), nprocs=world, join=True,
+                           start_method="forkserver")
+        return [json.loads((Path(outdir) / f"rank{r}.json").read_text()) for r in range(world)]
+
+
+def rank_main(rank: int, job: RankJob) -> None:
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    from gpuenv.verify import faults
+
+    backend = "nccl" if job.device == "cuda" else "gloo"
+    if job.device == "cuda":
+        torch.cuda.set_device(rank)
+    else:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // job.world))
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{job.port}", rank=rank,
+                            world_size=job.world, timeout=datetime.timedelta(minutes=30))
+    try:
+        fault = faults.active(job.check, rank=rank)
+        if fault in ("hang", "abort"):
+            faults.trigger(fault)
+        module, name = job.target.split(":")
+        params = {**job.params, "fault": fault}
+        result = getattr(import_module(module), name)(rank, job.world, job.device, params)
+        (Path(job.outdir) / f"rank{rank}.json").write_text(json.dumps(result))
+    finally:
+        dist.destroy_process_group()

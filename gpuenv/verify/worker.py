@@ -1,0 +1,146 @@
+"""The verify worker: one long-lived process, its own process group, that runs checks one by one.
+
+It imports torch once (the first torch check pays for it) and forks distributed ranks from a
+forkserver, so isolation costs no torch import per check. The engine sends one JSON request per
+line on stdin and reads one JSON answer per line on the file descriptor named by
+GPUENV_VERIFY_FD; stdout is pointed at stderr so nothing a library prints can garble the answers.
+The engine's watchdog kills this process group on a timeout; this process never decides that.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+import traceback
+from importlib import import_module
+from typing import Any
+
+from gpuenv.verify import faults
+from gpuenv.verify.checks.common import CudaUnusable, unusable_finding
+from gpuenv.verify.context import CheckContext
+from gpuenv.verify.model import CheckResult, fail
+
+FD_ENV = "GPUENV_VERIFY_FD"
+# Exceptions whose text says the device or the communication layer broke: a crash, not our bug.
+CRASH_MARKERS = ("CUDA error", "CUDA out of memory", "NCCL", "cuDNN error", "CUBLAS", "CUDNN",
+                 "device-side assert", "ECC", "Gloo", "Connection reset", "process ")
+
+
+def run_check(name: str, ctx: CheckContext) -> CheckResult:
+    started = time.monotonic()
+    result = _run(name, ctx)
+    result.duration_s = time.monotonic() - started
+    return result
+
+
+def _run(name: str, ctx: CheckContext) -> CheckResult:
+    kind = faults.active(name)
+    if kind in ("hang", "abort"):
+        faults.trigger(kind)
+    try:
+        module = import_module(f"gpuenv.verify.checks.{name}")
+        result: CheckResult = module.run(ctx)
+        return result
+    except CudaUnusable as exc:
+        return CheckResult(name, "fail", summary=str(exc), findings=[unusable_finding(str(exc))])
+    except ImportError as exc:
+        return _import_failed(name, ctx, exc)
+    except Exception as exc:  # classified: the device broke (crash) or gpuenv did (error)
+        return _classify(name, exc)
+
+
+def _import_failed(name: str, ctx: CheckContext, exc: ImportError) -> CheckResult:
+    what = f"cannot import {exc.name or 'a module'}: {exc}"
+    if ctx.device == "cuda":
+        finding = fail(what, "install the pinned stack (gpuenv resolve --driver auto) on this GPU node",
+                       action="reinstall-stack", item="import")
+        return CheckResult(name, "fail", summary=what, findings=[finding])
+    return CheckResult(name, "error", summary=what,
+                       detail={"hint": "install torch (pip install 'gpuenv[verify]')"})
+
+
+def _classify(name: str, exc: BaseException) -> CheckResult:
+    text = f"{type(exc).__name__}: {exc}"
+    tail = "".join(traceback.format_exception(exc))[-4000:]
+    crashed = type(exc).__name__ in ("ProcessExitedException", "ProcessRaisedException") or any(
+        marker in str(exc) for marker in CRASH_MARKERS)
+    if crashed:
+        signal_name = _signal_of(exc)
+        detail: dict[str, Any] = {"traceback": tail}
+        if signal_name:
+            detail["signal"] = signal_name
+        return CheckResult(name, "crash", summary=text.splitlines()[0][:300], detail=detail)
+    return CheckResult(name, "error", summary=f"gpuenv could not run the check: {text}"[:300],
+                       detail={"traceback": tail})
+
+
+def _signal_of(exc: BaseException) -> str | None:
+    import signal
+
+    number = getattr(exc, "signal_name", None) or getattr(exc, "exit_code", None)
+    if isinstance(number, str):
+        return number
+    if isinstance(number, int) and number < 0:
+        return signal.Signals(-number).name
+    return None
+
+
+def _warm_up() -> None:
+    """Start the rank forkserver and import torch and torch._dynamo in the background: the torch
+    checks need them and the imports overlap with other work."""
+    import threading
+
+    from gpuenv.verify.ranks import PRELOAD, start_forkserver
+
+    try:
+        start_forkserver()
+    except Exception:  # the check that needs ranks will report it
+        return
+
+    def imports() -> None:
+        for name in PRELOAD:
+            with contextlib.suppress(Exception):
+                import_module(name)
+
+    threading.Thread(target=imports, daemon=True).start()
+
+
+def serve(answers: Any) -> None:
+    ctx: CheckContext | None = None
+    for line in sys.stdin:
+        request = json.loads(line)
+        op = request["op"]
+        if op == "probe":
+            from gpuenv.adapters import nvml as nvml_adapter
+
+            answer: dict[str, Any] = {"nvml": nvml_adapter.probe()}
+        elif op == "init":
+            ctx = CheckContext(**request["context"])
+            if request.get("forkserver"):
+                _warm_up()
+            answer = {"ok": True}
+        elif op == "run" and ctx is not None:
+            result = run_check(request["check"], ctx)
+            answer = {"result": result.to_dict(), "facts": ctx.facts}
+        elif op == "finish" and ctx is not None:
+            from gpuenv.verify.checks import nvml
+
+            answer = {"findings": [f.to_dict() for f in nvml.drain_xids(ctx)]}
+        else:
+            answer = {"error": f"unknown request {op}"}
+        answers.write(json.dumps(answer) + "\n")
+        answers.flush()
+
+
+def main() -> None:
+    answers = os.fdopen(int(os.environ[FD_ENV]), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    serve(answers)
+
+
+if __name__ == "__main__":
+    main()

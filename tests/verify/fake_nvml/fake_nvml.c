@@ -1,0 +1,162 @@
+/* A fake libnvidia-ml.so.1 for gpuenv's tests: the real pynvml bindings load it through
+ * LD_LIBRARY_PATH and get the answers of a scenario file (FAKE_NVML_SCENARIO), one key=value a
+ * line. A key applies to every GPU, or to one with a "gpuN." prefix. Functions a scenario lists
+ * in "unsupported" return NOT_SUPPORTED; functions this file does not define are missing, as on an
+ * old driver (pynvml raises FUNCTION_NOT_FOUND). See the .scenario files beside it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAXGPU 16
+#define OK 0
+#define E_INVALID 2
+#define E_NOT_SUPPORTED 3
+#define E_INSUFFICIENT 7
+#define E_TIMEOUT 10
+#define E_UNINIT 1
+
+typedef struct {
+    int index;
+    char name[96], uuid[96], serial[32], unsupported[512];
+    int cc_major, cc_minor;
+    unsigned long long ecc_uncorrected, clock_events, energy;
+    int retired_pending, remap_corrected, remap_uncorrectable, remap_pending, remap_failure;
+    int pcie_gen, pcie_max_gen, pcie_width, pcie_max_width;
+    int persistence, temp, slowdown_temp, nvlinks, nvlink_down, procs, mig;
+} gpu_t;
+
+typedef struct { void *device; unsigned long long type, data; unsigned gi, ci; } event_t;
+typedef struct { char legacy[16]; unsigned domain, bus, device, id, subsys; char busId[32]; } pci_t;
+typedef struct { unsigned pid; unsigned long long mem; unsigned gi, ci; } proc_t;
+
+static gpu_t gpus[MAXGPU];
+static int count = 8, init_error = 0, initialised = 0, nxid = 0, xid_next = 0;
+static int xid_gpu[32], xid_code[32];
+static char driver[64] = "580.65.06", unsupported_all[512] = "";
+static int cuda_driver = 13000;
+
+static void defaults(void) {
+    for (int i = 0; i < MAXGPU; i++) {
+        gpu_t *g = &gpus[i];
+        memset(g, 0, sizeof *g);
+        g->index = i;
+        strcpy(g->name, "NVIDIA H100 80GB HBM3");
+        snprintf(g->uuid, sizeof g->uuid, "GPU-00000000-0000-0000-0000-%012d", i);
+        snprintf(g->serial, sizeof g->serial, "165000000%04d", i);
+        g->cc_major = 9; g->cc_minor = 0;
+        g->pcie_gen = g->pcie_max_gen = 5; g->pcie_width = g->pcie_max_width = 16;
+        g->persistence = 1; g->temp = 38; g->slowdown_temp = 90; g->nvlinks = 18;
+        g->nvlink_down = -1; g->clock_events = 0x1; g->energy = 1000000;
+    }
+}
+
+static void set(gpu_t *g, const char *key, const char *val) {
+    unsigned long long n = strtoull(val, NULL, 0);
+    if (!strcmp(key, "name")) snprintf(g->name, sizeof g->name, "%s", val);
+    else if (!strcmp(key, "cc")) sscanf(val, "%d.%d", &g->cc_major, &g->cc_minor);
+    else if (!strcmp(key, "unsupported")) snprintf(g->unsupported, sizeof g->unsupported, "%s", val);
+#define INT(k) else if (!strcmp(key, #k)) g->k = (int)n;
+#define ULL(k) else if (!strcmp(key, #k)) g->k = n;
+    ULL(ecc_uncorrected) ULL(clock_events) ULL(energy)
+    INT(retired_pending) INT(remap_corrected) INT(remap_uncorrectable) INT(remap_pending)
+    INT(remap_failure) INT(pcie_gen) INT(pcie_max_gen) INT(pcie_width) INT(pcie_max_width)
+    INT(persistence) INT(temp) INT(slowdown_temp) INT(nvlinks) INT(nvlink_down) INT(procs) INT(mig)
+}
+
+static void load(void) {
+    defaults();
+    const char *path = getenv("FAKE_NVML_SCENARIO");
+    FILE *f = path ? fopen(path, "r") : NULL;
+    char line[600];
+    while (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = 0;
+        char *eq = strchr(line, '=');
+        if (line[0] == '#' || !eq) continue;
+        *eq = 0;
+        char *key = line, *val = eq + 1;
+        if (!strcmp(key, "count")) count = atoi(val);
+        else if (!strcmp(key, "driver")) snprintf(driver, sizeof driver, "%s", val);
+        else if (!strcmp(key, "cuda_driver")) cuda_driver = atoi(val);
+        else if (!strcmp(key, "init_error")) init_error = atoi(val);
+        else if (!strcmp(key, "unsupported")) snprintf(unsupported_all, sizeof unsupported_all, "%s", val);
+        else if (!strcmp(key, "xid") && nxid < 32 && sscanf(val, "gpu%d:%d", &xid_gpu[nxid], &xid_code[nxid]) == 2) nxid++;
+        else if (!strncmp(key, "gpu", 3) && strchr(key, '.')) {
+            int i = atoi(key + 3);
+            if (i >= 0 && i < MAXGPU) set(&gpus[i], strchr(key, '.') + 1, val);
+        } else for (int i = 0; i < MAXGPU; i++) set(&gpus[i], key, val);
+    }
+    if (f) fclose(f);
+}
+
+static int unsupported(gpu_t *g, const char *fn) {
+    return strstr(unsupported_all, fn) || (g && strstr(g->unsupported, fn));
+}
+
+#define GPU(h) gpu_t *g = (gpu_t *)(h); if (!initialised) return E_UNINIT; \
+    if (unsupported(g, __func__)) return E_NOT_SUPPORTED;
+
+int nvmlInitWithFlags(unsigned flags) { (void)flags; load(); if (init_error) return init_error; initialised = 1; return OK; }
+int nvmlInit_v2(void) { return nvmlInitWithFlags(0); }
+int nvmlShutdown(void) { initialised = 0; return OK; }
+const char *nvmlErrorString(int r) {
+    switch (r) { case 0: return "Success"; case 3: return "Not Supported"; case 9: return "Driver Not Loaded";
+                 case 10: return "Timeout"; default: return "Fake NVML error"; }
+}
+int nvmlSystemGetDriverVersion(char *buf, unsigned len) { if (!initialised) return E_UNINIT; snprintf(buf, len, "%s", driver); return OK; }
+int nvmlSystemGetCudaDriverVersion(int *v) { if (!initialised) return E_UNINIT; *v = cuda_driver; return OK; }
+int nvmlSystemGetCudaDriverVersion_v2(int *v) { return nvmlSystemGetCudaDriverVersion(v); }
+int nvmlDeviceGetCount_v2(unsigned *n) { if (!initialised) return E_UNINIT; *n = (unsigned)count; return OK; }
+int nvmlDeviceGetHandleByIndex_v2(unsigned i, void **h) {
+    if (!initialised) return E_UNINIT;
+    if ((int)i >= count) return E_INVALID;
+    *h = &gpus[i]; return OK;
+}
+int nvmlDeviceGetName(void *h, char *buf, unsigned len) { GPU(h) snprintf(buf, len, "%s", g->name); return OK; }
+int nvmlDeviceGetUUID(void *h, char *buf, unsigned len) { GPU(h) snprintf(buf, len, "%s", g->uuid); return OK; }
+int nvmlDeviceGetSerial(void *h, char *buf, unsigned len) { GPU(h) snprintf(buf, len, "%s", g->serial); return OK; }
+int nvmlDeviceGetPciInfo_v3(void *h, pci_t *p) {
+    GPU(h) memset(p, 0, sizeof *p);
+    p->bus = 0x18 + 0x10 * (unsigned)g->index;
+    snprintf(p->busId, sizeof p->busId, "00000000:%02X:00.0", p->bus);
+    snprintf(p->legacy, sizeof p->legacy, "0000:%02X:00.0", p->bus);
+    return OK;
+}
+int nvmlDeviceGetCudaComputeCapability(void *h, int *ma, int *mi) { GPU(h) *ma = g->cc_major; *mi = g->cc_minor; return OK; }
+int nvmlDeviceGetTotalEccErrors(void *h, int type, int counter, unsigned long long *n) {
+    GPU(h) (void)counter; *n = type == 1 ? g->ecc_uncorrected : 0; return OK;
+}
+int nvmlDeviceGetRetiredPagesPendingStatus(void *h, int *p) { GPU(h) *p = g->retired_pending; return OK; }
+int nvmlDeviceGetRemappedRows(void *h, unsigned *c, unsigned *u, unsigned *p, unsigned *f) {
+    GPU(h) *c = g->remap_corrected; *u = g->remap_uncorrectable; *p = g->remap_pending; *f = g->remap_failure; return OK;
+}
+int nvmlDeviceGetCurrPcieLinkGeneration(void *h, unsigned *v) { GPU(h) *v = g->pcie_gen; return OK; }
+int nvmlDeviceGetMaxPcieLinkGeneration(void *h, unsigned *v) { GPU(h) *v = g->pcie_max_gen; return OK; }
+int nvmlDeviceGetCurrPcieLinkWidth(void *h, unsigned *v) { GPU(h) *v = g->pcie_width; return OK; }
+int nvmlDeviceGetMaxPcieLinkWidth(void *h, unsigned *v) { GPU(h) *v = g->pcie_max_width; return OK; }
+int nvmlDeviceGetCurrentClocksEventReasons(void *h, unsigned long long *v) { GPU(h) *v = g->clock_events; return OK; }
+int nvmlDeviceGetPersistenceMode(void *h, int *v) { GPU(h) *v = g->persistence; return OK; }
+int nvmlDeviceGetTemperature(void *h, int sensor, unsigned *v) { GPU(h) (void)sensor; *v = g->temp; return OK; }
+int nvmlDeviceGetTemperatureThreshold(void *h, int which, unsigned *v) { GPU(h) (void)which; *v = g->slowdown_temp; return OK; }
+int nvmlDeviceGetNvLinkState(void *h, unsigned link, unsigned *active) {
+    GPU(h) if (g->nvlinks == 0) return E_NOT_SUPPORTED;
+    if ((int)link >= g->nvlinks) return E_INVALID;
+    *active = (int)link != g->nvlink_down; return OK;
+}
+int nvmlDeviceGetComputeRunningProcesses_v3(void *h, unsigned *n, proc_t *procs) {
+    GPU(h) if (g->procs == 0) { *n = 0; return OK; }
+    if (!procs || *n < (unsigned)g->procs) { *n = g->procs; return E_INSUFFICIENT; }
+    for (int i = 0; i < g->procs; i++) { procs[i].pid = 4242 + i; procs[i].mem = 1 << 30; procs[i].gi = procs[i].ci = 0; }
+    *n = g->procs; return OK;
+}
+int nvmlDeviceGetMigMode(void *h, unsigned *cur, unsigned *pending) { GPU(h) *cur = *pending = g->mig; return OK; }
+int nvmlDeviceGetTotalEnergyConsumption(void *h, unsigned long long *mj) { GPU(h) g->energy += 50000; *mj = g->energy; return OK; }
+int nvmlEventSetCreate(void **set) { if (!initialised) return E_UNINIT; *set = (void *)&xid_next; return OK; }
+int nvmlEventSetFree(void *set) { (void)set; return OK; }
+int nvmlDeviceRegisterEvents(void *h, unsigned long long types, void *set) { GPU(h) (void)types; (void)set; return OK; }
+int nvmlEventSetWait_v2(void *set, event_t *e, unsigned ms) {
+    (void)set; (void)ms;
+    if (xid_next >= nxid) return E_TIMEOUT;
+    memset(e, 0, sizeof *e);
+    e->device = &gpus[xid_gpu[xid_next]]; e->type = 0x8; e->data = (unsigned long long)xid_code[xid_next];
+    xid_next++; return OK;
+}

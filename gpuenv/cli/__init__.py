@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "resolve": "gpuenv.cli.resolve_cmd:resolve",
     "matrix": "gpuenv.cli.resolve_cmd:matrix",
     "build-image": "gpuenv.cli.build_cmd:build_image",
+    "verify": "gpuenv.cli.verify_cmd:verify",
 }
 
 EPILOG = """\b

@@ -136,3 +136,19 @@ def existing_file(value: str, what: str = "file") -> Path:
     if not path.is_file():
         raise BadRequest(f"{what} {value!r} does not exist", hint="give the path of an existing file")
     return path
+
+
+_SAFE_PATH = re.compile(r"[A-Za-z0-9_./~+@-]{1,200}", re.ASCII)
+
+
+def port(value: str | int, what: str = "port") -> int:
+    """A TCP port, 1-65535."""
+    text = str(value).strip()
+    if not re.fullmatch(r"\d{1,5}", text, re.ASCII) or not 1 <= int(text) <= 65535:
+        raise BadRequest(f"invalid {what}: {text[:20]!r}", hint="a port is a number from 1 to 65535, e.g. 22")
+    return int(text)
+
+
+def safe_path(value: str, what: str = "path") -> str:
+    """A path made of plain characters only (letters, digits and _./~+@-), safe in any shell or template."""
+    return _match(_SAFE_PATH, value, what, "use a path of letters, digits and _./~+@- only")

@@ -23,6 +23,7 @@ from gpuenv.errors import EXIT_BAD_REQUEST, EXIT_CANNOT_RUN, GpuenvError
 COMMANDS: dict[str, str] = {
     "resolve": "gpuenv.cli.resolve_cmd:resolve",
     "matrix": "gpuenv.cli.resolve_cmd:matrix",
+    "provision": "gpuenv.cli.provision_cmd:provision",
     "build-image": "gpuenv.cli.build_cmd:build_image",
     "verify": "gpuenv.cli.verify_cmd:verify",
 }

@@ -1,0 +1,160 @@
+"""What ansible-runner is asked to do, and what its events mean: pure functions, no I/O.
+
+`runner_arguments` builds the keyword arguments of `ansible_runner.run` (tested as a plain dict);
+the adapter adds the become password, which is never part of them. `progress_from_event` and
+`HostTally` turn runner events into per-host progress and the summary.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuenv.errors import BadRequest
+
+SITE = "site.yml"
+PLAN = "plan_driver.yml"
+BECOME_PROMPT = r"^BECOME password.*:\s*?$"
+_LIMIT = re.compile(r"[A-Za-z0-9_.:,!&*-]{1,200}", re.ASCII)
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    project_dir: Path
+    private_data_dir: Path
+    playbook: str = SITE
+    forks: int = 10
+    limit: str | None = None
+    check: bool = False
+    ask_become_pass: bool = False
+    verbosity: int = 0
+    timeout_s: int = 4 * 3600
+    path: str = ""  # PATH for ansible-playbook (the controller's venv bin first)
+
+
+def check_limit(value: str) -> str:
+    if not _LIMIT.fullmatch(value):
+        raise BadRequest(f"invalid --limit {value[:60]!r}",
+                         hint="host or group names separated by commas, e.g. gpu01,gpu02")
+    return value
+
+
+def runner_arguments(req: RunRequest) -> dict[str, Any]:
+    """Keyword arguments for ansible_runner.run."""
+    cmdline = []
+    if req.check:
+        cmdline += ["--check", "--diff"]
+    if req.ask_become_pass:
+        cmdline.append("--ask-become-pass")
+    args: dict[str, Any] = {
+        "private_data_dir": str(req.private_data_dir),
+        "project_dir": str(req.project_dir),
+        "playbook": req.playbook,
+        "inventory": str(req.project_dir / "inventory" / "hosts.yml"),
+        "forks": req.forks,
+        "envvars": {
+            "PATH": req.path,
+            "ANSIBLE_CONFIG": str(req.project_dir / "ansible.cfg"),
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_RETRY_FILES_ENABLED": "0",
+        },
+        "quiet": True,
+        "suppress_env_files": True,  # nothing of the run, a password least of all, is written to env/
+        "timeout": req.timeout_s,
+    }
+    if req.limit:
+        args["limit"] = check_limit(req.limit)
+    if cmdline:
+        args["cmdline"] = " ".join(cmdline)
+    if req.verbosity:
+        args["verbosity"] = req.verbosity
+    return args
+
+
+@dataclass(frozen=True)
+class Progress:
+    host: str
+    task: str
+    status: str  # ok | changed | failed | skipped | unreachable | started
+
+
+def progress_from_event(event: dict[str, Any]) -> Progress | None:
+    """One line of progress from a runner event, or None for events that are not about a host."""
+    kind = event.get("event", "")
+    data = event.get("event_data") or {}
+    host = data.get("host")
+    if not host:
+        return None
+    task = str(data.get("task", ""))
+    if kind == "runner_on_start":
+        return Progress(host, task, "started")
+    if kind == "runner_on_ok":
+        return Progress(host, task, "changed" if (data.get("res") or {}).get("changed") else "ok")
+    if kind == "runner_on_failed":
+        return Progress(host, task, "ignored" if data.get("ignore_errors") else "failed")
+    if kind == "runner_on_skipped":
+        return Progress(host, task, "skipped")
+    if kind == "runner_on_unreachable":
+        return Progress(host, task, "unreachable")
+    return None
+
+
+@dataclass
+class HostSummary:
+    host: str
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    unreachable: int = 0
+    skipped: int = 0
+    message: str = ""  # the first failure's message
+    verdict: str | None = None  # from the verify report
+    report: str | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return not self.failed and not self.unreachable
+
+
+@dataclass
+class HostTally:
+    """Accumulates what the events say about each host."""
+
+    hosts: dict[str, HostSummary] = field(default_factory=dict)
+    plans: dict[str, dict[str, Any]] = field(default_factory=dict)
+    stats_seen: bool = False
+
+    def add(self, event: dict[str, Any]) -> None:
+        kind = event.get("event", "")
+        data = event.get("event_data") or {}
+        host = data.get("host")
+        res = data.get("res") or {}
+        if kind in ("runner_on_failed", "runner_on_unreachable") and host and not data.get("ignore_errors"):
+            summary = self.hosts.setdefault(host, HostSummary(host))
+            if not summary.message:
+                summary.message = _message(data.get("task", ""), res)
+        if kind == "runner_on_ok" and host and isinstance(res.get("ansible_facts"), dict):
+            plan = res["ansible_facts"].get("nvidia_driver_plan")
+            if isinstance(plan, dict):
+                self.plans[host] = plan
+        if kind == "playbook_on_stats":
+            self.stats_seen = True
+            self._stats(data)
+
+    def _stats(self, data: dict[str, Any]) -> None:
+        columns = {"ok": "ok", "changed": "changed", "failures": "failed", "dark": "unreachable", "skipped": "skipped"}
+        names = set()
+        for key in (*columns, "processed"):
+            names |= set((data.get(key) or {}).keys())
+        for name in sorted(names):
+            summary = self.hosts.setdefault(name, HostSummary(name))
+            for key, attr in columns.items():
+                setattr(summary, attr, int((data.get(key) or {}).get(name, 0)))
+
+
+def _message(task: str, res: dict[str, Any]) -> str:
+    text = str(res.get("msg") or res.get("stderr") or res.get("reason") or "failed").strip()
+    first = text.splitlines()[0] if text else "failed"
+    return f"{task}: {first}"[:300] if task else first[:300]

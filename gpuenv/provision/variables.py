@@ -1,0 +1,133 @@
+"""The variables file of the Ansible project: the stack and the options, as the roles name them.
+
+Only this file and the inventory are rendered; the playbooks are static. Values are written as
+JSON (which YAML reads the same), after a last check that none could be taken for a template.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuenv.compat import KnowledgeBase, driver_runs_cuda
+from gpuenv.errors import BadRequest
+from gpuenv.stack import Stack
+
+VERIFY_LEVELS = ("quick", "standard", "deep")
+VERIFY_DEVICES = ("auto", "cuda", "cpu")
+DRIVER_SOURCES = ("auto", "distro", "cuda-repo")
+KERNEL_MODULES = ("auto", "open", "proprietary")
+DEBIAN_NONFREE_BRANCH = "R535"  # what Debian 12's non-free component ships
+STACK_SUMMARY = ("torch", "torchvision", "cuda", "python", "os", "driver_branch")
+
+
+@dataclass(frozen=True)
+class ProvisionOptions:
+    venv: str = "/opt/gpuenv/venv"
+    wheelhouse: str | None = None  # a directory on the controller (absolute)
+    index_url: str | None = None  # a mirror of the stack's wheel index
+    gpuenv_wheel: str | None = None  # gpuenv's own wheel on the controller (absolute)
+    torch_only: bool = False
+    driver: bool = True
+    driver_branch: str | None = None  # "580"; default: the stack's
+    driver_source: str = "auto"
+    kernel_modules: str = "auto"
+    allow_secure_boot: bool = False
+    reboot: bool = True
+    container_toolkit: bool = False
+    verify: bool = True
+    verify_level: str = "quick"
+    verify_device: str = "auto"
+    reports_dir: str = "reports"  # on the controller (absolute)
+    min_free_gb: int = 10
+
+
+@dataclass(frozen=True)
+class KbFacts:
+    """What the roles need from the knowledge base for one stack."""
+
+    python_by_os: dict[str, dict[str, Any]]
+    open_modules_policy: dict[str, str]
+    debian_nonfree_ok: bool
+    debian_nonfree_branch: str = "535"
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def kb_facts(kb: KnowledgeBase, stack: Stack) -> KbFacts:
+    python_by_os = {
+        o.name: {"via": p.via, "packages": list(p.packages)}
+        for o in kb.os if "host" in o.roles and (p := o.python.get(stack.python)) is not None
+    }
+    policy = {a.family: a.open_modules for a in kb.architectures}
+    nonfree = next((b for b in kb.driver_branches if b.branch == DEBIAN_NONFREE_BRANCH), None)
+    verdict = driver_runs_cuda(kb, nonfree.latest, stack.cuda) if nonfree else None
+    return KbFacts(
+        python_by_os=python_by_os,
+        open_modules_policy=policy,
+        debian_nonfree_ok=bool(verdict and verdict.ok),
+        debian_nonfree_branch=DEBIAN_NONFREE_BRANCH[1:],
+        notes=(verdict.message,) if verdict else (),
+    )
+
+
+def requirements(stack: Stack, *, torch_only: bool) -> list[str]:
+    """The stack's pinned pip requirements, without the index line."""
+    lines = [r for r in stack.requirements() if not r.startswith("--")]
+    if torch_only:
+        lines = [r for r in lines if not r.startswith(("torchvision==", "torchaudio=="))]
+    return lines
+
+
+def variables(stack: Stack, options: ProvisionOptions, facts: KbFacts) -> dict[str, Any]:
+    branch = (options.driver_branch or stack.driver_branch).lstrip("Rr")
+    return {
+        "gpuenv_stack": {k: getattr(stack, k) for k in STACK_SUMMARY},
+        "preflight_min_free_gb": options.min_free_gb,
+        "nvidia_driver_enabled": options.driver,
+        "nvidia_driver_branch": branch,
+        "nvidia_driver_source": options.driver_source,
+        "nvidia_driver_kernel_modules": options.kernel_modules,
+        "nvidia_driver_allow_secure_boot": options.allow_secure_boot,
+        "nvidia_driver_reboot": options.reboot,
+        "nvidia_driver_debian_nonfree_ok": facts.debian_nonfree_ok,
+        "nvidia_driver_debian_nonfree_branch": facts.debian_nonfree_branch,
+        "nvidia_driver_open_modules_policy": facts.open_modules_policy,
+        "container_toolkit_enabled": options.container_toolkit,
+        "pytorch_python": stack.python,
+        "pytorch_python_by_os": facts.python_by_os,
+        "pytorch_venv": options.venv,
+        "pytorch_requirements": requirements(stack, torch_only=options.torch_only),
+        "pytorch_index_url": "" if options.wheelhouse else (options.index_url or stack.index_url),
+        "pytorch_wheelhouse": options.wheelhouse or "",
+        "pytorch_gpuenv_wheel": options.gpuenv_wheel or "",
+        "verify_enabled": options.verify,
+        "verify_level": options.verify_level,
+        "verify_device": options.verify_device,
+        "verify_venv": options.venv,
+        "verify_reports_dir": options.reports_dir,
+    }
+
+
+def _refuse_templates(value: Any, name: str) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _refuse_templates(item, f"{name}.{key}")
+    elif isinstance(value, list):
+        for item in value:
+            _refuse_templates(item, name)
+    elif isinstance(value, str) and any(mark in value for mark in ("{{", "{%", "{#")):
+        raise BadRequest(f"{name} holds template markup: {value[:60]!r}", hint="remove the braces")
+
+
+def render_variables(stack: Stack, options: ProvisionOptions, facts: KbFacts) -> str:
+    values = variables(stack, options, facts)
+    _refuse_templates(values, "variables")
+    lines = [
+        "# Written by gpuenv provision: the stack and options this project installs.",
+        f"# Stack: torch {stack.torch}, CUDA {stack.cuda} ({stack.cuda_build}), Python {stack.python}, "
+        f"driver branch {stack.driver_branch}.",
+        "---",
+    ]
+    lines += [f"{key}: {json.dumps(value)}" for key, value in values.items()]
+    return "\n".join(lines) + "\n"

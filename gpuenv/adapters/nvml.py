@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 XID_EVENT = 0x8  # nvmlEventTypeXidCriticalError
@@ -121,7 +122,7 @@ def _gpu(nv: Any, index: int) -> dict[str, Any]:
             h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC)),
         "retired_pages_pending": read("retired_pages_pending",
                                       lambda: nv.nvmlDeviceGetRetiredPagesPendingStatus(h)),
-        "remapped_rows": (dict(zip(("corrected", "uncorrectable", "pending", "failure"), remap))
+        "remapped_rows": (dict(zip(("corrected", "uncorrectable", "pending", "failure"), remap, strict=False))
                           if remap else None),
         "pcie": {
             "gen": read("pcie_gen", lambda: nv.nvmlDeviceGetCurrPcieLinkGeneration(h)),
@@ -219,8 +220,11 @@ def energy_mj(count: int) -> dict[int, int | None]:
     """Total energy counters (millijoules) of GPUs 0..count-1 in NVML order; needs init()."""
     nv = _pynvml()
     unknown: dict[str, str] = {}
-    return {i: _read(unknown, "energy", lambda i=i: nv.nvmlDeviceGetTotalEnergyConsumption(
-        nv.nvmlDeviceGetHandleByIndex(i))) for i in range(count)}
+    found: dict[int, int | None] = {}
+    for i in range(count):
+        handle = nv.nvmlDeviceGetHandleByIndex(i)
+        found[i] = _read(unknown, "energy", partial(nv.nvmlDeviceGetTotalEnergyConsumption, handle))
+    return found
 
 
 def visible_env() -> str | None:

@@ -64,7 +64,8 @@ def _in_file(ctx: click.Context, param: click.Parameter, value: str | None) -> P
               help="Folder for artifacts (profiler trace); default: beside --report.")
 @click.option("--baseline", callback=_in_file, help="Expected busbw/TFLOP/s table (see docs/verify.md).")
 @click.option("--policy", callback=_in_file, help="NVML policy: severities, XID lists (see docs/verify.md).")
-@click.option("--timeout", type=click.FloatRange(min=1), help="Seconds allowed to each check (default: per check and level).")
+@click.option("--timeout", type=click.FloatRange(min=1),
+              help="Seconds allowed to each check (default: per check and level).")
 @click.option("--image", help="Run the same verify inside this Docker image instead of on the host.")
 @click.pass_context
 def verify(ctx: click.Context, level: str, checks: tuple[str, ...], device: str, expect_gpus: int | None,

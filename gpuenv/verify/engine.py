@@ -119,10 +119,8 @@ class Worker:
         with contextlib.suppress(OSError):
             if self.proc.stdin:
                 self.proc.stdin.close()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
         self.kill()
 
     def close(self) -> None:
@@ -150,7 +148,7 @@ def group_members(pgid: int) -> list[int]:
 
 def nvidia_on_pci(root: Path = SYSFS_PCI) -> list[str]:
     """Bus ids of NVIDIA GPUs (vendor 0x10de, class display/3D) on the PCI bus, from sysfs."""
-    found = []
+    found: list[str] = []
     if not root.is_dir():
         return found
     for dev in sorted(root.iterdir()):
@@ -188,7 +186,7 @@ class Run:
         self.results: list[CheckResult] = []
         self.facts: dict[str, Any] = {}
         self.worker: Worker | None = None
-        self.stderr: IO[bytes] = tempfile.TemporaryFile()
+        self.stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (closed in execute)
         self.device = "cpu"
         self.cpu_only = True
         self.device_note = ""
@@ -239,7 +237,8 @@ class Run:
         except WorkerTimeout:
             self.replace_worker()
             return CheckResult(spec.name, "timeout", time.monotonic() - started,
-                               summary=f"{spec.name} ran past its {limit:g} s limit; killed with every process it started",
+                               summary=f"{spec.name} ran past its {limit:g} s limit; "
+                                       "killed with every process it started",
                                detail={"limit_s": limit, "stderr_tail": self.stderr_tail(mark)})
         except WorkerDied:
             code = self.worker.proc.wait() if self.worker else None

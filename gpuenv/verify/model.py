@@ -149,7 +149,8 @@ def decide(checks: list[CheckResult], *, strict: bool, cpu_only: bool,
         return Verdict(False, "could not run", 3, f"could not run: {', '.join(errors)} ({tally})")
     warned = [c.name for c in checks if c.status == "warn"]
     if strict and warned:
-        return Verdict(False, "not certified", 1, f"not certified (--strict){scope}: {', '.join(warned)} warned ({tally})")
+        return Verdict(False, "not certified", 1,
+                       f"not certified (--strict){scope}: {', '.join(warned)} warned ({tally})")
     if not checks or all(c.status == "skip" for c in checks):
         return Verdict(False, "could not run", 3, f"no check could run{scope} ({tally or 'none selected'})")
     return Verdict(True, "certified", 0, f"certified{scope} ({tally})")

@@ -54,12 +54,11 @@ def free_port() -> int:
 def launch(target: str, *, check: str, world: int, device: str,
            params: dict[str, Any]) -> list[dict[str, Any]]:
     """Run `target` on `world` ranks and return their results, rank by rank."""
-    import torch.multiprocessing as mp
-
+    start_processes = import_module("torch.multiprocessing.spawn").start_processes
     start_forkserver()
     with tempfile.TemporaryDirectory(prefix="gpuenv-ranks-") as outdir:
         job = RankJob(target, check, world, device, free_port(), outdir, params)
-        mp.start_processes(rank_main, args=(job,), nprocs=world, join=True,
+        start_processes(rank_main, args=(job,), nprocs=world, join=True,
                            start_method="forkserver")
         return [json.loads((Path(outdir) / f"rank{r}.json").read_text()) for r in range(world)]
 

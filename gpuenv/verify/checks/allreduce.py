@@ -7,6 +7,8 @@ every element is compared. algbw = bytes / time; busbw = algbw x the nccl-tests 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from gpuenv.verify.baselines import Baselines, load_baselines
@@ -99,9 +101,10 @@ def _sync(dev: Any) -> None:
 
 def _run_size(coll: str, nbytes: int, rank: int, world: int, dev: Any, params: dict[str, Any],
               errors: list[dict[str, Any]], group: Any = None, tag: str = "") -> list[float]:
-    import torch
     import torch.distributed as dist
 
+    torch = common.torch_module()
+    subtract: Callable[[Any], Any]
     numel = nbytes // 4 // world * world
     chunk = numel // world
     size = numel if coll != "allgather" else chunk
@@ -143,13 +146,17 @@ def _run_size(coll: str, nbytes: int, rank: int, world: int, dev: Any, params: d
             elapsed = time.perf_counter() - t0
             mine = base[rank * chunk:(rank + 1) * chunk]
             offset = world * it + world * (world - 1) // 2
-            subtract = lambda r: r.sub_(mine, alpha=world)  # noqa: E731
+            subtract = partial(_minus_times, part=mine, times=world)
         if params.get("fault") == "corrupt" and it == 0:
             result.view(-1)[result.numel() // 3] += 1
         _compare(subtract(result), offset, errors, coll=coll + tag, nbytes=nbytes, it=it)
         if it >= params["warmup"]:
             times.append(elapsed)
     return times
+
+
+def _minus_times(r: Any, *, part: Any, times: int) -> Any:
+    return r.sub_(part, alpha=times)
 
 
 def _compare(residual: Any, want: int, errors: list[dict[str, Any]], *, coll: str, nbytes: int,
@@ -177,7 +184,7 @@ def _pairs(rank: int, world: int, dev: Any, params: dict[str, Any]) -> list[dict
     pairs = [(i, (i + 1) % world) for i in range(world)]
     groups = [dist.new_group(list(p)) for p in pairs]
     found = []
-    for pair, group in zip(pairs, groups):
+    for pair, group in zip(pairs, groups, strict=True):
         if rank not in pair:
             continue
         errors: list[dict[str, Any]] = []

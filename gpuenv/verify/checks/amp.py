@@ -27,7 +27,7 @@ class PlainSGD:
     torch._dynamo (over a second), which the quick level cannot afford."""
 
     def __init__(self, params: Any, lr: float, momentum: float = 0.9) -> None:
-        self.param_groups = [{"params": list(params), "lr": lr}]
+        self.param_groups: list[dict[str, Any]] = [{"params": list(params), "lr": lr}]
         self.momentum = momentum
         self.velocity: dict[int, Any] = {}
 
@@ -36,7 +36,7 @@ class PlainSGD:
             p.grad = None
 
     def step(self) -> None:
-        import torch
+        torch = common.torch_module()
 
         with torch.no_grad():
             for p in self.param_groups[0]["params"]:
@@ -49,7 +49,7 @@ class PlainSGD:
 
 
 def _model(device: Any) -> Any:
-    import torch
+    torch = common.torch_module()
 
     torch.manual_seed(0)
     return torch.nn.Sequential(
@@ -59,7 +59,7 @@ def _model(device: Any) -> Any:
 
 
 def _batch(device: Any) -> tuple[Any, Any]:
-    import torch
+    torch = common.torch_module()
 
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(128, 64, generator=gen)
@@ -69,7 +69,7 @@ def _batch(device: Any) -> tuple[Any, Any]:
 
 def train(device: Any, dtype: str | None, *, scaler: Any = None) -> dict[str, Any]:
     """Overfit one batch; returns losses, whether grads stayed finite and the final scale."""
-    import torch
+    torch = common.torch_module()
 
     model = _model(device)
     opt = PlainSGD(model.parameters(), lr=0.1)
@@ -121,7 +121,7 @@ def judge_run(name: str, run: dict[str, Any], fp32: dict[str, Any], *, item: str
 
 
 def _fp16(dev: Any, cuda: bool, fp32: dict[str, Any]) -> tuple[list[Finding], list[str]]:
-    import torch
+    torch = common.torch_module()
 
     amp = getattr(torch, "amp", None)
     if amp is not None and hasattr(amp, "GradScaler"):
@@ -145,7 +145,7 @@ def _fp16(dev: Any, cuda: bool, fp32: dict[str, Any]) -> tuple[list[Finding], li
 
 
 def _bf16(dev: Any, cuda: bool, fp32: dict[str, Any]) -> tuple[list[Finding], list[str]]:
-    import torch
+    torch = common.torch_module()
 
     if cuda and not torch.cuda.is_bf16_supported():
         return [], [f"bf16: not supported by {torch.cuda.get_device_name(dev)}"]
@@ -154,7 +154,7 @@ def _bf16(dev: Any, cuda: bool, fp32: dict[str, Any]) -> tuple[list[Finding], li
 
 
 def checkpoint_matches(dev: Any) -> bool:
-    import torch
+    torch = common.torch_module()
     from torch.utils.checkpoint import checkpoint
 
     x, y = _batch(dev)
@@ -164,12 +164,12 @@ def checkpoint_matches(dev: Any) -> bool:
         hidden = checkpoint(model[:4], x, use_reentrant=False) if use_ckpt else model[:4](x)
         torch.nn.functional.cross_entropy(model[4](hidden), y).backward()
         grads.append([p.grad.clone() for p in model.parameters()])
-    return all(torch.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(*grads))
+    return all(torch.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(*grads, strict=True))
 
 
 def step_checksum(dev: Any) -> str:
     """One seeded fp32 step; the checksum of the parameters after it, bit-exact."""
-    import torch
+    torch = common.torch_module()
 
     allow = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -198,7 +198,7 @@ def checksum_findings(sums: dict[int, str], ctx: CheckContext) -> list[Finding]:
 
 
 def matmul_tflops(dev: Any, cuda: bool, level: str) -> tuple[float, str]:
-    import torch
+    torch = common.torch_module()
 
     n = (8192 if level != "quick" else 4096) if cuda else 512
     dtype = torch.bfloat16 if cuda else torch.float32
@@ -217,7 +217,7 @@ def matmul_tflops(dev: Any, cuda: bool, level: str) -> tuple[float, str]:
 
 def ddp_rank(rank: int, world: int, device: str, params: dict[str, Any]) -> dict[str, Any]:
     """One DDP step on every rank (different data per rank); params must agree afterwards."""
-    import torch
+    torch = common.torch_module()
     from torch.nn.parallel import DistributedDataParallel
 
     dev = torch.device("cuda", rank) if device == "cuda" else torch.device("cpu")
@@ -245,7 +245,7 @@ def ddp_findings(results: list[dict[str, Any]]) -> list[Finding]:
 
 
 def run(ctx: CheckContext) -> CheckResult:
-    import torch
+    torch = common.torch_module()
 
     from gpuenv.verify import ranks
 
@@ -294,15 +294,18 @@ def _performance(ctx: CheckContext, devices: list[Any], cuda: bool) -> tuple[dic
     energy_after = _energy(len(devices)) if cuda else {}
     metrics: dict[str, Any] = {"matmul_tflops": {str(i): round(v, 3) for i, v in per_device.items()},
                                "matmul_tflops_min": min(per_device.values()), "matmul_dtype": dtype}
-    joules = {i: (energy_after[i] - energy_before[i]) / 1000 for i in energy_before
-              if energy_before.get(i) is not None and energy_after.get(i) is not None}
+    joules = {}
+    for i, before in energy_before.items():
+        after = energy_after.get(i)
+        if before is not None and after is not None:
+            joules[i] = (after - before) / 1000
     if joules:
         metrics["energy_j"] = {str(i): round(j, 2) for i, j in joules.items()}
         metrics["matmul_seconds"] = round(time.perf_counter() - started, 3)
     if not cuda:
         return metrics, [info("CPU matmul throughput: no baseline", item="tflops")]
     baselines = load_baselines(_path(ctx.baseline))
-    import torch
+    torch = common.torch_module()
 
     name = torch.cuda.get_device_name(0)
     expected = baselines.expected_tflops(name, dtype)

@@ -7,6 +7,13 @@ from typing import Any
 from gpuenv.verify.model import Finding, fail
 
 
+def torch_module() -> Any:
+    """torch, typed as Any: its annotations are partial and vary across the versions verify supports."""
+    import torch
+
+    return torch
+
+
 class CudaUnusable(Exception):
     """CUDA was expected (a GPU node) but torch cannot use it: a fail, never a CPU fallback."""
 

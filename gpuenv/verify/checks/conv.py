@@ -10,7 +10,7 @@ REMEDY = "reinstall torch so its bundled cuDNN sub-libraries match (no system cu
 
 
 def run(ctx: CheckContext) -> CheckResult:
-    import torch
+    torch = common.torch_module()
 
     dev = common.workload_devices(ctx.device)[0]
     cudnn = torch.backends.cudnn

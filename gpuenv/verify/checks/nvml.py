@@ -171,7 +171,7 @@ def xid_findings(events: list[tuple[int, int]], gpus: list[dict[str, Any]],
         g = ref(by_index[index]) if index in by_index else GpuRef(index)
         action = policy["xid_actions"].get(str(xid), "reset-gpu")
         if xid in fatal:
-            out.append(Finding("fail", f"{g.label()}: XID {xid} during the run", 
+            out.append(Finding("fail", f"{g.label()}: XID {xid} during the run",
                                f"XID {xid} is fatal: {action.replace('-', ' ')}, then rerun verify; "
                                "drain if it recurs", action, g, "xid"))
         else:

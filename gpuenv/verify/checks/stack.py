@@ -112,7 +112,9 @@ def _knowledge_base(facts: dict[str, Any], kb: KnowledgeBase) -> list[Finding]:
 
 
 def gather(ctx: CheckContext) -> dict[str, Any]:
-    import torch
+    from gpuenv.verify.checks.common import torch_module
+
+    torch = torch_module()
 
     facts: dict[str, Any] = {
         "torch": torch.__version__, "torch_cuda": torch.version.cuda,

@@ -235,11 +235,13 @@ class Run:
             left = max(1.0, limit - (time.monotonic() - started))
             answer = worker.ask({"op": "run", "check": spec.name}, left)
         except WorkerTimeout:
+            pgid = self.worker.proc.pid if self.worker else None
             self.replace_worker()
             return CheckResult(spec.name, "timeout", time.monotonic() - started,
                                summary=f"{spec.name} ran past its {limit:g} s limit; "
                                        "killed with every process it started",
-                               detail={"limit_s": limit, "stderr_tail": self.stderr_tail(mark)})
+                               detail={"limit_s": limit, "killed_process_group": pgid,
+                                       "stderr_tail": self.stderr_tail(mark)})
         except WorkerDied:
             code = self.worker.proc.wait() if self.worker else None
             self.replace_worker()

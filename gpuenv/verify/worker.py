@@ -88,28 +88,30 @@ def _signal_of(exc: BaseException) -> str | None:
     return None
 
 
-def _warm_up() -> None:
-    """Start the rank forkserver and import torch and torch._dynamo in the background: the torch
-    checks need them and the imports overlap with other work."""
+def _warm_up() -> Any:
+    """Start the rank forkserver (it imports torch for the ranks) and import torch and
+    torch._dynamo here in a thread meanwhile; returns the thread, which must be joined before a
+    check runs (two threads importing one package graph can see half-initialised modules)."""
     import threading
 
     from gpuenv.verify.ranks import PRELOAD, start_forkserver
 
-    try:
+    with contextlib.suppress(Exception):  # the check that needs ranks will report it
         start_forkserver()
-    except Exception:  # the check that needs ranks will report it
-        return
 
     def imports() -> None:
         for name in PRELOAD:
             with contextlib.suppress(Exception):
                 import_module(name)
 
-    threading.Thread(target=imports, daemon=True).start()
+    thread = threading.Thread(target=imports, daemon=True)
+    thread.start()
+    return thread
 
 
 def serve(answers: Any) -> None:
     ctx: CheckContext | None = None
+    warming: Any = None
     for line in sys.stdin:
         request = json.loads(line)
         op = request["op"]
@@ -120,9 +122,11 @@ def serve(answers: Any) -> None:
         elif op == "init":
             ctx = CheckContext(**request["context"])
             if request.get("forkserver"):
-                _warm_up()
+                warming = _warm_up()
             answer = {"ok": True}
         elif op == "run" and ctx is not None:
+            if warming is not None:
+                warming.join()
             result = run_check(request["check"], ctx)
             answer = {"result": result.to_dict(), "facts": ctx.facts}
         elif op == "finish" and ctx is not None:

@@ -40,8 +40,9 @@ def verify_json(*args: str, env: dict[str, str] | None = None, timeout: float = 
     proc = run_gpuenv("verify", *args, "--json", env=env, timeout=timeout)
     try:
         report = json.loads(proc.stdout)
-    except ValueError:
-        raise AssertionError(f"no JSON report (exit {proc.returncode}): {proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    except ValueError as exc:
+        raise AssertionError(f"no JSON report (exit {proc.returncode}): {proc.stdout[-2000:]}\n"
+                             f"{proc.stderr[-4000:]}") from exc
     return proc.returncode, report, proc.stderr
 
 

@@ -210,6 +210,7 @@ def _build(client: Any, plan: Plan, rendered: RenderedImage, params: dict[str, A
     with tempfile.TemporaryDirectory(prefix="gpuenv-build-") as tmp:
         context = Path(tmp) / "context"
         write_context(rendered, context, wheelhouse=plan.wheelhouse, app=plan.app)
+        wheel_sha256 = _wheel_digest(context)
         with say.progress(verbose=verbose) as on_event:
             result = adapter.build(client, context, tag=plan.tags[0], buildargs=plan.buildargs,
                                    nocache=params["no_cache"], network_mode=network, on_event=on_event)
@@ -225,10 +226,21 @@ def _build(client: Any, plan: Plan, rendered: RenderedImage, params: dict[str, A
         emit_json({
             "image_id": result.image_id, "tags": list(plan.tags), "size": info.get("Size"),
             "base_image": rendered.base_image, "labels": (info.get("Config") or {}).get("Labels") or {},
-            "steps": result.steps, "cached_steps": result.cached_steps, "pushed": pushed, "verify": verify,
+            "steps": result.steps, "instructions": result.instructions, "cached_steps": result.cached_steps,
+            "pushed": pushed, "verify": verify, "gpuenv_wheel_sha256": wheel_sha256,
             "notes": list(rendered.notes), "warnings": list(rendered.warnings), "stack": plan.stack.to_dict(),
         })
     return 1 if verify is not None and verify["exit_code"] != 0 else 0
+
+
+def _wheel_digest(context: Path) -> str:
+    """sha256 of the gpuenv wheel in the context: when it is unchanged, Docker reuses its layer."""
+    import hashlib
+
+    from gpuenv.render.context import WHEEL_DIR
+
+    wheel = next((context / WHEEL_DIR).glob("gpuenv-*.whl"))
+    return hashlib.sha256(wheel.read_bytes()).hexdigest()
 
 
 def _verify(image: str, say: _Say) -> dict[str, Any]:

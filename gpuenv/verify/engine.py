@@ -31,6 +31,7 @@ from gpuenv.verify.model import CheckResult, Finding, Report, decide, status_fro
 from gpuenv.verify.worker import FD_ENV
 
 PROBE_TIMEOUT = 20.0
+WARM_TIMEOUT = 300.0  # a fresh worker imports torch (and its forkserver too) before the first check
 STDERR_TAIL = 3000
 SYSFS_PCI = Path("/sys/bus/pci/devices")
 
@@ -198,6 +199,8 @@ class Run:
                    "baseline": self.opts.baseline, "policy": self.opts.policy, "kb": self.opts.kb,
                    "facts": self.facts}
         worker.ask({"op": "init", "context": context, "forkserver": forkserver}, PROBE_TIMEOUT)
+        if forkserver:  # importing torch is not the check's time: it has its own limit
+            worker.ask({"op": "warm"}, WARM_TIMEOUT)
         return worker
 
     def decide_device(self) -> None:
@@ -228,18 +231,20 @@ class Run:
 
     def run_check(self, spec: registry.CheckSpec, torch_follows: bool) -> CheckResult:
         limit = self.opts.timeout or spec.timeout(self.opts.level)
-        started = time.monotonic()
         mark = self.stderr.seek(0, os.SEEK_END)
+        started = time.monotonic()
+        running = False
         try:
             worker = self.worker or self.start_worker(forkserver=torch_follows)
-            left = max(1.0, limit - (time.monotonic() - started))
-            answer = worker.ask({"op": "run", "check": spec.name}, left)
+            started, running = time.monotonic(), True
+            answer = worker.ask({"op": "run", "check": spec.name}, limit)
         except WorkerTimeout:
             pgid = self.worker.proc.pid if self.worker else None
             self.replace_worker()
+            what = (f"{spec.name} ran past its {limit:g} s limit" if running else
+                    f"the check process could not start (import torch) within {WARM_TIMEOUT:g} s")
             return CheckResult(spec.name, "timeout", time.monotonic() - started,
-                               summary=f"{spec.name} ran past its {limit:g} s limit; "
-                                       "killed with every process it started",
+                               summary=f"{what}; killed with every process it started",
                                detail={"limit_s": limit, "killed_process_group": pgid,
                                        "stderr_tail": self.stderr_tail(mark)})
         except WorkerDied:

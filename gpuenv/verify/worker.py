@@ -109,6 +109,16 @@ def _warm_up() -> Any:
     return thread
 
 
+def _forkserver_ready() -> None:
+    """Fork one no-op process from the forkserver: returns once it has imported torch."""
+    import multiprocessing
+
+    with contextlib.suppress(Exception):
+        process = multiprocessing.get_context("forkserver").Process(target=int)
+        process.start()
+        process.join()
+
+
 def serve(answers: Any) -> None:
     ctx: CheckContext | None = None
     warming: Any = None
@@ -123,6 +133,12 @@ def serve(answers: Any) -> None:
             ctx = CheckContext(**request["context"])
             if request.get("forkserver"):
                 warming = _warm_up()
+            answer = {"ok": True}
+        elif op == "warm":
+            if warming is not None:
+                warming.join()
+                _forkserver_ready()
+                warming = None
             answer = {"ok": True}
         elif op == "run" and ctx is not None:
             if warming is not None:

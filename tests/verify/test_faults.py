@@ -1,0 +1,111 @@
+"""Injected faults (GPUENV_TEST_FAULT) through the real CLI and real torch ranks: verify must fail,
+time out and crash as it should, name the culprit, leave no process behind and keep going."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.verify.conftest import check, verify_json
+
+pytestmark = pytest.mark.slow
+
+
+def marked_env(fault: str) -> tuple[dict[str, str], str]:
+    """The fault, plus a unique mark every process of the run inherits (to find leftovers)."""
+    mark = uuid.uuid4().hex
+    return {"GPUENV_TEST_FAULT": fault, "GPUENV_TEST_MARK": mark}, mark
+
+
+def processes_with(mark: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if f"GPUENV_TEST_MARK={mark}".encode() in environ and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_rank_that_corrupts_one_element_fails_naming_the_rank() -> None:
+    env, _ = marked_env("allreduce:corrupt:rank1")
+    code, report, _ = verify_json("--device", "cpu", "--check", "allreduce", env=env)
+    result = check(report, "allreduce")
+    assert code == 1 and result["status"] == "fail"
+    [finding] = [f for f in result["findings"] if f["severity"] == "fail"]
+    assert finding["message"].startswith("rank 1 ") and "1 wrong element(s)" in finding["message"]
+    assert finding["action"] == "drain" and finding["gpu"]["index"] == 1
+
+
+def test_a_rank_that_hangs_times_out_and_leaves_nothing_behind() -> None:
+    env, mark = marked_env("allreduce:hang:rank0")
+    started = time.monotonic()
+    code, report, _ = verify_json("--device", "cpu", "--check", "allreduce", "--check", "amp", "--timeout", "10",
+                                  env=env)
+    elapsed = time.monotonic() - started
+    result = check(report, "allreduce")
+    assert code == 1 and result["status"] == "timeout"
+    assert result["duration_s"] <= 10 + 5 and "allreduce ran past its 10 s limit" in result["summary"]
+    assert processes_with(mark) == []  # worker, forkserver and both ranks are gone
+    assert check(report, "amp")["status"] == "pass"  # a fresh worker ran the rest
+    assert "not certified" in report["verdict"]["summary"] and "allreduce" in report["verdict"]["summary"]
+    assert elapsed < 120
+
+
+def test_a_rank_that_aborts_is_a_crash_and_the_rest_still_runs() -> None:
+    env, mark = marked_env("allreduce:abort:rank1")
+    code, report, _ = verify_json("--device", "cpu", "--check", "allreduce", "--check", "profiler", env=env)
+    result = check(report, "allreduce")
+    assert code == 1 and result["status"] == "crash"
+    assert result["detail"]["signal"] == "SIGABRT"
+    assert check(report, "profiler")["status"] == "pass"
+    assert processes_with(mark) == []
+
+
+def test_a_check_process_that_aborts_is_a_crash_with_its_signal() -> None:
+    env, _ = marked_env("amp:abort")
+    code, report, _ = verify_json("--device", "cpu", "--check", "amp", "--check", "profiler", env=env)
+    result = check(report, "amp")
+    assert code == 1 and result["status"] == "crash" and result["detail"]["signal"] == "SIGABRT"
+    assert check(report, "profiler")["status"] == "pass"
+
+
+def test_sigterm_mid_run_writes_a_partial_report(tmp_path: Path) -> None:
+    env, mark = marked_env("allreduce:hang:rank0")
+    report_path = tmp_path / "verify.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuenv", "verify", "--device", "cpu", "--report", str(report_path)],
+        env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 120
+        for line in proc.stderr:  # progress lines: wait until stack is done and allreduce hangs
+            if line.split()[:1] == ["stack"] or time.monotonic() > deadline:
+                break
+        time.sleep(1)
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    report = json.loads(report_path.read_text())
+    assert code == 3 and report["partial"] and report["interrupted"] == "SIGTERM"
+    assert report["verdict"]["outcome"] == "interrupted" and not report["verdict"]["certified"]
+    statuses = {c["name"]: c["status"] for c in report["checks"]}
+    assert statuses["stack"] == "pass" and statuses["allreduce"] == "skip"
+    assert "interrupted by SIGTERM" in check(report, "allreduce")["summary"]
+    assert processes_with(mark) == []

@@ -88,6 +88,8 @@ def _checked(check: Any) -> Any:
               help="Install from this directory of wheels, copied to each host (air-gapped).")
 @click.option("--index-url", callback=_checked(lambda v: validate.url(v, "--index-url")),
               help="A mirror of the stack's PyTorch wheel index.")
+@click.option("--gpuenv-wheel", type=click.Path(dir_okay=False, path_type=Path),
+              help="Install this gpuenv wheel on the hosts [default: a wheel of the gpuenv running here].")
 @click.option("--torch-only", is_flag=True, help="Install torch and numpy only, not torchvision/torchaudio.")
 @click.option("--verify-level", type=click.Choice(VERIFY_LEVELS), default="quick", show_default=True)
 @click.option("--verify-device", type=click.Choice(VERIFY_DEVICES), default="auto", show_default=True,
@@ -115,10 +117,20 @@ def provision(ctx: click.Context, /, hosts: tuple[str, ...], inventory_file: Pat
     stack_keys = ("torch", "cuda", "driver", "python", "gpu", "os_name", "stack_file")
     stack = stack_from_options(ctx, **{k: opts.pop(k) for k in stack_keys})
     options = _options(opts)
-    files = _project_files(ctx, stack, options, inventory)
+    wheel = _gpuenv_wheel(opts["gpuenv_wheel"])
+    files = _project_files(ctx, stack, options, inventory, wheel_name=wheel.name if wheel else None)
     if opts["render_only"] is not None:
-        return _render_only(opts["render_only"], files, opts["as_json"])
-    return _run(stack, inventory, files, opts, password=password, reports_dir=Path(options.reports_dir))
+        return _render_only(opts["render_only"], files, opts["as_json"], wheel=wheel)
+    return _run(stack, inventory, files, opts, password=password, reports_dir=Path(options.reports_dir), wheel=wheel)
+
+
+def _gpuenv_wheel(value: Path | None) -> Path | None:
+    if value is None:
+        return None
+    path = validate.existing_file(validate.safe_path(str(value), "--gpuenv-wheel"), "--gpuenv-wheel")
+    if not (path.name.startswith("gpuenv-") and path.name.endswith(".whl")):
+        raise BadRequest(f"--gpuenv-wheel {path.name!r} is not a gpuenv wheel", hint="give a gpuenv-VERSION-*.whl file")
+    return path.resolve()
 
 
 def _inventory(hosts: tuple[str, ...], inventory_file: Path | None, opts: dict[str, Any]) -> Inventory:
@@ -180,19 +192,20 @@ def _options(opts: dict[str, Any]) -> ProvisionOptions:
     )
 
 
-def _project_files(ctx: click.Context, stack: Any, options: ProvisionOptions, inventory: Inventory) -> dict[str, str]:
+def _project_files(ctx: click.Context, stack: Any, options: ProvisionOptions, inventory: Inventory, *,
+                   wheel_name: str | None) -> dict[str, str]:
     from dataclasses import replace
 
     from gpuenv import __version__
     from gpuenv.compat import load_kb
 
     kb = load_kb(ctx.find_root().obj.data)
-    options = replace(options, gpuenv_wheel=f"gpuenv-{__version__}-py3-none-any.whl")
+    options = replace(options, gpuenv_wheel=wheel_name or f"gpuenv-{__version__}-py3-none-any.whl")
     return {VARS_FILE: render_variables(stack, options, kb_facts(kb, stack)),
             INVENTORY_FILE: render_inventory(inventory)}
 
 
-def _write_project(dest: Path, files: dict[str, str]) -> Path:
+def _write_project(dest: Path, files: dict[str, str], *, wheel: Path | None) -> Path:
     """The static playbooks, the two rendered files, and gpuenv's own wheel under files/."""
     from gpuenv.resources import shipped_dir
     from gpuenv.selfwheel import build_own_wheel
@@ -202,15 +215,19 @@ def _write_project(dest: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
         (dest / name).write_text(text, encoding="utf-8")
-    build_own_wheel(dest / WHEEL_DIR)
+    if wheel is None:
+        build_own_wheel(dest / WHEEL_DIR)
+    else:
+        (dest / WHEEL_DIR).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(wheel, dest / WHEEL_DIR / wheel.name)
     return dest
 
 
-def _render_only(dest: Path, files: dict[str, str], as_json: bool) -> int:
+def _render_only(dest: Path, files: dict[str, str], as_json: bool, *, wheel: Path | None) -> int:
     validate.safe_path(str(dest), "--render-only")
     if dest.exists() and any(dest.iterdir()):
         raise BadRequest(f"--render-only {dest} is not empty", hint="give a new or empty directory")
-    _write_project(dest, files)
+    _write_project(dest, files, wheel=wheel)
     if as_json:
         emit_json({"schema": SCHEMA, "rendered": str(dest.resolve())})
     else:
@@ -220,7 +237,7 @@ def _render_only(dest: Path, files: dict[str, str], as_json: bool) -> int:
 
 
 def _run(stack: Any, inventory: Inventory, files: dict[str, str], opts: dict[str, Any], *,
-         password: str | None, reports_dir: Path) -> int:
+         password: str | None, reports_dir: Path, wheel: Path | None) -> int:
     from gpuenv.adapters.ansible import run_playbook
 
     playbook = PLAN if opts["plan_only"] else SITE
@@ -230,7 +247,7 @@ def _run(stack: Any, inventory: Inventory, files: dict[str, str], opts: dict[str
     else:
         work = Path(tempfile.mkdtemp(prefix="gpuenv-provision-"))
     try:
-        project = _write_project(work / "project", files)
+        project = _write_project(work / "project", files, wheel=wheel)
         request = RunRequest(
             project_dir=project, private_data_dir=work, playbook=playbook, forks=opts["forks"], limit=opts["limit"],
             check=opts["dry_run"], ask_become_pass=password is not None, timeout_s=opts["timeout_s"],

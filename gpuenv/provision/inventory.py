@@ -221,7 +221,9 @@ def parse_ini(text: str, *, source: str) -> Inventory:
         if kind == "children":
             if len(words) != 1:
                 raise _located(source, number, BadRequest("a [group:children] line names one group", hint=_HINT))
-            b.children.setdefault(section, []).append(b.group(words[0], number))
+            if not _GROUP.fullmatch(words[0]):
+                raise _located(source, number, BadRequest(f"invalid group name {words[0][:40]!r}", hint=_HINT))
+            b.children.setdefault(section, []).append(words[0])
         elif kind == "vars":
             key, eq, value = line.partition("=")
             if not eq:
@@ -275,8 +277,14 @@ def _yaml_group(b: _Builder, name: str, node: Any, source: str, line: int) -> No
         key, at = str(key_node.value), key_node.start_mark.line + 1
         if key == "hosts":
             for host_node, vars_node in _mapping(value_node, source, "hosts"):
-                pairs = _mapping(vars_node, source, f"host {host_node.value!r}")
-                values = {str(k.value): _scalar(v, source) for k, v in pairs}
+                values = {}
+                for k, v in _mapping(vars_node, source, f"host {host_node.value!r}"):
+                    value = _scalar(v, source)
+                    try:
+                        _check_var(str(k.value), value)
+                    except BadRequest as exc:
+                        raise _located(source, k.start_mark.line + 1, exc) from None
+                    values[str(k.value)] = value
                 b.host(str(host_node.value), group, values, host_node.start_mark.line + 1)
         elif key == "vars":
             for var_node, val_node in _mapping(value_node, source, "vars"):

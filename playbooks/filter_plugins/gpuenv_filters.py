@@ -149,7 +149,7 @@ def _plan(facts: dict[str, Any]) -> dict[str, Any]:
                 "summary": "skipped: no NVIDIA GPU found on the PCI bus"}
     if facts.get("secure_boot") == "enabled" and not facts.get("allow_secure_boot"):
         raise _Blocked(_MOK_STEPS)
-    generations = {str(g.get("generation", "unknown")) for g in gpus}
+    generations = {str(g.get("generation") or generation(str(g.get("device_id", "")))) for g in gpus}
     source = str(facts.get("source", "auto"))
     branch = int(str(facts["branch"]).lstrip("Rr"))
     nonfree_branch = int(str(facts.get("debian_nonfree_branch", "535")).lstrip("Rr"))

@@ -1,0 +1,75 @@
+"""Session fixtures for provision: two real SSH test hosts (chrooted sshd), shared by every test.
+
+Ansible runs cost seconds each on a 2-core machine, so the hosts are made once, provisioned once
+(`provisioned`), and the later tests reuse them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, require, run_gpuenv
+from tests.provision import hosts as test_hosts
+
+STACK_ARGS = ("--os", "debian12", "--python", "3.11", "--torch", "2.13.0")
+VERIFY_EXISTS = (REPO / "gpuenv" / "cli" / "verify_cmd.py").is_file()
+
+
+@pytest.fixture(scope="session")
+def ssh_hosts(bookworm_rootfs_tar: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[test_hosts.HostSet]:
+    ok, reason = test_hosts.available()
+    require(ok, reason)
+    require(shutil.which("ansible-playbook") is not None or (REPO / ".venv/bin/ansible-playbook").exists(),
+            "ansible-core is not installed")
+    hosts = test_hosts.make_hosts(bookworm_rootfs_tar, tmp_path_factory.mktemp("ssh-hosts"), ["h1", "h2"])
+    try:
+        yield hosts
+    finally:
+        test_hosts.stop_hosts(hosts)
+
+
+@dataclass
+class Provisioned:
+    hosts: test_hosts.HostSet
+    result: subprocess.CompletedProcess[str]
+    summary: dict[str, dict[str, object]]
+    reports: Path
+    artifacts: Path
+    workdir: Path
+
+    def args(self, inventory: Path, *extra: str) -> list[str]:
+        verify = ("--verify-device", "cpu") if VERIFY_EXISTS else ("--skip-verify",)
+        return ["provision", "-i", str(inventory), *STACK_ARGS, "--torch-only", "--wheelhouse", str(self.wheelhouse),
+                "--gpuenv-wheel", str(self.wheel), "--reports-dir", str(self.reports), "--json", *verify, *extra]
+
+    wheelhouse: Path = Path()
+    wheel: Path = Path()  # built once, so both runs install the same gpuenv
+
+
+@pytest.fixture(scope="session")
+def provisioned(ssh_hosts: test_hosts.HostSet, wheelhouse: Path,
+                tmp_path_factory: pytest.TempPathFactory) -> Provisioned:
+    """The first, real run: both hosts plus one unreachable address, from the cached wheelhouse."""
+    work = tmp_path_factory.mktemp("provision")
+    inventory = work / "hosts.ini"
+    inventory.write_text(ssh_hosts.inventory(unreachable=True))
+    from gpuenv.selfwheel import build_own_wheel
+
+    state = Provisioned(ssh_hosts, subprocess.CompletedProcess([], 0), {}, work / "reports", work / "artifacts", work,
+                        wheelhouse, build_own_wheel(work / "wheel"))
+    env = {**ssh_hosts.env(), "PATH": f"{REPO / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
+    state.result = run_gpuenv(*state.args(inventory, "--artifacts-dir", str(state.artifacts)), env=env, timeout=1200)
+    try:
+        doc = json.loads(state.result.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f"provision printed no JSON (rc {state.result.returncode}): {state.result.stderr[-3000:]}")
+    state.summary = {h["host"]: h for h in doc["hosts"]}
+    return state

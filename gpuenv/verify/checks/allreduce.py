@@ -109,11 +109,20 @@ def _run_size(coll: str, nbytes: int, rank: int, world: int, dev: Any, params: d
     chunk = numel // world
     size = numel if coll != "allgather" else chunk
     base = (torch.arange(size, device=dev, dtype=torch.int32) % 61).to(torch.float32)
+    # Buffers are allocated once and refilled, as nccl-tests does: fresh memory every iteration
+    # would time page faults, not the collective.
+    if coll == "allreduce":
+        result = torch.empty_like(base)
+    elif coll == "allgather":
+        mine_in, outs = torch.empty_like(base), [torch.empty_like(base) for _ in range(world)]
+    else:
+        full, result = torch.empty_like(base), torch.empty(chunk, device=dev)
+        mine = base[rank * chunk:(rank + 1) * chunk]
     times = []
     for it in range(params["warmup"] + params["iters"]):
         # Each collective's result minus its exact expectation must be zero everywhere.
         if coll == "allreduce":
-            result = base + (rank + 1) * (it + 1)
+            torch.add(base, (rank + 1) * (it + 1), out=result)
             dist.barrier(group=group)
             _sync(dev)
             t0 = time.perf_counter()
@@ -121,30 +130,26 @@ def _run_size(coll: str, nbytes: int, rank: int, world: int, dev: Any, params: d
             _sync(dev)
             elapsed = time.perf_counter() - t0
             offset = (it + 1) * world * (world + 1) // 2
-            subtract = lambda r: r.sub_(base, alpha=world)  # noqa: E731
+            subtract = partial(_minus_times, part=base, times=world)
         elif coll == "allgather":
-            outs = [torch.empty_like(base) for _ in range(world)]
+            torch.add(base, rank + it, out=mine_in)
             dist.barrier(group=group)
             _sync(dev)
             t0 = time.perf_counter()
-            dist.all_gather(outs, base + rank + it, group=group)
+            dist.all_gather(outs, mine_in, group=group)
             _sync(dev)
             elapsed = time.perf_counter() - t0
-            for j, part in enumerate(outs):
-                part.sub_(j)
-            result = torch.cat(outs)
+            result = torch.stack(outs).sub_(torch.arange(world, device=dev).view(-1, 1))
             offset = it
-            subtract = lambda r: r.sub_(base.repeat(world))  # noqa: E731
+            subtract = partial(_minus_times, part=base, times=1)
         else:
-            full = base + rank + it
-            result = torch.empty(chunk, device=dev)
+            torch.add(base, rank + it, out=full)
             dist.barrier(group=group)
             _sync(dev)
             t0 = time.perf_counter()
             dist.reduce_scatter(result, list(full.chunk(world)), group=group)
             _sync(dev)
             elapsed = time.perf_counter() - t0
-            mine = base[rank * chunk:(rank + 1) * chunk]
             offset = world * it + world * (world - 1) // 2
             subtract = partial(_minus_times, part=mine, times=world)
         if params.get("fault") == "corrupt" and it == 0:
@@ -162,6 +167,7 @@ def _minus_times(r: Any, *, part: Any, times: int) -> Any:
 def _compare(residual: Any, want: int, errors: list[dict[str, Any]], *, coll: str, nbytes: int,
              it: int) -> None:
     """`residual` is the result minus the per-element part of the exact answer: all `want`."""
+    residual = residual.reshape(-1)
     bad = residual != want
     nbad = int(torch_count(bad))
     if nbad:

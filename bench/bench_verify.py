@@ -80,7 +80,8 @@ def main() -> None:
     for i in range(rounds):
         port = 29600 + i
         floors.append(timed([sys.executable, str(work / "floor.py"), str(port)])[0])
-        elapsed, out = timed([sys.executable, "-m", "gpuenv", "verify", "--level", "quick", "--device", "cpu", "--json"])
+        verify_cmd = [sys.executable, "-m", "gpuenv", "verify", "--level", "quick", "--device", "cpu", "--json"]
+        elapsed, out = timed(verify_cmd)
         verifies.append(elapsed)
         report = json.loads(out)
         allreduce = next(c for c in report["checks"] if c["name"] == "allreduce")

@@ -51,16 +51,41 @@ def free_port() -> int:
         return port
 
 
+class RankRun:
+    """Ranks started and running; `results()` waits for them."""
+
+    def __init__(self, context: Any, outdir: tempfile.TemporaryDirectory[str], world: int) -> None:
+        self.context, self.outdir, self.world = context, outdir, world
+
+    def results(self) -> list[dict[str, Any]]:
+        try:
+            import_soon()  # the worker is idle while the ranks work: import what later checks need
+            while not self.context.join():
+                pass
+            return [json.loads((Path(self.outdir.name) / f"rank{r}.json").read_text()) for r in range(self.world)]
+        finally:
+            self.outdir.cleanup()
+
+
+def import_soon() -> None:
+    """Modules the profiler, DDP and checkpointing import on first use (over a second)."""
+    import_module("torch._dynamo")
+
+
+def start(target: str, *, check: str, world: int, device: str, params: dict[str, Any]) -> RankRun:
+    """Start `target` on `world` ranks; the caller may work meanwhile, then call results()."""
+    start_processes = import_module("torch.multiprocessing.spawn").start_processes
+    start_forkserver()
+    outdir = tempfile.TemporaryDirectory(prefix="gpuenv-ranks-")
+    job = RankJob(target, check, world, device, free_port(), outdir.name, params)
+    context = start_processes(rank_main, args=(job,), nprocs=world, join=False, start_method="forkserver")
+    return RankRun(context, outdir, world)
+
+
 def launch(target: str, *, check: str, world: int, device: str,
            params: dict[str, Any]) -> list[dict[str, Any]]:
     """Run `target` on `world` ranks and return their results, rank by rank."""
-    start_processes = import_module("torch.multiprocessing.spawn").start_processes
-    start_forkserver()
-    with tempfile.TemporaryDirectory(prefix="gpuenv-ranks-") as outdir:
-        job = RankJob(target, check, world, device, free_port(), outdir, params)
-        start_processes(rank_main, args=(job,), nprocs=world, join=True,
-                           start_method="forkserver")
-        return [json.loads((Path(outdir) / f"rank{r}.json").read_text()) for r in range(world)]
+    return start(target, check=check, world=world, device=device, params=params).results()
 
 
 def rank_main(rank: int, job: RankJob) -> None:

@@ -89,18 +89,18 @@ def _signal_of(exc: BaseException) -> str | None:
 
 
 def _warm_up() -> Any:
-    """Start the rank forkserver (it imports torch for the ranks) and import torch and
-    torch._dynamo here in a thread meanwhile; returns the thread, which must be joined before a
-    check runs (two threads importing one package graph can see half-initialised modules)."""
+    """Start the rank forkserver (it imports torch for the ranks) and import torch here in a
+    thread meanwhile; returns the thread, which must be joined before a check runs (two threads
+    importing one package graph can see half-initialised modules)."""
     import threading
 
-    from gpuenv.verify.ranks import PRELOAD, start_forkserver
+    from gpuenv.verify.ranks import start_forkserver
 
     with contextlib.suppress(Exception):  # the check that needs ranks will report it
         start_forkserver()
 
     def imports() -> None:
-        for name in PRELOAD:
+        for name in ("torch", "torch.distributed", "gpuenv.verify.ranks"):
             with contextlib.suppress(Exception):
                 import_module(name)
 

@@ -252,6 +252,10 @@ def run(ctx: CheckContext) -> CheckResult:
     devices = common.workload_devices(ctx.device)
     cuda = ctx.device == "cuda"
     dev = devices[0]
+    world = common.world_size(ctx.device, ctx.cpu_ranks)
+    # The DDP ranks run while this process does the single-device work.
+    ddp = (ranks.start("gpuenv.verify.checks.amp:ddp_rank", check="amp", world=world, device=ctx.device,
+                       params={}) if world >= 2 else None)
     fp32 = train(dev, None)
     findings = judge_run("fp32", fp32, fp32, item="fp32")
     skipped: list[str] = []
@@ -266,10 +270,8 @@ def run(ctx: CheckContext) -> CheckResult:
     if not cuda:
         sums[1] = step_checksum(dev)  # on the CPU: the same step twice must repeat exactly
     findings += checksum_findings(sums, ctx)
-    world = common.world_size(ctx.device, ctx.cpu_ranks)
-    if world >= 2:
-        findings += ddp_findings(ranks.launch("gpuenv.verify.checks.amp:ddp_rank", check="amp",
-                                              world=world, device=ctx.device, params={}))
+    if ddp is not None:
+        findings += ddp_findings(ddp.results())
     else:
         skipped.append("DDP step: one GPU")
     metrics, perf = _performance(ctx, devices, cuda)

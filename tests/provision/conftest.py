@@ -52,6 +52,8 @@ class Provisioned:
 
     wheelhouse: Path = Path()
     wheel: Path = Path()  # built once, so both runs install the same gpuenv
+    dry_run: subprocess.CompletedProcess[str] | None = None  # --dry-run on h1 while it was still bare
+    left_after_dry_run: tuple[str, ...] = ()  # what the dry run left on h1 (nothing, it should be)
 
 
 @pytest.fixture(scope="session")
@@ -66,6 +68,11 @@ def provisioned(ssh_hosts: test_hosts.HostSet, wheelhouse: Path,
     state = Provisioned(ssh_hosts, subprocess.CompletedProcess([], 0), {}, work / "reports", work / "artifacts", work,
                         wheelhouse, build_own_wheel(work / "wheel"))
     env = {**ssh_hosts.env(), "PATH": f"{REPO / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
+    bare = work / "bare.ini"
+    bare.write_text(ssh_hosts.inventory(["h1"]))
+    state.dry_run = run_gpuenv(*state.args(bare, "--dry-run"), env=env, timeout=600)
+    h1 = ssh_hosts.hosts[0].root
+    state.left_after_dry_run = tuple(p for p in ("opt/gpuenv", "usr/bin/gcc", "var/cache/gpuenv") if (h1 / p).exists())
     state.result = run_gpuenv(*state.args(inventory, "--artifacts-dir", str(state.artifacts)), env=env, timeout=1200)
     try:
         doc = json.loads(state.result.stdout)

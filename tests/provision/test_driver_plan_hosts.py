@@ -119,7 +119,7 @@ def test_ubuntu_plans(plans: dict[str, dict[str, Any]]) -> None:
     assert l4["source"] == "cuda-repo" and l4["repo"].endswith("/ubuntu2004/x86_64/")
     assert l4["packages"] == ["nvidia-open-580"] and l4["fabric_manager"] == []
     b200 = plans["u2404_b200"]
-    assert b200["kernel_modules"] == "open" and "required" in b200["kernel_modules_reason"]
+    assert b200["kernel_modules"] == "open" and "requires" in b200["kernel_modules_reason"]
     assert "nvlsm" in b200["fabric_manager"]
 
 

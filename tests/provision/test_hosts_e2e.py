@@ -30,6 +30,30 @@ def test_two_hosts_finish_and_the_unreachable_one_is_named(provisioned: Provisio
     assert summary["h1"]["changed"] > 0 and summary["h2"]["changed"] > 0
 
 
+def test_dry_run_on_the_bare_host_reported_changes_and_made_none(provisioned: Provisioned) -> None:
+    dry = provisioned.dry_run
+    assert dry is not None and dry.returncode == 0, dry.stderr[-3000:] if dry else None
+    doc = json.loads(dry.stdout)
+    assert doc["check"] is True
+    (row,) = doc["hosts"]
+    assert row["host"] == "h1" and row["status"] == "ok" and row["changed"] > 0
+    assert row["verify"] is None  # nothing certified in check mode
+    assert provisioned.left_after_dry_run == ()
+
+
+def test_plan_only_run_names_each_hosts_decision(provisioned: Provisioned, tmp_path: Path) -> None:
+    hosts = provisioned.hosts
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text(hosts.inventory())
+    env = {**hosts.env(), "PATH": f"{REPO / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
+    result = run_gpuenv("provision", "-i", str(inventory), "--os", "debian12", "--python", "3.11", "--plan", "--json",
+                        env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    doc = json.loads(result.stdout)
+    assert {h: p["action"] for h, p in doc["plans"].items()} == {"h1": "skip", "h2": "skip"}
+    assert all(row["changed"] == 0 for row in doc["hosts"])
+
+
 def test_driver_role_skips_without_a_gpu(provisioned: Provisioned) -> None:
     events = "".join(p.read_text() for p in provisioned.artifacts.glob("artifacts/*/job_events/*.json"))
     assert "NVIDIA driver skipped: no NVIDIA GPU found on the PCI bus" in events

@@ -344,6 +344,7 @@ def run_verify_in_image(
         try:
             result = run_in_image(client, tag, [*command, "--device", device, *extra_args], gpus=True, timeout=timeout)
         except BadResult as exc:
+            _no_gpuenv(exc, tag)
             if not _no_gpu_runtime(exc):
                 raise
             if device == "cuda":
@@ -353,13 +354,24 @@ def run_verify_in_image(
                 ) from exc
             note(f"no GPUs available to containers on this host ({_gpu_reason(exc)}): verifying {tag} on the CPU")
     if result is None:
-        result = run_in_image(client, tag, [*command, "--device", "cpu", *extra_args], gpus=False, timeout=timeout)
-    if result.exit_code in (126, 127) and "gpuenv" in (result.stderr + result.stdout).lower():
-        raise BadResult(f"image {tag} has no working gpuenv", hint="build it with gpuenv build-image")
+        try:
+            result = run_in_image(client, tag, [*command, "--device", "cpu", *extra_args], gpus=False, timeout=timeout)
+        except BadResult as exc:
+            _no_gpuenv(exc, tag)
+            raise
+    if result.exit_code in (126, 127):
+        raise BadResult(f"image {tag} has no working gpuenv: {result.stderr.strip()[-300:]}",
+                        hint="build it with gpuenv build-image, which installs gpuenv in the image")
     report = _parse_report(result.stdout)
     if report is not None:
         report["image_run"] = {"image": tag, "gpus": result.gpus, "device": device if result.gpus else "cpu"}
     return result.exit_code, report
+
+
+def _no_gpuenv(exc: BadResult, tag: str) -> None:
+    if "executable file not found" in exc.message:
+        raise BadResult(f"image {tag} has no gpuenv on its PATH",
+                        hint="build it with gpuenv build-image, which installs gpuenv in the image") from exc
 
 
 def _no_gpu_runtime(exc: BadResult) -> bool:

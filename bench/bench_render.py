@@ -1,0 +1,49 @@
+"""Rendering every curated image against `python -c "import click, jinja2"`; target ratio <= 2.5.
+
+Two measurements, interleaved with the floor:
+- render-all: one process resolves and renders every images/*.toml (what the golden test and a
+  CI job regenerating images/ do); this is the target.
+- render-only CLI: `gpuenv build-image --spec <seed> --render-only DIR --force`, the whole command a
+  user runs, including writing the context and gpuenv's own wheel; reported alongside.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+from timing import medians, report
+
+RENDER_ALL = (
+    "from gpuenv.compat import load_kb\n"
+    "from gpuenv.render.images import curated_specs, load_spec, render_spec\n"
+    "kb = load_kb()\n"
+    "specs = curated_specs()\n"
+    "assert len(specs) >= 3\n"
+    "for spec in specs:\n"
+    "    render_spec(kb, load_spec(spec))\n"
+)
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        dest = Path(tmp) / "ctx"
+        cli = [sys.executable, "-m", "gpuenv", "build-image", "--spec", "cu117-cudnn-ubuntu20.04",
+               "--render-only", str(dest), "--force"]
+        times = medians(
+            {
+                "render-all": [sys.executable, "-c", RENDER_ALL],
+                "cli": cli,
+                "floor": [sys.executable, "-c", "import click, jinja2"],
+            },
+            runs=15,
+        )
+    ok = report("render all curated images", times["render-all"], times["floor"], target=2.5)
+    report("build-image --spec cu117-cudnn-ubuntu20.04 --render-only (informational)", times["cli"], times["floor"],
+           target=2.5)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

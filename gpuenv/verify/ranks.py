@@ -60,11 +60,35 @@ class RankRun:
     def results(self) -> list[dict[str, Any]]:
         try:
             import_soon()  # the worker is idle while the ranks work: import what later checks need
-            while not self.context.join():
-                pass
+            try:
+                while not self.context.join():
+                    pass
+            except Exception as exc:
+                raise RanksCrashed.of(exc, [p.exitcode for p in self.context.processes]) from exc
             return [json.loads((Path(self.outdir.name) / f"rank{r}.json").read_text()) for r in range(self.world)]
         finally:
             self.outdir.cleanup()
+
+
+class RanksCrashed(Exception):
+    """A rank died or raised; names the rank that started it where its exit says so."""
+
+    def __init__(self, message: str, exit_codes: list[int | None], rank: int | None, signal_name: str | None):
+        super().__init__(message)
+        self.exit_codes, self.rank, self.signal_name = exit_codes, rank, signal_name
+
+    @classmethod
+    def of(cls, exc: Exception, exit_codes: list[int | None]) -> RanksCrashed:
+        import signal
+
+        # torch stops the surviving ranks with SIGTERM: another signal is the cause.
+        killed = [(r, c) for r, c in enumerate(exit_codes) if c is not None and c < 0 and c != -signal.SIGTERM]
+        if killed:
+            rank, code = killed[0]
+            name = signal.Signals(-code).name
+            return cls(f"rank {rank} died with {name}", exit_codes, rank, name)
+        first = str(exc).strip().splitlines()
+        return cls(f"a rank failed: {first[-1] if first else type(exc).__name__}", exit_codes, None, None)
 
 
 def import_soon() -> None:

@@ -65,11 +65,18 @@ def _import_failed(name: str, ctx: CheckContext, exc: ImportError) -> CheckResul
 def _classify(name: str, exc: BaseException) -> CheckResult:
     text = f"{type(exc).__name__}: {exc}"
     tail = "".join(traceback.format_exception(exc))[-4000:]
+    from gpuenv.verify.ranks import RanksCrashed
+
+    if isinstance(exc, RanksCrashed):
+        detail: dict[str, Any] = {"traceback": tail, "rank_exit_codes": exc.exit_codes, "rank": exc.rank}
+        if exc.signal_name:
+            detail["signal"] = exc.signal_name
+        return CheckResult(name, "crash", summary=str(exc), detail=detail)
     crashed = type(exc).__name__ in ("ProcessExitedException", "ProcessRaisedException") or any(
         marker in str(exc) for marker in CRASH_MARKERS)
     if crashed:
         signal_name = _signal_of(exc)
-        detail: dict[str, Any] = {"traceback": tail}
+        detail = {"traceback": tail}
         if signal_name:
             detail["signal"] = signal_name
         return CheckResult(name, "crash", summary=text.splitlines()[0][:300], detail=detail)

@@ -122,3 +122,11 @@ def test_cpu_only_torch_on_a_gpu_node_fails_every_workload() -> None:
     for name in ("allreduce", "amp"):
         result = check(report, name)
         assert result["status"] == "fail" and "CPU-only build" in result["summary"]
+
+
+def test_image_needs_a_valid_reference_and_a_docker_engine(tmp_path: Path) -> None:
+    proc = run_gpuenv("verify", "--image", "Not A Ref!")
+    assert proc.returncode == 2 and "--image" in proc.stderr
+    proc = run_gpuenv("verify", "--image", "gpuenv-test/none:1", "--device", "cpu",
+                      env={"DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"})
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr, proc.stderr

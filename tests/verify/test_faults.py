@@ -70,7 +70,8 @@ def test_a_rank_that_aborts_is_a_crash_and_the_rest_still_runs() -> None:
     code, report, _ = verify_json("--device", "cpu", "--check", "allreduce", "--check", "profiler", env=env)
     result = check(report, "allreduce")
     assert code == 1 and result["status"] == "crash"
-    assert result["detail"]["signal"] == "SIGABRT"
+    assert result["detail"]["signal"] == "SIGABRT" and result["detail"]["rank"] == 1
+    assert result["summary"] == "rank 1 died with SIGABRT"
     assert check(report, "profiler")["status"] == "pass"
     assert processes_with(mark) == []
 

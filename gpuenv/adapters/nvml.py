@@ -216,12 +216,12 @@ def drain_xids(state: dict[str, Any]) -> list[tuple[int, int]]:
     return seen
 
 
-def energy_mj(count: int) -> dict[int, int | None]:
-    """Total energy counters (millijoules) of GPUs 0..count-1 in NVML order; needs init()."""
+def energy_mj(indices: list[int]) -> dict[int, int | None]:
+    """Total energy counters (millijoules) of the GPUs with these NVML indices; needs init()."""
     nv = _pynvml()
     unknown: dict[str, str] = {}
     found: dict[int, int | None] = {}
-    for i in range(count):
+    for i in indices:
         handle = nv.nvmlDeviceGetHandleByIndex(i)
         found[i] = _read(unknown, "energy", partial(nv.nvmlDeviceGetTotalEnergyConsumption, handle))
     return found

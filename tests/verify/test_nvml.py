@@ -155,3 +155,16 @@ def test_visible_follows_cuda_visible_devices() -> None:
     assert [g["index"] for g in nvml.visible(gpus, "GPU-aaaa3")] == [3]
     assert [g["index"] for g in nvml.visible(gpus, "1,9,2")] == [1]  # CUDA stops at an invalid entry
     assert nvml.visible(gpus, "") == []
+
+
+def test_energy_counters_are_read_by_nvml_index(fake_nvml_dir: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json; from gpuenv.adapters import nvml; assert nvml.init() is None; "
+            "print(json.dumps([nvml.energy_mj([0, 3]), nvml.energy_mj([3])]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **scenario_env(fake_nvml_dir, "healthy-8xh100")})
+    first, second = json.loads(proc.stdout)
+    assert set(first) == {"0", "3"} and second["3"] > first["3"]  # the counter only grows

@@ -197,6 +197,9 @@ def checksum_findings(sums: dict[int, str], ctx: CheckContext) -> list[Finding]:
             for i, s in sums.items() if s != majority]
 
 
+MATMUL_ITERS = {True: 20, False: 5}
+
+
 def matmul_tflops(dev: Any, cuda: bool, level: str) -> tuple[float, str]:
     torch = common.torch_module()
 
@@ -204,7 +207,7 @@ def matmul_tflops(dev: Any, cuda: bool, level: str) -> tuple[float, str]:
     dtype = torch.bfloat16 if cuda else torch.float32
     a = torch.randn(n, n, device=dev, dtype=dtype)
     b = torch.randn(n, n, device=dev, dtype=dtype)
-    iters = 20 if cuda else 5
+    iters = MATMUL_ITERS[cuda]
     a @ b
     common.sync(dev)
     t0 = time.perf_counter()
@@ -287,13 +290,15 @@ def run(ctx: CheckContext) -> CheckResult:
 
 
 def _performance(ctx: CheckContext, devices: list[Any], cuda: bool) -> tuple[dict[str, Any], list[Finding]]:
-    energy_before = _energy(len(devices)) if cuda else {}
+    nvml_index = {g.get("cuda_index"): g["index"] for g in ctx.facts.get("gpus", [])}
+    indices = [nvml_index.get(i, i) for i in range(len(devices))]  # CUDA order -> NVML index
+    energy_before = _energy(indices) if cuda else {}
     per_device = {}
     dtype = "fp32"
     started = time.perf_counter()
     for i, d in enumerate(devices):
         per_device[i], dtype = matmul_tflops(d, cuda, ctx.level)
-    energy_after = _energy(len(devices)) if cuda else {}
+    energy_after = _energy(indices) if cuda else {}
     metrics: dict[str, Any] = {"matmul_tflops": {str(i): round(v, 3) for i, v in per_device.items()},
                                "matmul_tflops_min": min(per_device.values()), "matmul_dtype": dtype}
     joules = {}
@@ -301,8 +306,9 @@ def _performance(ctx: CheckContext, devices: list[Any], cuda: bool) -> tuple[dic
         after = energy_after.get(i)
         if before is not None and after is not None:
             joules[i] = (after - before) / 1000
-    if joules:
-        metrics["energy_j"] = {str(i): round(j, 2) for i, j in joules.items()}
+    if joules:  # from NVML's energy counter, around every GPU's matmul steps
+        metrics["energy_per_step_j"] = {str(indices.index(i)): round(j / MATMUL_ITERS[cuda], 3)
+                                        for i, j in joules.items()}
         metrics["matmul_seconds"] = round(time.perf_counter() - started, 3)
     if not cuda:
         return metrics, [info("CPU matmul throughput: no baseline", item="tflops")]
@@ -326,12 +332,12 @@ def _performance(ctx: CheckContext, devices: list[Any], cuda: bool) -> tuple[dic
     return metrics, findings
 
 
-def _energy(count: int) -> dict[int, int | None]:
+def _energy(indices: list[int]) -> dict[int, int | None]:
     from gpuenv.adapters import nvml as adapter
 
     if adapter.init():
         return {}
-    return adapter.energy_mj(count)
+    return adapter.energy_mj(indices)
 
 
 def _path(value: str | None) -> Any:

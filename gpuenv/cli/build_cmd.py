@@ -49,30 +49,32 @@ def _checked(check: Callable[[str], Any]) -> Callable[[click.Context, click.Para
 
 @click.command("build-image")
 @stack_options
-@click.option("--spec", "spec", help="A curated image spec by name, or a TOML spec file (see images/).")
+@click.option("--spec", "spec", metavar="NAME|FILE",
+              help="A curated image spec by name, or a TOML spec file (see images/).")
 @click.option("--flavor", type=click.Choice(FLAVORS), default="runtime", show_default=True,
               help="runtime: the CUDA runtime base; devel: the cuDNN devel base with nvcc, for extensions.")
 @click.option("--cudnn", is_flag=True, help="Use the cuDNN variant of the runtime base image.")
-@click.option("--with", "with_", multiple=True, default=("torchvision",), show_default=True,
+@click.option("--with", "with_", multiple=True, metavar="PKGS", default=("torchvision",), show_default=True,
               help="Companions pinned with torch: torchvision, torchaudio (comma-separated or repeated); 'none'.")
 @click.option("--slim", is_flag=True, help="Leave out the C compiler and Python headers torch.compile needs.")
-@click.option("--tag", "tags", multiple=True, callback=_checked(lambda v: validate.image_ref(v, "--tag")),
+@click.option("--tag", "tags", multiple=True, metavar="REF",
+              callback=_checked(lambda v: validate.image_ref(v, "--tag")),
               help="Name the image (repeatable); default gpuenv/pytorch:<torch>-<build>-py<python>-<os>-<flavor>.")
-@click.option("--render-only", "render_dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--render-only", "render_dir", metavar="DIR", type=click.Path(file_okay=False, path_type=Path),
               help="Write the Dockerfile and build context into DIR and build nothing (no Docker needed).")
 @click.option("--force", is_flag=True, help="With --render-only: replace gpuenv's files in a non-empty DIR.")
-@click.option("--base-image", callback=_checked(lambda v: validate.image_ref(v, "--base-image")),
+@click.option("--base-image", metavar="REF", callback=_checked(lambda v: validate.image_ref(v, "--base-image")),
               help="Use this base instead of the stack's (an internal mirror, a digest-pinned reference).")
 @click.option("--pin-base", is_flag=True, help="Look up the base image's digest now and build FROM it by digest.")
-@click.option("--index-url", callback=_checked(lambda v: validate.url(v, "--index-url")),
+@click.option("--index-url", metavar="URL", callback=_checked(lambda v: validate.url(v, "--index-url")),
               help="A mirror of the stack's PyTorch wheel index.")
-@click.option("--wheelhouse", callback=_checked(lambda v: validate.existing_dir(v, "--wheelhouse")),
+@click.option("--wheelhouse", metavar="DIR", callback=_checked(lambda v: validate.existing_dir(v, "--wheelhouse")),
               help="Install every wheel from this directory with --no-index (air-gapped sites).")
-@click.option("--pip", "pip_packages", multiple=True, callback=_checked(validate.pip_requirement),
+@click.option("--pip", "pip_packages", multiple=True, metavar="PKG", callback=_checked(validate.pip_requirement),
               help="Extra package to install, e.g. transformers==4.44.2 (repeatable); torch stays pinned.")
-@click.option("--app", callback=_checked(lambda v: validate.existing_dir(v, "--app")),
+@click.option("--app", metavar="DIR", callback=_checked(lambda v: validate.existing_dir(v, "--app")),
               help="Copy this project into /app, last (its requirements.txt is installed before it).")
-@click.option("--build-arg", "build_args", multiple=True, callback=_checked(validate.build_arg),
+@click.option("--build-arg", "build_args", multiple=True, metavar="NAME=VALUE", callback=_checked(validate.build_arg),
               help="NAME=VALUE passed to the build, e.g. HTTP_PROXY=http://proxy:3128 (repeatable).")
 @click.option("--network", type=click.Choice(["default", "host", "none"]), default="default", show_default=True,
               help="Network for the build's RUN steps.")

@@ -21,8 +21,9 @@ COMPANIONS = ("torchvision", "torchaudio")
 DEFAULT_WITH = ("torchvision",)
 LABEL_PREFIX = "io.gpuenv."
 STACK_IN_IMAGE = "/opt/gpuenv/stack.json"
-# gpuenv's own run-time dependencies, installed beside its wheel (which goes in with --no-deps).
-GPUENV_REQUIREMENTS = ("click>=8.1", "jinja2>=3.1", "packaging>=23", "rich>=13")
+# gpuenv's own run-time dependencies, installed beside its wheel (which goes in with --no-deps),
+# with nvidia-ml-py for `gpuenv verify` (torch and numpy are already pinned by the stack).
+GPUENV_REQUIREMENTS = ("click>=8.1", "jinja2>=3.1", "packaging>=23", "rich>=13", "nvidia-ml-py>=12")
 
 # The deadsnakes PPA's signing key ("Launchpad PPA for deadsnakes"), pinned by full fingerprint.
 DEADSNAKES_FINGERPRINT = "F23C5A6CF475977595C89F51BA6932366A755776"

@@ -6,7 +6,7 @@
    (mp.spawn, 2 ranks, the nccl-tests busbw definition) in the same run (target: within 15%).
 
 Runs alternate (floor, verify, floor, verify, ...) so both see the same machine; medians are
-compared. Usage: .venv/bin/python bench/bench_verify.py [--rounds N]
+compared; exits 1 when a target is missed. Usage: .venv/bin/python bench/bench_verify.py [--rounds N]
 """
 
 from __future__ import annotations
@@ -99,6 +99,8 @@ def main() -> None:
     print(f"busbw 64 MiB gloo, gpuenv: median {mine:.3f} GB/s  {_all(ours)}")
     print(f"busbw 64 MiB gloo, independent: median {indep:.3f} GB/s  {_all(theirs)}")
     print(f"busbw difference: {abs(mine - indep) / indep:.1%}  (target <= 15%)")
+    if verify / floor > 2.0 or abs(mine - indep) / indep > 0.15:
+        raise SystemExit(1)
 
 
 def _all(values: list[float]) -> str:

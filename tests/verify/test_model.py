@@ -66,3 +66,12 @@ def test_fault_switch_is_inert_unless_set() -> None:
 def test_fault_switch_rejects_garbage(bad: str) -> None:
     with pytest.raises(ValueError):
         faults.parse(bad)
+
+
+def test_help_and_the_engine_import_no_heavy_module() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; import gpuenv.cli.verify_cmd, gpuenv.verify.engine, gpuenv.verify.outputs; "
+            "heavy = {'torch', 'pynvml', 'numpy', 'docker'} & set(sys.modules); assert not heavy, heavy")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -54,12 +54,13 @@ def free_port() -> int:
 class RankRun:
     """Ranks started and running; `results()` waits for them."""
 
-    def __init__(self, context: Any, outdir: tempfile.TemporaryDirectory[str], world: int) -> None:
-        self.context, self.outdir, self.world = context, outdir, world
+    def __init__(self, context: Any, outdir: tempfile.TemporaryDirectory[str], world: int, device: str) -> None:
+        self.context, self.outdir, self.world, self.device = context, outdir, world, device
 
     def results(self) -> list[dict[str, Any]]:
         try:
-            import_soon()  # the worker is idle while the ranks work: import what later checks need
+            if self.device == "cuda":  # the worker idles while the ranks work the GPUs: import what
+                import_soon()  # later checks need (on the CPU path that would slow the ranks measured)
             try:
                 while not self.context.join():
                     pass
@@ -103,7 +104,7 @@ def start(target: str, *, check: str, world: int, device: str, params: dict[str,
     outdir = tempfile.TemporaryDirectory(prefix="gpuenv-ranks-")
     job = RankJob(target, check, world, device, free_port(), outdir.name, params)
     context = start_processes(rank_main, args=(job,), nprocs=world, join=False, start_method="forkserver")
-    return RankRun(context, outdir, world)
+    return RankRun(context, outdir, world, device)
 
 
 def launch(target: str, *, check: str, world: int, device: str,

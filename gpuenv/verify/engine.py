@@ -204,12 +204,12 @@ class Run:
         return worker
 
     def decide_device(self) -> None:
+        on_bus = self.facts["pci_nvidia"] = nvidia_on_pci()
         if self.opts.device in ("cpu", "cuda"):
             self.device = self.opts.device
             self.cpu_only = self.device == "cpu"
             self.device_note = f"--device {self.device}"
             return
-        on_bus = nvidia_on_pci()
         probe = self.probe_nvml()
         if on_bus or probe == "ok":
             self.device, self.cpu_only = "cuda", False
@@ -217,7 +217,6 @@ class Run:
                                 else "NVML loads") + ": a GPU node, workloads run on CUDA"
         else:
             self.device_note = f"no NVIDIA GPU on the PCI bus, NVML: {probe}: CPU only"
-        self.facts["pci_nvidia"] = on_bus
 
     def probe_nvml(self) -> str:
         worker = Worker(self.stderr)

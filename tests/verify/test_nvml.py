@@ -168,3 +168,9 @@ def test_energy_counters_are_read_by_nvml_index(fake_nvml_dir: Path) -> None:
                           env={**os.environ, **scenario_env(fake_nvml_dir, "healthy-8xh100")})
     first, second = json.loads(proc.stdout)
     assert set(first) == {"0", "3"} and second["3"] > first["3"]  # the counter only grows
+
+
+def test_expecting_gpus_on_a_machine_without_any_fails() -> None:
+    code, report, _ = verify_json("--check", "nvml", "--expect-gpus", "1", env={"LD_LIBRARY_PATH": ""})
+    result = check(report, "nvml")
+    assert code == 1 and result["status"] == "fail" and "1 expected" in result["summary"]

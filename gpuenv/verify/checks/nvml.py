@@ -200,6 +200,10 @@ def run(ctx: CheckContext) -> CheckResult:
     policy = load_policy(Path(ctx.policy) if ctx.policy else None)
     problem = adapter.init()
     if problem:
+        if ctx.expect_gpus:
+            message = f"NVML shows no GPU ({problem}); {ctx.expect_gpus} expected"
+            return CheckResult("nvml", "fail", summary=message,
+                               findings=[_finding(policy, "gpu_missing", message, None)])
         if ctx.device == "cpu":
             return CheckResult("nvml", "skip", summary=f"CPU only: NVML {problem}")
         message = f"NVML cannot start on a GPU node: {problem}"

@@ -75,7 +75,10 @@ def test_gpuenv_and_torch_work_inside_the_image(built: dict[str, Any], docker_cl
     if HAS_VERIFY:
         # `gpuenv verify --device cpu --level quick` ran inside the image through --verify.
         assert built["verify"]["exit_code"] == 0, built["verify"]
-        assert built["verify"]["report"]["image_run"]["gpus"] is False
+        report = built["verify"]["report"]
+        assert report["image_run"]["gpus"] is False and report["device"] == "cpu"
+        assert report["verdict"]["certified"] is True and report["level"] == "quick"
+        assert any(check["status"] == "pass" for check in report["checks"]), report["checks"]
     else:
         # gpuenv verify does not exist yet in this checkout: check what it would need instead.
         assert built["verify"] is None
@@ -227,6 +230,7 @@ def test_verify_in_image_falls_back_to_the_cpu_and_says_so(built: dict[str, Any]
     assert notes and "on the CPU" in notes[0] and "could not select device driver" in notes[0]
     if HAS_VERIFY:
         assert code == 0 and report is not None and report["image_run"]["gpus"] is False
+        assert report["verdict"]["certified"] is True
     else:  # the image's gpuenv has no verify command yet: click refuses it (exit 2), no report
         assert code == 2 and report is None
     with pytest.raises(CannotRun, match="cannot give containers GPUs"):
@@ -255,3 +259,12 @@ def test_docker_cli_sees_the_same_image(built: dict[str, Any], dockerd: services
                              "{{ index .Config.Labels \"io.gpuenv.torch\" }}"],
                             capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == "2.13.0", result.stderr
+
+
+def test_verify_in_an_image_without_gpuenv_says_so(standin_image: str, dockerd: services.Service,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuenv.adapters.docker import run_verify_in_image
+
+    monkeypatch.setenv("DOCKER_HOST", dockerd.address)
+    with pytest.raises(BadResult, match="has no gpuenv"):
+        run_verify_in_image(standin_image, level="quick", device="cpu", timeout=60, extra_args=[])

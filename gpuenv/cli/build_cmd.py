@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -12,7 +13,7 @@ import click
 from click.core import ParameterSource
 
 from gpuenv import validate
-from gpuenv.cli.output import console, emit_json, is_tty
+from gpuenv.cli.output import console, emit_json
 from gpuenv.cli.resolve_cmd import stack_from_options, stack_options
 from gpuenv.errors import BadRequest, BadResult
 from gpuenv.render.dockerfile import FLAVORS, ImageOptions, RenderedImage, render_image
@@ -283,7 +284,7 @@ class _Say:
                       "--base-image REF@sha256:<digest> from your mirror")
 
     def progress(self, *, verbose: int) -> Any:
-        return _Progress(self, live=is_tty() and not self.quiet, verbose=verbose)
+        return _Progress(self, live=sys.stderr.isatty() and not self.quiet, verbose=verbose)
 
 
 class _Progress:

@@ -46,7 +46,7 @@ Examples:
   gpuenv provision -i hosts.yml --dry-run            # Ansible check mode, with diffs
   gpuenv provision -i hosts.yml --plan --json        # only the driver decisions per host
   gpuenv provision gpu01 --render-only ./project     # a project for plain ansible-playbook
-  gpuenv provision -i hosts.ini --wheelhouse ./wheels --index-url https://mirror/whl/cu124  # air-gapped
+  gpuenv provision -i hosts.ini --stack stack.json --wheelhouse ./wheels   # air-gapped
 
 Exit codes: 0 all hosts provisioned (and certified), 1 a host failed or was unreachable,
 2 bad request, 3 Ansible missing or broken on this machine.

@@ -148,7 +148,8 @@ def _plan(ctx: click.Context, params: dict[str, Any]) -> Plan:
         from gpuenv.render.context import check_wheelhouse
 
         pins = {"torch": stack.torch, **{n: str(getattr(stack, n)) for n in options.with_packages}}
-        check_wheelhouse(wheelhouse, pins)
+        names = tuple(_project_name(r) for r in (*options.gpuenv_requirements, *options.pip))
+        check_wheelhouse(wheelhouse, pins, names)
     if params["render_dir"] is not None:
         from gpuenv.render.context import check_destination
 
@@ -172,6 +173,12 @@ def _stack(ctx: click.Context, params: dict[str, Any], given: set[str]) -> tuple
         if name not in given:
             stack_params[name] = value
     return stack_from_options(ctx, **stack_params), spec_options(spec), spec.tag
+
+
+def _project_name(requirement: str) -> str:
+    from packaging.requirements import Requirement
+
+    return Requirement(requirement).name
 
 
 def _variant(options: ImageOptions) -> str:

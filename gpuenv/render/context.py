@@ -35,8 +35,9 @@ def check_destination(dest: Path, *, force: bool, app: Path | None = None) -> No
         raise BadRequest(f"{dest} lies inside the app directory {app}", hint="render into a directory outside the app")
 
 
-def check_wheelhouse(wheelhouse: Path, pins: dict[str, str]) -> None:
-    """Every pinned package (torch, its companions) must have a wheel there: fail now, not mid-build."""
+def check_wheelhouse(wheelhouse: Path, pins: dict[str, str], names: tuple[str, ...] = ()) -> None:
+    """Every pinned package (torch, its companions) must have a wheel there, and every other
+    package named some wheel: fail now, not mid-build. (Their dependencies pip checks itself.)"""
     found: dict[str, set[Version]] = {}
     for wheel in wheelhouse.glob("*.whl"):
         try:
@@ -49,6 +50,12 @@ def check_wheelhouse(wheelhouse: Path, pins: dict[str, str]) -> None:
             raise BadRequest(
                 f"the wheelhouse {wheelhouse} has no wheel of {package}=={version}",
                 hint=f"add it: pip download -d {wheelhouse} {package}=={version} (on a machine with access)",
+            )
+    for package in names:
+        if str(canonicalize_name(package)) not in found:
+            raise BadRequest(
+                f"the wheelhouse {wheelhouse} has no wheel of {package}",
+                hint=f"add it: pip download -d {wheelhouse} {package} (on a machine with access)",
             )
 
 

@@ -153,6 +153,26 @@ def test_wheelhouse_without_the_pinned_torch_is_refused_before_writing(tmp_path:
     assert "torch==2.13.0" in result.stderr and not dest.exists()
 
 
+def test_wheelhouse_without_gpuenv_dependencies_or_extras_is_refused(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    present = ["torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl", "click-8.1.0-py3-none-any.whl",
+               "jinja2-3.1.0-py3-none-any.whl", "packaging-24.0-py3-none-any.whl", "rich-13.0.0-py3-none-any.whl"]
+    for name in present:
+        (wheels / name).write_bytes(b"")
+    args = ["build-image", "--torch", "2.13.0", "--with", "none", "--wheelhouse", str(wheels)]
+    missing_nvml = run_gpuenv(*args, "--render-only", str(tmp_path / "a"), env=NO_DOCKER)
+    _fails_cleanly(missing_nvml, 2)
+    assert "nvidia-ml-py" in missing_nvml.stderr
+    (wheels / "nvidia_ml_py-13.0.0-py3-none-any.whl").write_bytes(b"")
+    missing_extra = run_gpuenv(*args, "--pip", "einops==0.8.1", "--render-only", str(tmp_path / "b"), env=NO_DOCKER)
+    _fails_cleanly(missing_extra, 2)
+    assert "einops" in missing_extra.stderr and not (tmp_path / "b").exists()
+    complete = run_gpuenv(*args, "--render-only", str(tmp_path / "c"), env=NO_DOCKER)
+    assert complete.returncode == 0, complete.stderr
+    assert sorted(p.name for p in (tmp_path / "c" / "wheels").iterdir()) == sorted(p.name for p in wheels.iterdir())
+
+
 def test_build_without_a_docker_daemon_exits_3_with_a_hint() -> None:
     result = run_gpuenv("build-image", "--cuda", "12.4", env=NO_DOCKER)
     _fails_cleanly(result, 3)

@@ -203,7 +203,7 @@ MATMUL_ITERS = {True: 20, False: 5}
 def matmul_tflops(dev: Any, cuda: bool, level: str) -> tuple[float, str]:
     torch = common.torch_module()
 
-    n = (8192 if level != "quick" else 4096) if cuda else 512
+    n = (8192 if level != "quick" else 4096) if cuda else 1024
     dtype = torch.bfloat16 if cuda else torch.float32
     a = torch.randn(n, n, device=dev, dtype=dtype)
     b = torch.randn(n, n, device=dev, dtype=dtype)

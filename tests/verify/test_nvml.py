@@ -174,3 +174,11 @@ def test_expecting_gpus_on_a_machine_without_any_fails() -> None:
     code, report, _ = verify_json("--check", "nvml", "--expect-gpus", "1", env={"LD_LIBRARY_PATH": ""})
     result = check(report, "nvml")
     assert code == 1 and result["status"] == "fail" and "1 expected" in result["summary"]
+
+
+def test_an_xid_later_in_the_run_is_reported(fake_nvml_dir: Path) -> None:
+    code, report, _ = verify_json("--check", "nvml", "--check", "stack",
+                                  env=scenario_env(fake_nvml_dir, "xid-late"))
+    result = check(report, "nvml")
+    assert code == 1 and problems(result) == [("xid", "fail", 6)]
+    assert "XID 48 during the run" in result["summary"]

@@ -110,3 +110,34 @@ def test_sigterm_mid_run_writes_a_partial_report(tmp_path: Path) -> None:
     assert statuses["stack"] == "pass" and statuses["allreduce"] == "skip"
     assert "interrupted by SIGTERM" in check(report, "allreduce")["summary"]
     assert processes_with(mark) == []
+
+
+BISECT = """
+import json
+from gpuenv.verify import ranks
+from gpuenv.verify.baselines import load_baselines
+from gpuenv.verify.checks import allreduce
+from gpuenv.verify.model import GpuRef
+
+if __name__ == "__main__":
+    plan = {"sizes": [1 << 20], "iters": 1, "warmup": 0, "collectives": ["allreduce"], "bisect": True}
+    results = ranks.launch("gpuenv.verify.checks.allreduce:rank_workload", check="allreduce", world=4,
+                           device="cpu", params=plan)
+    findings, _ = allreduce.evaluate(results, world=4, device="cpu", gpu_name="cpu", baselines=load_baselines(),
+                                     refs=[GpuRef(i) for i in range(4)])
+    print(json.dumps([f.to_dict() for f in findings]))
+"""
+
+
+def test_pairwise_bisection_on_four_real_ranks_names_the_corrupting_one(tmp_path: Path) -> None:
+    script = tmp_path / "pairs_probe.py"
+    script.write_text(BISECT)
+    env, mark = marked_env("allreduce:corrupt:rank2")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **env})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    findings = json.loads(proc.stdout.splitlines()[-1])
+    [bisect] = [f for f in findings if f["item"] == "bisect"]
+    assert "pairs 1-2, 2-3" in bisect["message"] and "suspect GPU 2" in bisect["message"]
+    assert bisect["gpu"]["index"] == 2
+    assert processes_with(mark) == []

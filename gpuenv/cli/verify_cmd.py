@@ -51,22 +51,24 @@ def _in_file(ctx: click.Context, param: click.Parameter, value: str | None) -> P
               help="Run only this check (repeatable).")
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
               help="auto: CUDA when an NVIDIA GPU is on the PCI bus or NVML loads, else CPU only.")
-@click.option("--expect-gpus", type=click.IntRange(min=1), help="Fail when fewer GPUs are visible.")
+@click.option("--expect-gpus", type=click.IntRange(min=1), metavar="N", help="Fail when fewer GPUs are visible.")
 @click.option("--strict", is_flag=True, help="Treat warnings as failures (exit 1).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
-@click.option("--report", type=click.Path(path_type=Path), callback=_out_path,
+@click.option("--report", type=click.Path(path_type=Path), metavar="FILE", callback=_out_path,
               help="Write the JSON report here (atomically, also when interrupted).")
-@click.option("--junit", type=click.Path(path_type=Path), callback=_out_path,
+@click.option("--junit", type=click.Path(path_type=Path), metavar="FILE", callback=_out_path,
               help="Write JUnit XML here (one testcase per check).")
-@click.option("--prometheus", type=click.Path(path_type=Path), callback=_out_path,
+@click.option("--prometheus", type=click.Path(path_type=Path), metavar="FILE", callback=_out_path,
               help="Write a node_exporter textfile here (atomically, world-readable).")
-@click.option("--artifacts", type=click.Path(path_type=Path, file_okay=False),
+@click.option("--artifacts", type=click.Path(path_type=Path, file_okay=False), metavar="DIR",
               help="Folder for artifacts (profiler trace); default: beside --report.")
-@click.option("--baseline", callback=_in_file, help="Expected busbw/TFLOP/s table (see docs/verify.md).")
-@click.option("--policy", callback=_in_file, help="NVML policy: severities, XID lists (see docs/verify.md).")
-@click.option("--timeout", type=click.FloatRange(min=1),
+@click.option("--baseline", metavar="FILE", callback=_in_file,
+              help="Expected busbw/TFLOP/s table (see docs/verify.md).")
+@click.option("--policy", metavar="FILE", callback=_in_file,
+              help="NVML policy: severities, XID lists (see docs/verify.md).")
+@click.option("--timeout", type=click.FloatRange(min=1), metavar="SECONDS",
               help="Seconds allowed to each check (default: per check and level).")
-@click.option("--image", help="Run the same verify inside this Docker image instead of on the host.")
+@click.option("--image", metavar="TAG", help="Run the same verify inside this Docker image instead of on the host.")
 @click.pass_context
 def verify(ctx: click.Context, level: str, checks: tuple[str, ...], device: str, expect_gpus: int | None,
            strict: bool, as_json: bool, report: Path | None, junit: Path | None, prometheus: Path | None,

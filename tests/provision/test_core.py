@@ -181,3 +181,16 @@ def test_plan_refuses_impossible_module_choices() -> None:
     assert FILTERS.driver_plan(_facts(gpus=_gpus("2901", 8), kernel_modules="proprietary"))["action"] == "blocked"
     assert FILTERS.driver_plan(_facts(gpus=_gpus("1db5", 8), kernel_modules="open"))["action"] == "blocked"
     assert FILTERS.driver_plan(_facts(gpus=_gpus("2901", 8), branch="550"))["action"] == "blocked"
+
+
+def test_progress_without_a_terminal_prints_changes_and_failures(capsys: pytest.CaptureFixture[str]) -> None:
+    from gpuenv.cli.provision_cmd import _ProgressView
+
+    view = _ProgressView(enabled=True, total=2)
+    with view:
+        for progress in (Progress("h1", "Install torch", "changed"), Progress("h1", "Read facts", "ok"),
+                         Progress("h2", "Gathering Facts", "unreachable"), Progress("h1", "apt", "failed")):
+            view.update(progress)
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["h1: changed: Install torch", "h2: unreachable: Gathering Facts", "h1: failed: apt"]
+    assert view.rows["h1"]["ok"] == 1 and view.rows["h1"]["changed"] == 1 and view.rows["h1"]["state"] == "failed"

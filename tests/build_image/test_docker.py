@@ -131,12 +131,16 @@ def test_changing_only_the_app_reuses_every_layer_above_it(
 
 
 def test_a_failing_build_step_exits_1_naming_the_step(
-    built: dict[str, Any], docker_env: dict[str, str], standin_image: str, wheelhouse: Path, app_dir: Path,
+    built: dict[str, Any], docker_env: dict[str, str], standin_image: str, wheelhouse: Path, tmp_path: Path,
 ) -> None:
-    args = _build_args(standin_image, wheelhouse, app_dir, "--pip", "no-such-package-gpuenv==1.0")
-    result = run_gpuenv(*args, env=docker_env, timeout=BUILD_TIMEOUT)
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "main.py").write_text("print('x')\n")
+    (app / "requirements.txt").write_text("no-such-package-gpuenv==1.0\n")  # not in the wheelhouse
+    result = run_gpuenv(*_build_args(standin_image, wheelhouse, app), env=docker_env, timeout=BUILD_TIMEOUT)
     assert result.returncode == 1, result.stderr[-2000:]
     assert "gpuenv: error: build step" in result.stderr and "failed: RUN pip install" in result.stderr
+    assert "app-requirements.txt" in result.stderr
     assert "no-such-package-gpuenv" in result.stderr  # pip's own last lines are shown
 
 

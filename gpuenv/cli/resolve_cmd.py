@@ -66,24 +66,17 @@ def stack_from_options(
 
 
 def local_driver_version() -> str:
-    """This machine's NVIDIA driver version, read through NVML (imported only here)."""
-    try:
-        import pynvml
-    except ImportError as exc:
-        hint = "pip install 'gpuenv[verify]', or give --driver"
-        raise CannotRun("--driver auto needs nvidia-ml-py", hint=hint) from exc
-    try:
-        pynvml.nvmlInit()
-        try:
-            version = pynvml.nvmlSystemGetDriverVersion()
-        finally:
-            pynvml.nvmlShutdown()
-    except pynvml.NVMLError as exc:
+    """This machine's NVIDIA driver version, read through NVML."""
+    from gpuenv.adapters import nvml
+
+    problem = nvml.init()
+    driver = None if problem else nvml.driver_versions()["driver"]
+    if driver is None:
         raise CannotRun(
-            f"--driver auto: no NVIDIA driver found on this machine ({exc})",
+            f"--driver auto: no NVIDIA driver found on this machine ({problem or 'NVML gave no version'})",
             hint="install the driver, or give the target's driver with --driver VERSION",
-        ) from exc
-    return validate.driver(version.decode() if isinstance(version, bytes) else str(version))
+        )
+    return validate.driver(driver)
 
 
 @click.command()

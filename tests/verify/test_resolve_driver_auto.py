@@ -1,0 +1,23 @@
+"""`gpuenv resolve --driver auto` reads this machine's driver through the real pynvml bindings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import run_gpuenv
+from tests.verify.conftest import scenario_env
+
+
+def test_driver_auto_reads_nvml(fake_nvml_dir: Path) -> None:
+    out = run_gpuenv("resolve", "--driver", "auto", "--json", env=scenario_env(fake_nvml_dir, "healthy-8xh100"))
+    assert out.returncode == 0, out.stderr
+    stack = json.loads(out.stdout)
+    assert "580.65.06" in stack["reasons"]["driver"]
+    assert stack["cuda_build"] == "cu130"
+
+
+def test_driver_auto_with_driver_not_loaded(debian_nvml_dir: Path) -> None:
+    out = run_gpuenv("resolve", "--driver", "auto", env={"LD_LIBRARY_PATH": str(debian_nvml_dir)})
+    assert out.returncode == 3
+    assert "driver-not-loaded" in out.stderr

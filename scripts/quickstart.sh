@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets gpuenv up in ./.venv and shows what it does on this machine: the stack it would pin for the
-# seed scenario (CUDA 11.7) and for this machine's driver, the knowledge base, and a quick
-# certification of this node (on a machine without an NVIDIA GPU: the CPU path, said so).
+# seed scenario (CUDA 11.7), the knowledge base, and a quick
+# certification of this node (on a machine without an NVIDIA GPU: the same workloads on the CPU, said so).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,3 +15,4 @@ export PATH="$PWD/.venv/bin:$PATH"
 set -x
 gpuenv resolve --cuda 11.7
 gpuenv matrix
+gpuenv verify --level quick

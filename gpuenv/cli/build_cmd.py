@@ -101,15 +101,16 @@ def build_image(ctx: click.Context, /, **params: Any) -> int:
     plan = _plan(ctx, params)
     settings = ctx.find_root().obj
     say = _Say(quiet=settings.quiet)
+    rendered = render_image(plan.stack, plan.options)  # a bad request fails here, before Docker is asked
     client = None
     if params["render_dir"] is None or plan.pin_base:
         from gpuenv.adapters import docker as adapter
 
         client = adapter.connect()
         if plan.pin_base:
-            base = plan.options.base_image or plan.stack.base_images[_variant(plan.options)]
-            plan = replace(plan, options=replace(plan.options, base_image=adapter.pin_digest(client, base)))
-    rendered = render_image(plan.stack, plan.options)
+            pinned = adapter.pin_digest(client, rendered.base_image)
+            plan = replace(plan, options=replace(plan.options, base_image=pinned))
+            rendered = render_image(plan.stack, plan.options)
     say.rendered(rendered, plan)
     if params["render_dir"] is not None:
         return _render_only(plan, rendered, params["render_dir"], force=params["force"], as_json=params["as_json"])
@@ -179,12 +180,6 @@ def _project_name(requirement: str) -> str:
     from packaging.requirements import Requirement
 
     return Requirement(requirement).name
-
-
-def _variant(options: ImageOptions) -> str:
-    from gpuenv.render.dockerfile import base_variant
-
-    return base_variant(options)
 
 
 def _default_tag(stack: Stack, options: ImageOptions) -> str:

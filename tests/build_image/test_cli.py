@@ -173,6 +173,12 @@ def test_wheelhouse_without_gpuenv_dependencies_or_extras_is_refused(tmp_path: P
     assert sorted(p.name for p in (tmp_path / "c" / "wheels").iterdir()) == sorted(p.name for p in wheels.iterdir())
 
 
+@pytest.mark.parametrize("args", [["--os", "rockylinux9"], ["--torch", "2.13.0", "--with", "torchaudio"],
+                                  ["--tag", "a b"]])
+def test_a_bad_request_is_exit_2_even_without_docker(args: list[str]) -> None:
+    _fails_cleanly(run_gpuenv("build-image", *args, env=NO_DOCKER), 2)
+
+
 def test_build_without_a_docker_daemon_exits_3_with_a_hint() -> None:
     result = run_gpuenv("build-image", "--cuda", "12.4", env=NO_DOCKER)
     _fails_cleanly(result, 3)

@@ -65,24 +65,24 @@ def _match(pattern: re.Pattern[str], value: str, what: str, hint: str) -> str:
 
 def version(value: str, what: str = "version") -> str:
     """A dotted version: digits and dots only ('11.7', '2.0.1')."""
-    return _match(_VERSION, value.strip(), what, "a version is digits and dots, e.g. 11.7 or 2.0.1")
+    return _match(_VERSION, value, what, "a version is digits and dots, e.g. 11.7 or 2.0.1")
 
 
 def os_name(value: str) -> str:
     """An OS name such as ubuntu22.04 or rockylinux9 (checked against the knowledge base later)."""
-    return _match(_OS, value.strip().lower(), "OS", "e.g. ubuntu22.04, ubuntu24.04, debian12, rockylinux9")
+    return _match(_OS, value.lower(), "OS", "e.g. ubuntu22.04, ubuntu24.04, debian12, rockylinux9")
 
 
 def driver(value: str) -> str:
     """An NVIDIA driver version ('535.104.05', '470') or 'auto'."""
     if value == "auto":
         return value
-    return _match(_DRIVER, value.strip(), "driver version", "e.g. 535.104.05, 580 or auto")
+    return _match(_DRIVER, value, "driver version", "e.g. 535.104.05, 580 or auto")
 
 
 def gpu(value: str) -> str:
     """A GPU model name ('H100') or a compute capability ('sm_90', 'sm_120'); case-insensitive."""
-    value = _basic(value.strip(), "GPU")
+    value = _basic(value, "GPU")
     sm = _SM.fullmatch(value)
     if sm:
         return f"sm_{sm.group(1)}{sm.group(2)}"
@@ -91,7 +91,7 @@ def gpu(value: str) -> str:
 
 def hostname(value: str) -> str:
     """A DNS name or an IPv4/IPv6 address (nothing else reaches an inventory)."""
-    value = _basic(value.strip(), "host")
+    value = _basic(value, "host")
     if _HOSTNAME.fullmatch(value) or (":" in value and _IPV6.fullmatch(value)):
         return value
     raise BadRequest(

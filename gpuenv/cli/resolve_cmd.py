@@ -15,8 +15,6 @@ from gpuenv.errors import BadRequest, CannotRun
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-STACK_OPTION_NAMES = ("torch", "cuda", "driver", "python", "gpu", "os", "stack_file")
-
 
 def _checked(check: Callable[[str], str]) -> Callable[[click.Context, click.Parameter, str | None], str | None]:
     def callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

@@ -54,6 +54,25 @@ def test_plan_only_run_names_each_hosts_decision(provisioned: Provisioned, tmp_p
     assert all(row["changed"] == 0 for row in doc["hosts"])
 
 
+@pytest.mark.skipif(not VERIFY_EXISTS, reason="gpuenv verify is not part of this checkout yet")
+def test_a_host_that_cannot_be_certified_fails(provisioned: Provisioned, tmp_path: Path) -> None:
+    # Asking verify for CUDA on a host without a GPU: the host must fail, never pass.
+    hosts = provisioned.hosts
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text(hosts.inventory(["h1"]))
+    reports = tmp_path / "reports"
+    args = [a if a != str(provisioned.reports) else str(reports) for a in provisioned.args(inventory)]
+    args[args.index("cpu")] = "cuda"
+    env = {**hosts.env(), "PATH": f"{REPO / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
+    result = run_gpuenv(*args, env=env, timeout=600)
+    assert result.returncode == 1, result.stderr[-3000:]
+    (row,) = json.loads(result.stdout)["hosts"]
+    assert row["status"] == "failed" and row["changed"] == 0
+    assert "Fail the host when it is not certified" in (row["message"] or ""), row
+    assert row["verify"] in ("not certified", "could not run"), row  # verify exits 1 or 3, never 0
+    assert row["report"] == str(reports / "h1.json")
+
+
 def test_driver_role_skips_without_a_gpu(provisioned: Provisioned) -> None:
     events = "".join(p.read_text() for p in provisioned.artifacts.glob("artifacts/*/job_events/*.json"))
     assert "NVIDIA driver skipped: no NVIDIA GPU found on the PCI bus" in events

@@ -19,15 +19,12 @@ import pytest
 
 from gpuenv.errors import BadResult, CannotRun
 from tests.build_image import services
-from tests.conftest import REPO, require, run_gpuenv
+from tests.conftest import require, run_gpuenv
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 TAG = "gpuenv-test/e2e:1"
 BUILD_TIMEOUT = 1500
-HAS_VERIFY = (REPO / "gpuenv" / "cli" / "verify_cmd.py").is_file()
-
-
 def _build_args(standin: str, wheelhouse: Path, app: Path, *extra: str) -> list[str]:
     return [
         "build-image", "--torch", "2.13.0", "--python", "3.11", "--os", "ubuntu22.04", "--with", "none",
@@ -54,7 +51,7 @@ def app_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def built(docker_env: dict[str, str], standin_image: str, wheelhouse: Path, app_dir: Path) -> dict[str, Any]:
     """The end-to-end image: built once, through the CLI, from the rendered Dockerfile."""
-    extra = ["--tag", TAG, "--tag", "gpuenv-test/e2e:latest"] + (["--verify"] if HAS_VERIFY else [])
+    extra = ["--tag", TAG, "--tag", "gpuenv-test/e2e:latest", "--verify"]
     return _build(docker_env, _build_args(standin_image, wheelhouse, app_dir, *extra))
 
 
@@ -72,16 +69,12 @@ def test_image_is_built_and_tagged(built: dict[str, Any], docker_client: Any) ->
 
 
 def test_gpuenv_and_torch_work_inside_the_image(built: dict[str, Any], docker_client: Any) -> None:
-    if HAS_VERIFY:
-        # `gpuenv verify --device cpu --level quick` ran inside the image through --verify.
-        assert built["verify"]["exit_code"] == 0, built["verify"]
-        report = built["verify"]["report"]
-        assert report["image_run"]["gpus"] is False and report["device"] == "cpu"
-        assert report["verdict"]["certified"] is True and report["level"] == "quick"
-        assert any(check["status"] == "pass" for check in report["checks"]), report["checks"]
-    else:
-        # gpuenv verify does not exist yet in this checkout: check what it would need instead.
-        assert built["verify"] is None
+    # `gpuenv verify --device cpu --level quick` ran inside the image through --verify.
+    assert built["verify"]["exit_code"] == 0, built["verify"]
+    report = built["verify"]["report"]
+    assert report["image_run"]["gpus"] is False and report["device"] == "cpu"
+    assert report["verdict"]["certified"] is True and report["level"] == "quick"
+    assert any(check["status"] == "pass" for check in report["checks"]), report["checks"]
     out = _run(docker_client, TAG, ["python", "-c", "import torch, gpuenv, sys; "
                                     "print(torch.__version__, gpuenv.__version__, sys.executable)"])
     torch_version, _, python = out.split()
@@ -232,11 +225,8 @@ def test_verify_in_image_falls_back_to_the_cpu_and_says_so(built: dict[str, Any]
     code, report = run_verify_in_image(TAG, level="quick", device="auto", timeout=600, extra_args=[],
                                        on_note=notes.append)
     assert notes and "on the CPU" in notes[0] and "could not select device driver" in notes[0]
-    if HAS_VERIFY:
-        assert code == 0 and report is not None and report["image_run"]["gpus"] is False
-        assert report["verdict"]["certified"] is True
-    else:  # the image's gpuenv has no verify command yet: click refuses it (exit 2), no report
-        assert code == 2 and report is None
+    assert code == 0 and report is not None and report["image_run"]["gpus"] is False
+    assert report["verdict"]["certified"] is True
     with pytest.raises(CannotRun, match="cannot give containers GPUs"):
         run_verify_in_image(TAG, level="quick", device="cuda", timeout=60, extra_args=[])
 

@@ -20,7 +20,6 @@ from tests.conftest import REPO, require, run_gpuenv
 from tests.provision import hosts as test_hosts
 
 STACK_ARGS = ("--os", "debian12", "--python", "3.11", "--torch", "2.13.0")
-VERIFY_EXISTS = (REPO / "gpuenv" / "cli" / "verify_cmd.py").is_file()
 
 
 @pytest.fixture(scope="session")
@@ -46,9 +45,9 @@ class Provisioned:
     workdir: Path
 
     def args(self, inventory: Path, *extra: str) -> list[str]:
-        verify = ("--verify-device", "cpu") if VERIFY_EXISTS else ("--skip-verify",)
         return ["provision", "-i", str(inventory), *STACK_ARGS, "--torch-only", "--wheelhouse", str(self.wheelhouse),
-                "--gpuenv-wheel", str(self.wheel), "--reports-dir", str(self.reports), "--json", *verify, *extra]
+                "--gpuenv-wheel", str(self.wheel), "--reports-dir", str(self.reports), "--json",
+                "--verify-device", "cpu", *extra]
 
     wheelhouse: Path = Path()
     wheel: Path = Path()  # built once, so both runs install the same gpuenv

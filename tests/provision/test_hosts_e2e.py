@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import REPO, run_gpuenv
 from tests.provision import hosts as test_hosts
-from tests.provision.conftest import VERIFY_EXISTS, Provisioned
+from tests.provision.conftest import Provisioned
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]
 
@@ -54,7 +54,6 @@ def test_plan_only_run_names_each_hosts_decision(provisioned: Provisioned, tmp_p
     assert all(row["changed"] == 0 for row in doc["hosts"])
 
 
-@pytest.mark.skipif(not VERIFY_EXISTS, reason="gpuenv verify is not part of this checkout yet")
 def test_a_host_that_cannot_be_certified_fails(provisioned: Provisioned, tmp_path: Path) -> None:
     # Asking verify for CUDA on a host without a GPU: the host must fail, never pass.
     hosts = provisioned.hosts
@@ -89,7 +88,6 @@ def test_torch_and_gpuenv_are_in_the_hosts_venv(provisioned: Provisioned) -> Non
         assert (host.root / "usr/bin/gcc").exists()
 
 
-@pytest.mark.skipif(not VERIFY_EXISTS, reason="gpuenv verify is not part of this checkout yet")
 def test_verify_reports_come_back_certified(provisioned: Provisioned) -> None:
     for name in ("h1", "h2"):
         report = provisioned.reports / f"{name}.json"
@@ -124,8 +122,7 @@ def test_second_run_as_deploy_with_su_changes_nothing_and_hides_the_password(
     for name, row in summary.items():
         assert row["changed"] == 0, f"{name} changed on the second run: {row}"
         assert row["ok"] > 10
-        if VERIFY_EXISTS:
-            assert row["verify"] == "certified"
+        assert row["verify"] == "certified"
     # The password appears nowhere: not in argv, output, events, artifacts or reports.
     assert test_hosts.ROOT_PASSWORD not in " ".join(args)
     assert test_hosts.ROOT_PASSWORD not in result.stdout + result.stderr

@@ -18,6 +18,7 @@ from packaging.version import InvalidVersion, Version
 
 from gpuenv.errors import BadRequest, CannotRun
 from gpuenv.resources import data_file
+from gpuenv.stack import PythonSource
 
 SCHEMA = "gpuenv.compat/1"
 
@@ -86,13 +87,6 @@ class DriverBranch:
 
 
 @dataclass(frozen=True)
-class PythonProvider:
-    via: str  # "system" | "distro" | "deadsnakes" | "appstream"
-    packages: tuple[str, ...]
-    note: str
-
-
-@dataclass(frozen=True)
 class OsInfo:
     name: str
     family: str
@@ -100,7 +94,7 @@ class OsInfo:
     package_manager: str
     roles: tuple[str, ...]  # "image" and/or "host"
     system_python: str
-    python: dict[str, PythonProvider]
+    python: dict[str, PythonSource]
 
 
 @dataclass(frozen=True)
@@ -300,7 +294,7 @@ def parse_kb(raw: Any, *, origin: str = "shipped") -> KnowledgeBase:
             os=tuple(
                 OsInfo(
                     r["name"], r["family"], r["version"], r["package_manager"], tuple(r["roles"]), r["system_python"],
-                    {v: PythonProvider(p["via"], tuple(p["packages"]), p["note"]) for v, p in r["python"].items()},
+                    {v: PythonSource(p["via"], tuple(p["packages"]), p["note"]) for v, p in r["python"].items()},
                 )
                 for r in _check_rows(raw, "os")
             ),

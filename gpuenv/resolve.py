@@ -26,7 +26,7 @@ from gpuenv.compat import (
     sm_in_range,
 )
 from gpuenv.errors import BadRequest
-from gpuenv.stack import PythonSource, Rejected, Stack
+from gpuenv.stack import Rejected, Stack
 
 DEFAULT_OS = "ubuntu22.04"
 MIN_PYTHON = "3.10"
@@ -193,7 +193,6 @@ def _stack(
 ) -> Stack:
     torch, cuda, python = best
     branch = recommended_branch(kb, cuda)
-    provider = os_info.python[python]
     warnings = _warnings(kb, best, request, os_info, arch)
     images = _base_images(cuda, os_info)
     return Stack(
@@ -204,7 +203,7 @@ def _stack(
         cuda_build=cuda.build,
         cudnn=cuda.cudnn,
         python=python,
-        python_source=PythonSource(provider.via, provider.packages, provider.note),
+        python_source=os_info.python[python],
         os=os_info.name,
         base_images=images,
         index_url=kb.index_url(cuda.build),

@@ -20,7 +20,7 @@ IMAGE_VARIANTS = ("base", "runtime", "devel", "cudnn-runtime", "cudnn-devel")
 
 @dataclass(frozen=True)
 class PythonSource:
-    """How the OS provides this Python: its own package, a distro extra, deadsnakes, AppStream."""
+    """How an OS provides a Python: its own package, a distro extra, deadsnakes, AppStream."""
 
     via: str
     packages: tuple[str, ...]

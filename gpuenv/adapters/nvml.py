@@ -24,14 +24,10 @@ def _pynvml() -> Any:
 
 def probe() -> str:
     """"ok" when NVML initialises and sees a GPU, else why not (library-not-found, ...)."""
-    try:
-        nv = _pynvml()
-    except ImportError:
-        return "nvidia-ml-py not installed"
-    try:
-        nv.nvmlInit()
-    except nv.NVMLError as exc:
-        return init_error_name(exc)
+    problem = init()
+    if problem is not None:
+        return problem
+    nv = _pynvml()
     try:
         return "ok" if nv.nvmlDeviceGetCount() > 0 else "no GPU"
     finally:

@@ -33,6 +33,9 @@ Examples:
   gpuenv resolve --cuda 11.7              # the pinned stack for CUDA 11.7
   gpuenv resolve --driver auto --gpu H100 # what this machine's driver can run
   gpuenv matrix --torch 2.4               # the knowledge base as a table
+  gpuenv build-image --cuda 11.7 --verify # build a matched image and certify it
+  gpuenv provision gpu01 --cuda 12.4      # install and certify a host over SSH
+  gpuenv verify --level standard          # certify this node
 
 Exit codes: 0 ok, 1 the thing checked is bad, 2 bad request, 3 gpuenv could not run.
 Shell completion (bash): eval "$(_GPUENV_COMPLETE=bash_source gpuenv)"

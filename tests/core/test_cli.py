@@ -122,3 +122,8 @@ def test_fast_paths_import_nothing_heavy(args: list[str]) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "HEAVY=" in out.stderr and out.stderr.rsplit("HEAVY=", 1)[1] == ""
+
+
+def test_shell_completion_lists_commands() -> None:
+    out = run_gpuenv(env={"COMP_WORDS": "gpuenv re", "COMP_CWORD": "1", "_GPUENV_COMPLETE": "bash_complete"})
+    assert out.stdout.split() == ["plain,resolve"]

@@ -14,6 +14,7 @@ from click.core import ParameterSource
 
 from gpuenv import validate
 from gpuenv.cli.output import console, emit_json
+from gpuenv.cli.params import checked
 from gpuenv.cli.resolve_cmd import stack_from_options, stack_options
 from gpuenv.errors import BadRequest, BadResult
 from gpuenv.render.dockerfile import FLAVORS, ImageOptions, RenderedImage, render_image
@@ -37,17 +38,6 @@ class Plan:
     pin_base: bool
 
 
-def _checked(check: Callable[[str], Any]) -> Callable[[click.Context, click.Parameter, Any], Any]:
-    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-        if value is None:
-            return None
-        if isinstance(value, tuple):
-            return tuple(check(v) for v in value)
-        return check(value)
-
-    return callback
-
-
 @click.command("build-image")
 @stack_options
 @click.option("--spec", "spec", metavar="NAME|FILE",
@@ -59,23 +49,23 @@ def _checked(check: Callable[[str], Any]) -> Callable[[click.Context, click.Para
               help="Companions pinned with torch: torchvision, torchaudio (comma-separated or repeated); 'none'.")
 @click.option("--slim", is_flag=True, help="Leave out the C compiler and Python headers torch.compile needs.")
 @click.option("--tag", "tags", multiple=True, metavar="REF",
-              callback=_checked(lambda v: validate.image_ref(v, "--tag")),
+              callback=checked(lambda v: validate.image_ref(v, "--tag")),
               help="Name the image (repeatable); default gpuenv/pytorch:<torch>-<build>-py<python>-<os>-<flavor>.")
 @click.option("--render-only", "render_dir", metavar="DIR", type=click.Path(file_okay=False, path_type=Path),
               help="Write the Dockerfile and build context into DIR and build nothing (no Docker needed).")
 @click.option("--force", is_flag=True, help="With --render-only: replace gpuenv's files in a non-empty DIR.")
-@click.option("--base-image", metavar="REF", callback=_checked(lambda v: validate.image_ref(v, "--base-image")),
+@click.option("--base-image", metavar="REF", callback=checked(lambda v: validate.image_ref(v, "--base-image")),
               help="Use this base instead of the stack's (an internal mirror, a digest-pinned reference).")
 @click.option("--pin-base", is_flag=True, help="Look up the base image's digest now and build FROM it by digest.")
-@click.option("--index-url", metavar="URL", callback=_checked(lambda v: validate.url(v, "--index-url")),
+@click.option("--index-url", metavar="URL", callback=checked(lambda v: validate.url(v, "--index-url")),
               help="A mirror of the stack's PyTorch wheel index.")
-@click.option("--wheelhouse", metavar="DIR", callback=_checked(lambda v: validate.existing_dir(v, "--wheelhouse")),
+@click.option("--wheelhouse", metavar="DIR", callback=checked(lambda v: validate.existing_dir(v, "--wheelhouse")),
               help="Install every wheel from this directory with --no-index (air-gapped sites).")
-@click.option("--pip", "pip_packages", multiple=True, metavar="PKG", callback=_checked(validate.pip_requirement),
+@click.option("--pip", "pip_packages", multiple=True, metavar="PKG", callback=checked(validate.pip_requirement),
               help="Extra package to install, e.g. transformers==4.44.2 (repeatable); torch stays pinned.")
-@click.option("--app", metavar="DIR", callback=_checked(lambda v: validate.existing_dir(v, "--app")),
+@click.option("--app", metavar="DIR", callback=checked(lambda v: validate.existing_dir(v, "--app")),
               help="Copy this project into /app, last (its requirements.txt is installed before it).")
-@click.option("--build-arg", "build_args", multiple=True, metavar="NAME=VALUE", callback=_checked(validate.build_arg),
+@click.option("--build-arg", "build_args", multiple=True, metavar="NAME=VALUE", callback=checked(validate.build_arg),
               help="NAME=VALUE passed to the build, e.g. HTTP_PROXY=http://proxy:3128 (repeatable).")
 @click.option("--network", type=click.Choice(["default", "host", "none"]), default="default", show_default=True,
               help="Network for the build's RUN steps.")

@@ -15,6 +15,7 @@ import click
 
 from gpuenv import validate
 from gpuenv.cli.output import console, emit_json
+from gpuenv.cli.params import checked
 from gpuenv.cli.resolve_cmd import stack_from_options, stack_options
 from gpuenv.errors import BadRequest
 from gpuenv.provision import INVENTORY_FILE, VARS_FILE, WHEEL_DIR
@@ -53,17 +54,13 @@ Exit codes: 0 all hosts provisioned (and certified), 1 a host failed or was unre
 """
 
 
-def _checked(check: Any) -> Any:
-    return lambda ctx, param, value: None if value is None else check(value)
-
-
 @click.command(epilog=EPILOG)
 @click.argument("hosts", nargs=-1, callback=lambda c, p, v: tuple(v))
 @click.option("-i", "--inventory", "inventory_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Ansible inventory, INI or YAML (instead of HOST arguments).")
-@click.option("--user", callback=_checked(validate.user),
+@click.option("--user", callback=checked(validate.user),
               help="SSH user for hosts the inventory leaves unset [default: root].")
-@click.option("--port", callback=_checked(validate.port), help="SSH port for hosts the inventory leaves unset.")
+@click.option("--port", callback=checked(validate.port), help="SSH port for hosts the inventory leaves unset.")
 @click.option("--ssh-key", type=click.Path(dir_okay=False, path_type=Path), help="SSH private key file.")
 @click.option("--become-method", type=click.Choice(["sudo", "su"]), default="sudo", show_default=True,
               help="How a non-root user becomes root.")
@@ -71,7 +68,7 @@ def _checked(check: Any) -> Any:
               help="File holding the become password (never put it on the command line).")
 @click.option("--ask-become-pass", "-K", is_flag=True, help="Prompt for the become password.")
 @stack_options
-@click.option("--driver-branch", callback=_checked(lambda v: validate.version(v.lstrip("Rr"), "driver branch")),
+@click.option("--driver-branch", callback=checked(lambda v: validate.version(v.lstrip("Rr"), "driver branch")),
               help="Driver branch to install, e.g. 580 [default: the stack's].")
 @click.option("--driver-source", type=click.Choice(DRIVER_SOURCES), default="auto", show_default=True,
               help="The OS's own driver packages or NVIDIA's CUDA repository.")
@@ -83,10 +80,10 @@ def _checked(check: Any) -> Any:
 @click.option("--skip-verify", is_flag=True, help="Do not certify the hosts.")
 @click.option("--with-container-toolkit", is_flag=True, help="Also install the NVIDIA Container Toolkit for Docker.")
 @click.option("--venv", default="/opt/gpuenv/venv", show_default=True,
-              callback=_checked(lambda v: validate.safe_path(v, "--venv")), help="Venv on the hosts.")
+              callback=checked(lambda v: validate.safe_path(v, "--venv")), help="Venv on the hosts.")
 @click.option("--wheelhouse", type=click.Path(file_okay=False, path_type=Path),
               help="Install from this directory of wheels, copied to each host (air-gapped).")
-@click.option("--index-url", callback=_checked(lambda v: validate.url(v, "--index-url")),
+@click.option("--index-url", callback=checked(lambda v: validate.url(v, "--index-url")),
               help="A mirror of the stack's PyTorch wheel index.")
 @click.option("--gpuenv-wheel", type=click.Path(dir_okay=False, path_type=Path),
               help="Install this gpuenv wheel on the hosts [default: a wheel of the gpuenv running here].")
@@ -99,7 +96,7 @@ def _checked(check: Any) -> Any:
 @click.option("--min-free-gb", type=click.IntRange(1, 10000), default=10, show_default=True,
               help="Free space preflight requires on the hosts' root filesystem.")
 @click.option("--forks", type=click.IntRange(1, 200), default=10, show_default=True, help="Hosts provisioned at once.")
-@click.option("--limit", callback=_checked(check_limit), help="Only these hosts or groups (Ansible pattern).")
+@click.option("--limit", callback=checked(check_limit), help="Only these hosts or groups (Ansible pattern).")
 @click.option("--timeout", "timeout_s", type=click.IntRange(60, 86400), default=4 * 3600, show_default=True,
               help="Seconds the whole run may take.")
 @click.option("--dry-run", "--check", "dry_run", is_flag=True, help="Ansible check mode with diffs: change nothing.")

@@ -11,31 +11,25 @@ import click
 
 from gpuenv import validate
 from gpuenv.cli.output import console, emit_json
+from gpuenv.cli.params import checked
 from gpuenv.errors import BadRequest, CannotRun
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _checked(check: Callable[[str], str]) -> Callable[[click.Context, click.Parameter, str | None], str | None]:
-    def callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-        return None if value is None else check(value)
-
-    return callback
-
-
 def stack_options(func: F) -> F:
     """Add --torch --cuda --driver --python --gpu --os --stack to a command."""
     options = [
-        click.option("--torch", callback=_checked(lambda v: validate.version(v, "torch version")),
+        click.option("--torch", callback=checked(lambda v: validate.version(v, "torch version")),
                      help="PyTorch version, e.g. 2.4 or 2.0.1."),
-        click.option("--cuda", callback=_checked(lambda v: validate.version(v, "CUDA version")),
+        click.option("--cuda", callback=checked(lambda v: validate.version(v, "CUDA version")),
                      help="CUDA version, e.g. 11.7 or 12.4.1."),
-        click.option("--driver", callback=_checked(validate.driver),
+        click.option("--driver", callback=checked(validate.driver),
                      help="NVIDIA driver the stack must run on, e.g. 535.104.05; 'auto' reads this machine's."),
-        click.option("--python", callback=_checked(lambda v: validate.version(v, "Python version")),
+        click.option("--python", callback=checked(lambda v: validate.version(v, "Python version")),
                      help="Python version, e.g. 3.11."),
-        click.option("--gpu", callback=_checked(validate.gpu), help="GPU model (H100, A100, L4…) or sm_NN."),
-        click.option("--os", "os_name", callback=_checked(lambda v: validate.os_name(v)),
+        click.option("--gpu", callback=checked(validate.gpu), help="GPU model (H100, A100, L4…) or sm_NN."),
+        click.option("--os", "os_name", callback=checked(validate.os_name),
                      help="ubuntu20.04, ubuntu22.04 (default), ubuntu24.04, debian12, rockylinux8, rockylinux9."),
         click.option("--stack", "stack_file", type=click.Path(dir_okay=False, path_type=Path),
                      help="Use a stack written by `gpuenv resolve --json` instead of resolving."),
@@ -128,8 +122,8 @@ def _print_stack(stack: Any, *, quiet: bool) -> None:
 
 
 @click.command()
-@click.option("--torch", callback=_checked(lambda v: validate.version(v, "torch version")), help="Only this torch.")
-@click.option("--cuda", callback=_checked(lambda v: validate.version(v, "CUDA version")), help="Only this CUDA.")
+@click.option("--torch", callback=checked(lambda v: validate.version(v, "torch version")), help="Only this torch.")
+@click.option("--cuda", callback=checked(lambda v: validate.version(v, "CUDA version")), help="Only this CUDA.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 @click.pass_context
 def matrix(ctx: click.Context, torch: str | None, cuda: str | None, as_json: bool) -> int:

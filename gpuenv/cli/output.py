@@ -20,7 +20,3 @@ def console(*, stderr: bool = False) -> Any:
     stream = sys.stderr if stderr else sys.stdout
     # Off a terminal rich would wrap at 80 columns; a pipe or a log file reads better unwrapped.
     return Console(stderr=stderr, highlight=False, width=None if stream.isatty() else 200)
-
-
-def is_tty() -> bool:
-    return sys.stdout.isatty()

@@ -30,9 +30,23 @@ def provision(hosts: test_hosts.HostSet, names: list[str], work: Path, wheel: Pa
     inventory = work / f"{'-'.join(names)}.ini"
     inventory.write_text(hosts.inventory(names))
     verify = ["--verify-device", "cpu"] if (REPO / "gpuenv/cli/verify_cmd.py").is_file() else ["--skip-verify"]
-    cmd = [sys.executable, "-m", "gpuenv", "-q", "provision", "-i", str(inventory), *STACK, *verify,
-           "--wheelhouse", str(CACHE / "wheelhouse"), "--gpuenv-wheel", str(wheel),
-           "--reports-dir", str(work / "reports")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gpuenv",
+        "-q",
+        "provision",
+        "-i",
+        str(inventory),
+        *STACK,
+        *verify,
+        "--wheelhouse",
+        str(CACHE / "wheelhouse"),
+        "--gpuenv-wheel",
+        str(wheel),
+        "--reports-dir",
+        str(work / "reports"),
+    ]
     env = {**os.environ, **hosts.env(), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     return wall(cmd, timeout=1800, env=env)
 

@@ -28,10 +28,30 @@ TARGET = 0.20
 
 def build(env: dict[str, str], app: Path) -> tuple[float, dict[str, object]]:
     command = [
-        sys.executable, "-m", "gpuenv", "-q", "build-image", "--torch", "2.13.0", "--python", "3.11",
-        "--os", "ubuntu22.04", "--with", "none", "--wheelhouse", str(CACHE / "wheelhouse"),
-        "--base-image", services.STANDIN, "--network", "host", "--app", str(app),
-        "--tag", "gpuenv-bench/rebuild:1", "--json",
+        sys.executable,
+        "-m",
+        "gpuenv",
+        "-q",
+        "build-image",
+        "--torch",
+        "2.13.0",
+        "--python",
+        "3.11",
+        "--os",
+        "ubuntu22.04",
+        "--with",
+        "none",
+        "--wheelhouse",
+        str(CACHE / "wheelhouse"),
+        "--base-image",
+        services.STANDIN,
+        "--network",
+        "host",
+        "--app",
+        str(app),
+        "--tag",
+        "gpuenv-bench/rebuild:1",
+        "--json",
     ]
     start = time.perf_counter()
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800, check=False)
@@ -62,8 +82,9 @@ def main() -> int:
     ratio = again / first
     same_wheel = first_out["gpuenv_wheel_sha256"] == again_out["gpuenv_wheel_sha256"]
     verdict = "ok" if ratio <= TARGET else "OVER TARGET"
-    print(f"first build: {first:.1f}s; rebuild after an app edit: {again:.1f}s "
-          f"(cached steps {again_out['cached_steps']})")
+    print(
+        f"first build: {first:.1f}s; rebuild after an app edit: {again:.1f}s (cached steps {again_out['cached_steps']})"
+    )
     print(f"rebuild/first: ratio {ratio:.3f} (target <= {TARGET}) {verdict}")
     if not same_wheel:
         print("note: gpuenv's own source changed between the builds, so its layer was rebuilt too")

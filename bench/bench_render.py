@@ -29,8 +29,17 @@ RENDER_ALL = (
 def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         dest = Path(tmp) / "ctx"
-        cli = [sys.executable, "-m", "gpuenv", "build-image", "--spec", "cu117-cudnn-ubuntu20.04",
-               "--render-only", str(dest), "--force"]
+        cli = [
+            sys.executable,
+            "-m",
+            "gpuenv",
+            "build-image",
+            "--spec",
+            "cu117-cudnn-ubuntu20.04",
+            "--render-only",
+            str(dest),
+            "--force",
+        ]
         times = medians(
             {
                 "render-all": [sys.executable, "-c", RENDER_ALL],
@@ -40,8 +49,12 @@ def main() -> int:
             runs=15,
         )
     ok = report("render all curated images", times["render-all"], times["floor"], target=2.5)
-    report("build-image --spec cu117-cudnn-ubuntu20.04 --render-only (informational)", times["cli"], times["floor"],
-           target=2.5)
+    report(
+        "build-image --spec cu117-cudnn-ubuntu20.04 --render-only (informational)",
+        times["cli"],
+        times["floor"],
+        target=2.5,
+    )
     return 0 if ok else 1
 
 

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-FLOOR = r'''
+FLOOR = r"""
 import sys
 import torch, torch.distributed as dist, torch.multiprocessing as mp
 
@@ -34,9 +34,9 @@ def run(rank, port):
 
 if __name__ == "__main__":
     mp.spawn(run, args=(int(sys.argv[1]),), nprocs=2)
-'''
+"""
 
-BUSBW = r'''
+BUSBW = r"""
 import sys, time, json
 import torch, torch.distributed as dist, torch.multiprocessing as mp
 
@@ -57,7 +57,7 @@ def run(rank, port, out):
 
 if __name__ == "__main__":
     mp.spawn(run, args=(int(sys.argv[1]), sys.argv[2]), nprocs=2)
-'''
+"""
 
 
 def timed(cmd: list[str]) -> tuple[float, str]:

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 def wall(cmd: Sequence[str], *, timeout: float = 600, env: dict[str, str] | None = None) -> float:
     """Seconds one run of cmd takes; a failing command is an error, not a fast result."""
     start = time.perf_counter()
-    subprocess.run(list(cmd), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout,
-                   env=env)
+    subprocess.run(
+        list(cmd), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout, env=env
+    )
     return time.perf_counter() - start
 
 

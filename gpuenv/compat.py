@@ -150,6 +150,7 @@ def V(text: str) -> Version:
 
 # --- driver ↔ CUDA: the one rule, shared by resolve and verify --------------------------------
 
+
 @dataclass(frozen=True)
 class DriverCompat:
     ok: bool
@@ -210,15 +211,38 @@ def sm_in_range(sm: str, span: tuple[str, str]) -> bool:
 # --- loading and the schema check ------------------------------------------------------------
 
 _REQUIRED: dict[str, dict[str, type | tuple[type, ...]]] = {
-    "torch": {"version": str, "torchvision": (str, type(None)), "torchaudio": (str, type(None)),
-              "builds": list, "default_build": str, "python": list},
-    "cuda": {"version": str, "build": str, "toolkit": str, "bundled_driver": str, "minor_compat_floor": str,
-             "cudnn": (str, type(None)), "cudnn_tag": str, "images": list, "eol": bool, "deleted_tags": list},
+    "torch": {
+        "version": str,
+        "torchvision": (str, type(None)),
+        "torchaudio": (str, type(None)),
+        "builds": list,
+        "default_build": str,
+        "python": list,
+    },
+    "cuda": {
+        "version": str,
+        "build": str,
+        "toolkit": str,
+        "bundled_driver": str,
+        "minor_compat_floor": str,
+        "cudnn": (str, type(None)),
+        "cudnn_tag": str,
+        "images": list,
+        "eol": bool,
+        "deleted_tags": list,
+    },
     "architectures": {"sm": str, "family": str, "open_modules": str},
     "gpus": {"name": str, "sm": str, "aliases": list, "nvswitch_systems": bool},
     "driver_branches": {"branch": str, "lts": bool, "latest": str},
-    "os": {"name": str, "family": str, "version": str, "package_manager": str, "roles": list,
-           "system_python": str, "python": dict},
+    "os": {
+        "name": str,
+        "family": str,
+        "version": str,
+        "package_manager": str,
+        "roles": list,
+        "system_python": str,
+        "python": dict,
+    },
 }
 
 
@@ -271,14 +295,32 @@ def parse_kb(raw: Any, *, origin: str = "shipped") -> KnowledgeBase:
     try:
         kb = KnowledgeBase(
             torch=tuple(
-                TorchRelease(r["version"], r["torchvision"], r["torchaudio"], tuple(r["builds"]), r["default_build"],
-                             tuple(r["python"]), _prov(r))
+                TorchRelease(
+                    r["version"],
+                    r["torchvision"],
+                    r["torchaudio"],
+                    tuple(r["builds"]),
+                    r["default_build"],
+                    tuple(r["python"]),
+                    _prov(r),
+                )
                 for r in _check_rows(raw, "torch")
             ),
             cuda=tuple(
-                CudaRelease(r["version"], r["build"], r["toolkit"], r["bundled_driver"], r["minor_compat_floor"],
-                            r["cudnn"], r["cudnn_tag"], tuple(r["images"]), r["eol"], tuple(r["deleted_tags"]),
-                            (r["wheel_sm"][0], r["wheel_sm"][1]) if r.get("wheel_sm") else None, _prov(r))
+                CudaRelease(
+                    r["version"],
+                    r["build"],
+                    r["toolkit"],
+                    r["bundled_driver"],
+                    r["minor_compat_floor"],
+                    r["cudnn"],
+                    r["cudnn_tag"],
+                    tuple(r["images"]),
+                    r["eol"],
+                    tuple(r["deleted_tags"]),
+                    (r["wheel_sm"][0], r["wheel_sm"][1]) if r.get("wheel_sm") else None,
+                    _prov(r),
+                )
                 for r in _check_rows(raw, "cuda")
             ),
             architectures=tuple(
@@ -293,7 +335,12 @@ def parse_kb(raw: Any, *, origin: str = "shipped") -> KnowledgeBase:
             ),
             os=tuple(
                 OsInfo(
-                    r["name"], r["family"], r["version"], r["package_manager"], tuple(r["roles"]), r["system_python"],
+                    r["name"],
+                    r["family"],
+                    r["version"],
+                    r["package_manager"],
+                    tuple(r["roles"]),
+                    r["system_python"],
                     {v: PythonSource(p["via"], tuple(p["packages"]), p["note"]) for v, p in r["python"].items()},
                 )
                 for r in _check_rows(raw, "os")

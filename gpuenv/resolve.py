@@ -75,6 +75,7 @@ def resolve(kb: KnowledgeBase, request: Request) -> Stack:
 
 # --- inputs ------------------------------------------------------------------------------------
 
+
 def _os(kb: KnowledgeBase, name: str) -> OsInfo:
     info = kb.os_by_name.get(name.lower())
     if info is None:
@@ -112,6 +113,7 @@ def _cuda_matches(row: CudaRelease, wanted: str) -> bool:
 
 # --- candidates and their filters ---------------------------------------------------------------
 
+
 def _candidates(
     kb: KnowledgeBase, request: Request, os_info: OsInfo, arch: Architecture | None
 ) -> tuple[list[Candidate], list[tuple[TorchRelease, Rejected]]]:
@@ -138,7 +140,11 @@ def _candidates(
 
 
 def _why_not(
-    kb: KnowledgeBase, torch: TorchRelease, cuda: CudaRelease, request: Request, os_info: OsInfo,
+    kb: KnowledgeBase,
+    torch: TorchRelease,
+    cuda: CudaRelease,
+    request: Request,
+    os_info: OsInfo,
     arch: Architecture | None,
 ) -> str | None:
     """Why this torch build cannot be used, or None when it can."""
@@ -187,9 +193,15 @@ def _rank(kb: KnowledgeBase, c: Candidate, request: Request) -> tuple[Version, b
 
 # --- the result -------------------------------------------------------------------------------
 
+
 def _stack(
-    kb: KnowledgeBase, best: Candidate, request: Request, os_info: OsInfo, arch: Architecture | None,
-    survivors: list[Candidate], rejected: list[tuple[TorchRelease, Rejected]],
+    kb: KnowledgeBase,
+    best: Candidate,
+    request: Request,
+    os_info: OsInfo,
+    arch: Architecture | None,
+    survivors: list[Candidate],
+    rejected: list[tuple[TorchRelease, Rejected]],
 ) -> Stack:
     torch, cuda, python = best
     branch = recommended_branch(kb, cuda)
@@ -243,7 +255,11 @@ def _arch_list(kb: KnowledgeBase, cuda: CudaRelease, arch: Architecture | None) 
 
 
 def _reasons(
-    kb: KnowledgeBase, best: Candidate, request: Request, os_info: OsInfo, arch: Architecture | None,
+    kb: KnowledgeBase,
+    best: Candidate,
+    request: Request,
+    os_info: OsInfo,
+    arch: Architecture | None,
     survivors: list[Candidate],
 ) -> dict[str, str]:
     torch, cuda, python = best
@@ -259,7 +275,8 @@ def _reasons(
         "cuda": f"newest patch of CUDA {cuda.version} with images ({cuda.toolkit})",
         "cudnn": (
             f"the cuDNN inside nvidia/cuda {cuda.toolkit} cudnn images; the torch wheel bundles its own"
-            if cuda.cudnn else "not known for this toolkit"
+            if cuda.cudnn
+            else "not known for this toolkit"
         ),
         "python": f"Python {python} via {os_info.python[python].via}: {os_info.python[python].note}",
         "os": f"{os_info.name}" + (" (default)" if request.os is None else " (requested)"),
@@ -315,6 +332,7 @@ def _warnings(
 
 
 # --- impossible requests ----------------------------------------------------------------------
+
 
 def _no_stack_message(request: Request) -> str:
     given = ", ".join(f"--{k} {v}" for k, v in request.given().items())

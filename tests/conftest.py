@@ -28,12 +28,17 @@ def require(available: bool, reason: str) -> None:
     pytest.skip(reason)
 
 
-def run_gpuenv(*args: str, env: dict[str, str] | None = None, timeout: float = 120,
-               cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run_gpuenv(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run the real CLI in a subprocess, as a user would."""
     return subprocess.run(
         [sys.executable, "-m", "gpuenv", *args],
-        capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}, cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
     )
 
 

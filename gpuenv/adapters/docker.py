@@ -26,8 +26,16 @@ BUILD_TIMEOUT = 7200.0  # seconds without a word from the daemon before a build 
 TAIL_LINES = 25
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 _NO_GPU_RUNTIME = ("could not select device driver", "unknown or invalid runtime name: nvidia", "nvidia-container-cli")
-_PULL_FAILED = ("pull access denied", "manifest unknown", "not found", "no such host", "connection refused",
-                "repository does not exist", "dial tcp", "i/o timeout")
+_PULL_FAILED = (
+    "pull access denied",
+    "manifest unknown",
+    "not found",
+    "no such host",
+    "connection refused",
+    "repository does not exist",
+    "dial tcp",
+    "i/o timeout",
+)
 
 DAEMON_HINT = (
     "start Docker (systemctl start docker) or point DOCKER_HOST at a running daemon; "
@@ -63,6 +71,7 @@ class RunResult:
 
 # --- connecting ----------------------------------------------------------------------------------
 
+
 def connect(*, timeout: float = API_TIMEOUT) -> Any:
     """A DockerClient that has answered a ping, or CannotRun."""
     try:
@@ -93,9 +102,16 @@ def _daemon_errors(what: str) -> Iterator[None]:
 
 # --- building ------------------------------------------------------------------------------------
 
+
 def build(
-    client: Any, context: Path, *, tag: str | None, buildargs: dict[str, str] | None = None,
-    nocache: bool = False, network_mode: str | None = None, timeout: float = BUILD_TIMEOUT,
+    client: Any,
+    context: Path,
+    *,
+    tag: str | None,
+    buildargs: dict[str, str] | None = None,
+    nocache: bool = False,
+    network_mode: str | None = None,
+    timeout: float = BUILD_TIMEOUT,
     on_event: Callable[[BuildEvent], None] | None = None,
 ) -> BuildResult:
     """Build CONTEXT/Dockerfile with the low-level streaming API; BadResult names a failing step."""
@@ -110,8 +126,14 @@ def build(
     try:
         with _daemon_errors("building the image"):
             stream = api.build(
-                path=str(context), tag=tag, buildargs=buildargs or {}, nocache=nocache, rm=True,
-                forcerm=True, decode=True, network_mode=network_mode,
+                path=str(context),
+                tag=tag,
+                buildargs=buildargs or {},
+                nocache=nocache,
+                rm=True,
+                forcerm=True,
+                decode=True,
+                network_mode=network_mode,
             )
             for chunk in stream:
                 _take(chunk, result, tail, emit)
@@ -158,8 +180,10 @@ def _fail(chunk: dict[str, Any], result: BuildResult, tail: deque[str]) -> None:
     lines = "\n".join(f"  | {line}" for line in tail) or "  | (no output)"
     hint = "rerun with -v for the whole log; --no-cache rebuilds every step"
     if instruction.upper().startswith("FROM") or any(s in message.lower() for s in _PULL_FAILED[:2]):
-        hint = ("the base image cannot be pulled: mirror it and pass --base-image REGISTRY/IMAGE, "
-                "or pin a digest that still exists (end-of-life nvidia/cuda tags are deleted)")
+        hint = (
+            "the base image cannot be pulled: mirror it and pass --base-image REGISTRY/IMAGE, "
+            "or pin a digest that still exists (end-of-life nvidia/cuda tags are deleted)"
+        )
     raise BadResult(f"build step {result.steps} failed: {instruction}\n{message}\nlast lines:\n{lines}", hint=hint)
 
 
@@ -168,6 +192,7 @@ def _step_text(result: BuildResult) -> str:
 
 
 # --- inspecting, pushing, pinning ----------------------------------------------------------------
+
 
 def inspect(client: Any, image: str) -> dict[str, Any]:
     import docker.errors
@@ -258,8 +283,14 @@ def _split_tag(ref: str) -> tuple[str, str, str]:
 
 # --- running an image ----------------------------------------------------------------------------
 
+
 def run_in_image(
-    client: Any, image: str, command: list[str], *, gpus: bool, timeout: float,
+    client: Any,
+    image: str,
+    command: list[str],
+    *,
+    gpus: bool,
+    timeout: float,
     network_mode: str = "none",
 ) -> RunResult:
     """Run COMMAND in a new container of IMAGE and remove it; the wait is bounded by TIMEOUT.
@@ -325,7 +356,12 @@ def _wait(container: Any, timeout: float, image: str) -> int:
 
 
 def run_verify_in_image(
-    tag: str, *, level: str, device: str, timeout: float, extra_args: list[str],
+    tag: str,
+    *,
+    level: str,
+    device: str,
+    timeout: float,
+    extra_args: list[str],
     on_note: Callable[[str], None] | None = None,
 ) -> tuple[int, dict[str, Any] | None]:
     """Run `gpuenv verify --level LEVEL --json` inside image TAG; (exit code, parsed report).
@@ -360,8 +396,10 @@ def run_verify_in_image(
             _no_gpuenv(exc, tag)
             raise
     if result.exit_code in (126, 127):
-        raise BadResult(f"image {tag} has no working gpuenv: {result.stderr.strip()[-300:]}",
-                        hint="build it with gpuenv build-image, which installs gpuenv in the image")
+        raise BadResult(
+            f"image {tag} has no working gpuenv: {result.stderr.strip()[-300:]}",
+            hint="build it with gpuenv build-image, which installs gpuenv in the image",
+        )
     report = _parse_report(result.stdout)
     if report is not None:
         report["image_run"] = {"image": tag, "gpus": result.gpus, "device": device if result.gpus else "cpu"}
@@ -370,8 +408,10 @@ def run_verify_in_image(
 
 def _no_gpuenv(exc: BadResult, tag: str) -> None:
     if "executable file not found" in exc.message:
-        raise BadResult(f"image {tag} has no gpuenv on its PATH",
-                        hint="build it with gpuenv build-image, which installs gpuenv in the image") from exc
+        raise BadResult(
+            f"image {tag} has no gpuenv on its PATH",
+            hint="build it with gpuenv build-image, which installs gpuenv in the image",
+        ) from exc
 
 
 def _no_gpu_runtime(exc: BadResult) -> bool:

@@ -23,7 +23,7 @@ def _pynvml() -> Any:
 
 
 def probe() -> str:
-    """"ok" when NVML initialises and sees a GPU, else why not (library-not-found, ...)."""
+    """ "ok" when NVML initialises and sees a GPU, else why not (library-not-found, ...)."""
     problem = init()
     if problem is not None:
         return problem
@@ -35,8 +35,7 @@ def probe() -> str:
 
 
 def init_error_name(exc: Exception) -> str:
-    names = {9: "driver-not-loaded", 12: "library-not-found", 18: "library/driver version mismatch",
-             4: "no-permission"}
+    names = {9: "driver-not-loaded", 12: "library-not-found", 18: "library/driver version mismatch", 4: "no-permission"}
     value = getattr(exc, "value", None)
     return names.get(value, f"error {value}: {exc}") if isinstance(value, int) else str(exc)
 
@@ -56,10 +55,13 @@ def _read(unknown: dict[str, str], key: str, call: Callable[[], Any]) -> Any:
 
 def _error_name(exc: Any) -> str:
     nv = _pynvml()
-    codes = {nv.NVML_ERROR_NOT_SUPPORTED: "NOT_SUPPORTED",
-             nv.NVML_ERROR_FUNCTION_NOT_FOUND: "FUNCTION_NOT_FOUND",
-             nv.NVML_ERROR_NO_PERMISSION: "NO_PERMISSION", nv.NVML_ERROR_GPU_IS_LOST: "GPU_IS_LOST",
-             nv.NVML_ERROR_NOT_FOUND: "NOT_FOUND"}
+    codes = {
+        nv.NVML_ERROR_NOT_SUPPORTED: "NOT_SUPPORTED",
+        nv.NVML_ERROR_FUNCTION_NOT_FOUND: "FUNCTION_NOT_FOUND",
+        nv.NVML_ERROR_NO_PERMISSION: "NO_PERMISSION",
+        nv.NVML_ERROR_GPU_IS_LOST: "GPU_IS_LOST",
+        nv.NVML_ERROR_NOT_FOUND: "NOT_FOUND",
+    }
     return codes.get(getattr(exc, "value", None), f"NVML error {getattr(exc, 'value', '?')}")
 
 
@@ -82,9 +84,11 @@ def driver_versions() -> dict[str, Any]:
     unknown: dict[str, str] = {}
     driver = _read(unknown, "driver", lambda: _text(nv.nvmlSystemGetDriverVersion()))
     cuda = _read(unknown, "cuda_driver", nv.nvmlSystemGetCudaDriverVersion)
-    return {"driver": driver,
-            "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) else None,
-            "unknown": unknown}
+    return {
+        "driver": driver,
+        "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) else None,
+        "unknown": unknown,
+    }
 
 
 def snapshot() -> dict[str, Any]:
@@ -114,12 +118,14 @@ def _gpu(nv: Any, index: int) -> dict[str, Any]:
         "serial": read("serial", lambda: _text(nv.nvmlDeviceGetSerial(h))),
         "pci_bus_id": _text(pci.busId).lower() if pci is not None else None,
         "compute_capability": f"{cc[0]}.{cc[1]}" if cc else None,
-        "ecc_uncorrected": read("ecc_uncorrected", lambda: nv.nvmlDeviceGetTotalEccErrors(
-            h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC)),
-        "retired_pages_pending": read("retired_pages_pending",
-                                      lambda: nv.nvmlDeviceGetRetiredPagesPendingStatus(h)),
-        "remapped_rows": (dict(zip(("corrected", "uncorrectable", "pending", "failure"), remap, strict=False))
-                          if remap else None),
+        "ecc_uncorrected": read(
+            "ecc_uncorrected",
+            lambda: nv.nvmlDeviceGetTotalEccErrors(h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC),
+        ),
+        "retired_pages_pending": read("retired_pages_pending", lambda: nv.nvmlDeviceGetRetiredPagesPendingStatus(h)),
+        "remapped_rows": (
+            dict(zip(("corrected", "uncorrectable", "pending", "failure"), remap, strict=False)) if remap else None
+        ),
         "pcie": {
             "gen": read("pcie_gen", lambda: nv.nvmlDeviceGetCurrPcieLinkGeneration(h)),
             "max_gen": read("pcie_max_gen", lambda: nv.nvmlDeviceGetMaxPcieLinkGeneration(h)),
@@ -129,11 +135,11 @@ def _gpu(nv: Any, index: int) -> dict[str, Any]:
         "clock_events": read("clock_events", lambda: nv.nvmlDeviceGetCurrentClocksEventReasons(h)),
         "persistence": read("persistence", lambda: nv.nvmlDeviceGetPersistenceMode(h)),
         "temperature": read("temperature", lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
-        "slowdown_temperature": read("slowdown_temperature",
-                                     lambda: nv.nvmlDeviceGetTemperatureThreshold(h, temp_threshold)),
+        "slowdown_temperature": read(
+            "slowdown_temperature", lambda: nv.nvmlDeviceGetTemperatureThreshold(h, temp_threshold)
+        ),
         "nvlink_down": _nvlink_down(nv, h, unknown),
-        "processes": [p.pid for p in (read("processes",
-                                           lambda: nv.nvmlDeviceGetComputeRunningProcesses(h)) or [])],
+        "processes": [p.pid for p in (read("processes", lambda: nv.nvmlDeviceGetComputeRunningProcesses(h)) or [])],
         "mig": (read("mig", lambda: nv.nvmlDeviceGetMigMode(h)) or [None])[0],
         "fabric": _fabric(nv, h, unknown),
     }

@@ -40,39 +40,98 @@ class Plan:
 
 @click.command("build-image")
 @stack_options
-@click.option("--spec", "spec", metavar="NAME|FILE",
-              help="A curated image spec by name, or a TOML spec file (see images/).")
-@click.option("--flavor", type=click.Choice(FLAVORS), default="runtime", show_default=True,
-              help="runtime: the CUDA runtime base; devel: the cuDNN devel base with nvcc, for extensions.")
+@click.option(
+    "--spec", "spec", metavar="NAME|FILE", help="A curated image spec by name, or a TOML spec file (see images/)."
+)
+@click.option(
+    "--flavor",
+    type=click.Choice(FLAVORS),
+    default="runtime",
+    show_default=True,
+    help="runtime: the CUDA runtime base; devel: the cuDNN devel base with nvcc, for extensions.",
+)
 @click.option("--cudnn", is_flag=True, help="Use the cuDNN variant of the runtime base image.")
-@click.option("--with", "with_", multiple=True, metavar="PKGS", default=("torchvision",), show_default=True,
-              help="Companions pinned with torch: torchvision, torchaudio (comma-separated or repeated); 'none'.")
+@click.option(
+    "--with",
+    "with_",
+    multiple=True,
+    metavar="PKGS",
+    default=("torchvision",),
+    show_default=True,
+    help="Companions pinned with torch: torchvision, torchaudio (comma-separated or repeated); 'none'.",
+)
 @click.option("--slim", is_flag=True, help="Leave out the C compiler and Python headers torch.compile needs.")
-@click.option("--tag", "tags", multiple=True, metavar="REF",
-              callback=checked(lambda v: validate.image_ref(v, "--tag")),
-              help="Name the image (repeatable); default gpuenv/pytorch:<torch>-<build>-py<python>-<os>-<flavor>.")
-@click.option("--render-only", "render_dir", metavar="DIR", type=click.Path(file_okay=False, path_type=Path),
-              help="Write the Dockerfile and build context into DIR and build nothing (no Docker needed).")
+@click.option(
+    "--tag",
+    "tags",
+    multiple=True,
+    metavar="REF",
+    callback=checked(lambda v: validate.image_ref(v, "--tag")),
+    help="Name the image (repeatable); default gpuenv/pytorch:<torch>-<build>-py<python>-<os>-<flavor>.",
+)
+@click.option(
+    "--render-only",
+    "render_dir",
+    metavar="DIR",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write the Dockerfile and build context into DIR and build nothing (no Docker needed).",
+)
 @click.option("--force", is_flag=True, help="With --render-only: replace gpuenv's files in a non-empty DIR.")
-@click.option("--base-image", metavar="REF", callback=checked(lambda v: validate.image_ref(v, "--base-image")),
-              help="Use this base instead of the stack's (an internal mirror, a digest-pinned reference).")
+@click.option(
+    "--base-image",
+    metavar="REF",
+    callback=checked(lambda v: validate.image_ref(v, "--base-image")),
+    help="Use this base instead of the stack's (an internal mirror, a digest-pinned reference).",
+)
 @click.option("--pin-base", is_flag=True, help="Look up the base image's digest now and build FROM it by digest.")
-@click.option("--index-url", metavar="URL", callback=checked(lambda v: validate.url(v, "--index-url")),
-              help="A mirror of the stack's PyTorch wheel index.")
-@click.option("--wheelhouse", metavar="DIR", callback=checked(lambda v: validate.existing_dir(v, "--wheelhouse")),
-              help="Install every wheel from this directory with --no-index (air-gapped sites).")
-@click.option("--pip", "pip_packages", multiple=True, metavar="PKG", callback=checked(validate.pip_requirement),
-              help="Extra package to install, e.g. transformers==4.44.2 (repeatable); torch stays pinned.")
-@click.option("--app", metavar="DIR", callback=checked(lambda v: validate.existing_dir(v, "--app")),
-              help="Copy this project into /app, last (its requirements.txt is installed before it).")
-@click.option("--build-arg", "build_args", multiple=True, metavar="NAME=VALUE", callback=checked(validate.build_arg),
-              help="NAME=VALUE passed to the build, e.g. HTTP_PROXY=http://proxy:3128 (repeatable).")
-@click.option("--network", type=click.Choice(["default", "host", "none"]), default="default", show_default=True,
-              help="Network for the build's RUN steps.")
+@click.option(
+    "--index-url",
+    metavar="URL",
+    callback=checked(lambda v: validate.url(v, "--index-url")),
+    help="A mirror of the stack's PyTorch wheel index.",
+)
+@click.option(
+    "--wheelhouse",
+    metavar="DIR",
+    callback=checked(lambda v: validate.existing_dir(v, "--wheelhouse")),
+    help="Install every wheel from this directory with --no-index (air-gapped sites).",
+)
+@click.option(
+    "--pip",
+    "pip_packages",
+    multiple=True,
+    metavar="PKG",
+    callback=checked(validate.pip_requirement),
+    help="Extra package to install, e.g. transformers==4.44.2 (repeatable); torch stays pinned.",
+)
+@click.option(
+    "--app",
+    metavar="DIR",
+    callback=checked(lambda v: validate.existing_dir(v, "--app")),
+    help="Copy this project into /app, last (its requirements.txt is installed before it).",
+)
+@click.option(
+    "--build-arg",
+    "build_args",
+    multiple=True,
+    metavar="NAME=VALUE",
+    callback=checked(validate.build_arg),
+    help="NAME=VALUE passed to the build, e.g. HTTP_PROXY=http://proxy:3128 (repeatable).",
+)
+@click.option(
+    "--network",
+    type=click.Choice(["default", "host", "none"]),
+    default="default",
+    show_default=True,
+    help="Network for the build's RUN steps.",
+)
 @click.option("--no-cache", is_flag=True, help="Rebuild every layer.")
 @click.option("--push", is_flag=True, help="Push every tag after the build and report the digests.")
-@click.option("--verify", is_flag=True,
-              help="Run `gpuenv verify --level quick` in the new image (with the host's GPUs if it has any).")
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="Run `gpuenv verify --level quick` in the new image (with the host's GPUs if it has any).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @click.pass_context
 def build_image(ctx: click.Context, /, **params: Any) -> int:
@@ -112,8 +171,10 @@ def _plan(ctx: click.Context, params: dict[str, Any]) -> Plan:
 
     given = {name for name in params if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE}
     if params["render_dir"] is not None and (params["push"] or params["verify"]):
-        raise BadRequest("--render-only builds nothing, so it cannot --push or --verify",
-                         hint="drop --render-only, or build the rendered directory later")
+        raise BadRequest(
+            "--render-only builds nothing, so it cannot --push or --verify",
+            hint="drop --render-only, or build the rendered directory later",
+        )
     if params["force"] and params["render_dir"] is None:
         raise BadRequest("--force only applies to --render-only", hint="add --render-only DIR")
     stack, spec_values, spec_tag = _stack(ctx, params, given)
@@ -127,13 +188,17 @@ def _plan(ctx: click.Context, params: dict[str, Any]) -> Plan:
     app: Path | None = params["app"]
     wheelhouse: Path | None = params["wheelhouse"]
     options = ImageOptions(
-        **values, base_image=params["base_image"], index_url=params["index_url"],
-        wheelhouse=wheelhouse is not None, app=app is not None,
+        **values,
+        base_image=params["base_image"],
+        index_url=params["index_url"],
+        wheelhouse=wheelhouse is not None,
+        app=app is not None,
         app_requirements=app is not None and (app / "requirements.txt").is_file(),
     )
     if params["push"] and not params["tags"] and not spec_tag:
-        raise BadRequest("--push needs a --tag naming the registry",
-                         hint="e.g. --tag registry.example.com:5000/torch:cu117")
+        raise BadRequest(
+            "--push needs a --tag naming the registry", hint="e.g. --tag registry.example.com:5000/torch:cu117"
+        )
     tags = params["tags"] or ((spec_tag,) if spec_tag else (_default_tag(stack, options),))
     if wheelhouse is not None:
         from gpuenv.render.context import check_wheelhouse
@@ -181,14 +246,24 @@ def _default_tag(stack: Stack, options: ImageOptions) -> str:
 
 # --- render only ---------------------------------------------------------------------------------
 
+
 def _render_only(plan: Plan, rendered: RenderedImage, dest: Path, *, force: bool, as_json: bool) -> int:
     from gpuenv.render.context import write_context
 
     written = write_context(rendered, dest, wheelhouse=plan.wheelhouse, app=plan.app, force=force)
     if as_json:
-        emit_json({"rendered": str(dest), "files": written, "base_image": rendered.base_image,
-                   "tags": list(plan.tags), "labels": rendered.labels, "notes": list(rendered.notes),
-                   "warnings": list(rendered.warnings), "stack": plan.stack.to_dict()})
+        emit_json(
+            {
+                "rendered": str(dest),
+                "files": written,
+                "base_image": rendered.base_image,
+                "tags": list(plan.tags),
+                "labels": rendered.labels,
+                "notes": list(rendered.notes),
+                "warnings": list(rendered.warnings),
+                "stack": plan.stack.to_dict(),
+            }
+        )
         return 0
     click.echo(f"wrote {', '.join(written)} into {dest}")
     click.echo(f"build it with: docker build -t {plan.tags[0]} {dest}")
@@ -196,6 +271,7 @@ def _render_only(plan: Plan, rendered: RenderedImage, dest: Path, *, force: bool
 
 
 # --- build ---------------------------------------------------------------------------------------
+
 
 def _build(client: Any, plan: Plan, rendered: RenderedImage, params: dict[str, Any], say: _Say, *, verbose: int) -> int:
     from gpuenv.adapters import docker as adapter
@@ -207,8 +283,15 @@ def _build(client: Any, plan: Plan, rendered: RenderedImage, params: dict[str, A
         write_context(rendered, context, wheelhouse=plan.wheelhouse, app=plan.app)
         wheel_sha256 = _wheel_digest(context)
         with say.progress(verbose=verbose) as on_event:
-            result = adapter.build(client, context, tag=plan.tags[0], buildargs=plan.buildargs,
-                                   nocache=params["no_cache"], network_mode=network, on_event=on_event)
+            result = adapter.build(
+                client,
+                context,
+                tag=plan.tags[0],
+                buildargs=plan.buildargs,
+                nocache=params["no_cache"],
+                network_mode=network,
+                on_event=on_event,
+            )
     for extra in plan.tags[1:]:
         adapter.tag(client, result.image_id, extra)
     info = adapter.inspect(client, result.image_id)
@@ -218,13 +301,24 @@ def _build(client: Any, plan: Plan, rendered: RenderedImage, params: dict[str, A
         say.line(f"pushed {ref}: {digest}")
     verify = _verify(plan.tags[0], say) if params["verify"] else None
     if params["as_json"]:
-        emit_json({
-            "image_id": result.image_id, "tags": list(plan.tags), "size": info.get("Size"),
-            "base_image": rendered.base_image, "labels": (info.get("Config") or {}).get("Labels") or {},
-            "steps": result.steps, "instructions": result.instructions, "cached_steps": result.cached_steps,
-            "pushed": pushed, "verify": verify, "gpuenv_wheel_sha256": wheel_sha256,
-            "notes": list(rendered.notes), "warnings": list(rendered.warnings), "stack": plan.stack.to_dict(),
-        })
+        emit_json(
+            {
+                "image_id": result.image_id,
+                "tags": list(plan.tags),
+                "size": info.get("Size"),
+                "base_image": rendered.base_image,
+                "labels": (info.get("Config") or {}).get("Labels") or {},
+                "steps": result.steps,
+                "instructions": result.instructions,
+                "cached_steps": result.cached_steps,
+                "pushed": pushed,
+                "verify": verify,
+                "gpuenv_wheel_sha256": wheel_sha256,
+                "notes": list(rendered.notes),
+                "warnings": list(rendered.warnings),
+                "stack": plan.stack.to_dict(),
+            }
+        )
     return 1 if verify is not None and verify["exit_code"] != 0 else 0
 
 
@@ -242,11 +336,14 @@ def _verify(image: str, say: _Say) -> dict[str, Any]:
     from gpuenv.adapters.docker import run_verify_in_image
 
     say.line(f"verifying {image}: gpuenv verify --level quick inside it")
-    code, report = run_verify_in_image(image, level="quick", device="auto", timeout=VERIFY_TIMEOUT,
-                                       extra_args=[], on_note=say.warn)
+    code, report = run_verify_in_image(
+        image, level="quick", device="auto", timeout=VERIFY_TIMEOUT, extra_args=[], on_note=say.warn
+    )
     if code not in (0, 1):
-        raise BadResult(f"gpuenv verify inside {image} could not run (exit {code})",
-                        hint="run it by hand: docker run --rm --gpus all IMAGE gpuenv verify")
+        raise BadResult(
+            f"gpuenv verify inside {image} could not run (exit {code})",
+            hint="run it by hand: docker run --rm --gpus all IMAGE gpuenv verify",
+        )
     say.line(f"verify: {'passed' if code == 0 else 'FAILED'} (exit {code})")
     return {"exit_code": code, "report": report}
 
@@ -272,8 +369,10 @@ class _Say:
         for warning in rendered.warnings:
             self.warn(warning)
         if plan.stack.base_image_eol and "@sha256:" not in rendered.base_image:
-            self.warn("pin the base by digest while it still exists: add --pin-base, or "
-                      "--base-image REF@sha256:<digest> from your mirror")
+            self.warn(
+                "pin the base by digest while it still exists: add --pin-base, or "
+                "--base-image REF@sha256:<digest> from your mirror"
+            )
 
     def progress(self, *, verbose: int) -> Any:
         return _Progress(self, live=sys.stderr.isatty() and not self.quiet, verbose=verbose)

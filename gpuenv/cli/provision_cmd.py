@@ -56,55 +56,123 @@ Exit codes: 0 all hosts provisioned (and certified), 1 a host failed or was unre
 
 @click.command(epilog=EPILOG)
 @click.argument("hosts", nargs=-1, callback=lambda c, p, v: tuple(v))
-@click.option("-i", "--inventory", "inventory_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="Ansible inventory, INI or YAML (instead of HOST arguments).")
-@click.option("--user", callback=checked(validate.user),
-              help="SSH user for hosts the inventory leaves unset [default: root].")
+@click.option(
+    "-i",
+    "--inventory",
+    "inventory_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Ansible inventory, INI or YAML (instead of HOST arguments).",
+)
+@click.option(
+    "--user", callback=checked(validate.user), help="SSH user for hosts the inventory leaves unset [default: root]."
+)
 @click.option("--port", callback=checked(validate.port), help="SSH port for hosts the inventory leaves unset.")
 @click.option("--ssh-key", type=click.Path(dir_okay=False, path_type=Path), help="SSH private key file.")
-@click.option("--become-method", type=click.Choice(["sudo", "su"]), default="sudo", show_default=True,
-              help="How a non-root user becomes root.")
-@click.option("--become-password-file", type=click.Path(dir_okay=False, path_type=Path),
-              help="File holding the become password (never put it on the command line).")
+@click.option(
+    "--become-method",
+    type=click.Choice(["sudo", "su"]),
+    default="sudo",
+    show_default=True,
+    help="How a non-root user becomes root.",
+)
+@click.option(
+    "--become-password-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="File holding the become password (never put it on the command line).",
+)
 @click.option("--ask-become-pass", "-K", is_flag=True, help="Prompt for the become password.")
 @stack_options
-@click.option("--driver-branch", callback=checked(lambda v: validate.version(v.lstrip("Rr"), "driver branch")),
-              help="Driver branch to install, e.g. 580 [default: the stack's].")
-@click.option("--driver-source", type=click.Choice(DRIVER_SOURCES), default="auto", show_default=True,
-              help="The OS's own driver packages or NVIDIA's CUDA repository.")
-@click.option("--kernel-modules", type=click.Choice(KERNEL_MODULES), default="auto", show_default=True,
-              help="Open or proprietary NVIDIA kernel modules.")
+@click.option(
+    "--driver-branch",
+    callback=checked(lambda v: validate.version(v.lstrip("Rr"), "driver branch")),
+    help="Driver branch to install, e.g. 580 [default: the stack's].",
+)
+@click.option(
+    "--driver-source",
+    type=click.Choice(DRIVER_SOURCES),
+    default="auto",
+    show_default=True,
+    help="The OS's own driver packages or NVIDIA's CUDA repository.",
+)
+@click.option(
+    "--kernel-modules",
+    type=click.Choice(KERNEL_MODULES),
+    default="auto",
+    show_default=True,
+    help="Open or proprietary NVIDIA kernel modules.",
+)
 @click.option("--allow-secure-boot", is_flag=True, help="Install even with Secure Boot on (you sign the module).")
 @click.option("--no-reboot", is_flag=True, help="Never reboot; verify fails until you reboot yourself.")
 @click.option("--skip-driver", is_flag=True, help="Leave the NVIDIA driver alone.")
 @click.option("--skip-verify", is_flag=True, help="Do not certify the hosts.")
 @click.option("--with-container-toolkit", is_flag=True, help="Also install the NVIDIA Container Toolkit for Docker.")
-@click.option("--venv", default="/opt/gpuenv/venv", show_default=True,
-              callback=checked(lambda v: validate.safe_path(v, "--venv")), help="Venv on the hosts.")
-@click.option("--wheelhouse", type=click.Path(file_okay=False, path_type=Path),
-              help="Install from this directory of wheels, copied to each host (air-gapped).")
-@click.option("--index-url", callback=checked(lambda v: validate.url(v, "--index-url")),
-              help="A mirror of the stack's PyTorch wheel index.")
-@click.option("--gpuenv-wheel", type=click.Path(dir_okay=False, path_type=Path),
-              help="Install this gpuenv wheel on the hosts [default: a wheel of the gpuenv running here].")
+@click.option(
+    "--venv",
+    default="/opt/gpuenv/venv",
+    show_default=True,
+    callback=checked(lambda v: validate.safe_path(v, "--venv")),
+    help="Venv on the hosts.",
+)
+@click.option(
+    "--wheelhouse",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Install from this directory of wheels, copied to each host (air-gapped).",
+)
+@click.option(
+    "--index-url",
+    callback=checked(lambda v: validate.url(v, "--index-url")),
+    help="A mirror of the stack's PyTorch wheel index.",
+)
+@click.option(
+    "--gpuenv-wheel",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Install this gpuenv wheel on the hosts [default: a wheel of the gpuenv running here].",
+)
 @click.option("--torch-only", is_flag=True, help="Install torch and numpy only, not torchvision/torchaudio.")
 @click.option("--verify-level", type=click.Choice(VERIFY_LEVELS), default="quick", show_default=True)
-@click.option("--verify-device", type=click.Choice(VERIFY_DEVICES), default="auto", show_default=True,
-              help="Device gpuenv verify certifies on the hosts (cpu: hosts without GPUs).")
-@click.option("--reports-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("reports"),
-              show_default=True, help="Where verify reports land, as HOST.json.")
-@click.option("--min-free-gb", type=click.IntRange(1, 10000), default=10, show_default=True,
-              help="Free space preflight requires on the hosts' root filesystem.")
+@click.option(
+    "--verify-device",
+    type=click.Choice(VERIFY_DEVICES),
+    default="auto",
+    show_default=True,
+    help="Device gpuenv verify certifies on the hosts (cpu: hosts without GPUs).",
+)
+@click.option(
+    "--reports-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("reports"),
+    show_default=True,
+    help="Where verify reports land, as HOST.json.",
+)
+@click.option(
+    "--min-free-gb",
+    type=click.IntRange(1, 10000),
+    default=10,
+    show_default=True,
+    help="Free space preflight requires on the hosts' root filesystem.",
+)
 @click.option("--forks", type=click.IntRange(1, 200), default=10, show_default=True, help="Hosts provisioned at once.")
 @click.option("--limit", callback=checked(check_limit), help="Only these hosts or groups (Ansible pattern).")
-@click.option("--timeout", "timeout_s", type=click.IntRange(60, 86400), default=4 * 3600, show_default=True,
-              help="Seconds the whole run may take.")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.IntRange(60, 86400),
+    default=4 * 3600,
+    show_default=True,
+    help="Seconds the whole run may take.",
+)
 @click.option("--dry-run", "--check", "dry_run", is_flag=True, help="Ansible check mode with diffs: change nothing.")
 @click.option("--plan", "plan_only", is_flag=True, help="Only work out the driver plan for each host; change nothing.")
-@click.option("--render-only", type=click.Path(file_okay=False, path_type=Path),
-              help="Write the Ansible project to this directory and run nothing.")
-@click.option("--artifacts-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Keep ansible-runner's working directory (events, output) here.")
+@click.option(
+    "--render-only",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write the Ansible project to this directory and run nothing.",
+)
+@click.option(
+    "--artifacts-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Keep ansible-runner's working directory (events, output) here.",
+)
 @click.option("--json", "as_json", is_flag=True, help="The summary as JSON on stdout.")
 @click.pass_context
 def provision(ctx: click.Context, /, hosts: tuple[str, ...], inventory_file: Path | None, **opts: Any) -> int:
@@ -145,8 +213,11 @@ def _inventory(hosts: tuple[str, ...], inventory_file: Path | None, opts: dict[s
     key = opts["ssh_key"]
     if key is not None:
         key = str(validate.existing_file(validate.safe_path(str(key), "--ssh-key"), "--ssh-key").resolve())
-    defaults = {"ansible_user": opts["user"] or "root", "ansible_port": opts["port"],
-                "ansible_ssh_private_key_file": key}
+    defaults = {
+        "ansible_user": opts["user"] or "root",
+        "ansible_port": opts["port"],
+        "ansible_ssh_private_key_file": key,
+    }
     return with_become(with_defaults(inventory, defaults), method=opts["become_method"])
 
 
@@ -162,8 +233,9 @@ def _become_password(opts: dict[str, Any]) -> str | None:
     try:
         lines = file.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
-        raise BadRequest(f"cannot read --become-password-file: {type(exc).__name__}",
-                         hint="give a readable file") from exc
+        raise BadRequest(
+            f"cannot read --become-password-file: {type(exc).__name__}", hint="give a readable file"
+        ) from exc
     if not lines or not lines[0]:
         raise BadRequest("--become-password-file is empty", hint="write the password on its first line")
     return lines[0]
@@ -175,22 +247,34 @@ def _options(opts: dict[str, Any]) -> ProvisionOptions:
         checked = validate.safe_path(str(wheelhouse), "--wheelhouse")
         wheelhouse = validate.existing_dir(checked, "--wheelhouse").resolve()
         if not any(wheelhouse.glob("*.whl")):
-            raise BadRequest(f"--wheelhouse {wheelhouse} holds no wheels",
-                             hint="fill it with: pip download -d DIR torch==VERSION ...")
+            raise BadRequest(
+                f"--wheelhouse {wheelhouse} holds no wheels",
+                hint="fill it with: pip download -d DIR torch==VERSION ...",
+            )
     reports = Path(validate.safe_path(str(opts["reports_dir"]), "--reports-dir")).resolve()
     return ProvisionOptions(
-        venv=opts["venv"], wheelhouse=str(wheelhouse) if wheelhouse else None, index_url=opts["index_url"],
-        torch_only=opts["torch_only"], driver=not opts["skip_driver"], driver_branch=opts["driver_branch"],
-        driver_source=opts["driver_source"], kernel_modules=opts["kernel_modules"],
-        allow_secure_boot=opts["allow_secure_boot"], reboot=not opts["no_reboot"],
-        container_toolkit=opts["with_container_toolkit"], verify=not opts["skip_verify"],
-        verify_level=opts["verify_level"], verify_device=opts["verify_device"], reports_dir=str(reports),
+        venv=opts["venv"],
+        wheelhouse=str(wheelhouse) if wheelhouse else None,
+        index_url=opts["index_url"],
+        torch_only=opts["torch_only"],
+        driver=not opts["skip_driver"],
+        driver_branch=opts["driver_branch"],
+        driver_source=opts["driver_source"],
+        kernel_modules=opts["kernel_modules"],
+        allow_secure_boot=opts["allow_secure_boot"],
+        reboot=not opts["no_reboot"],
+        container_toolkit=opts["with_container_toolkit"],
+        verify=not opts["skip_verify"],
+        verify_level=opts["verify_level"],
+        verify_device=opts["verify_device"],
+        reports_dir=str(reports),
         min_free_gb=opts["min_free_gb"],
     )
 
 
-def _project_files(ctx: click.Context, stack: Any, options: ProvisionOptions, inventory: Inventory, *,
-                   wheel_name: str | None) -> dict[str, str]:
+def _project_files(
+    ctx: click.Context, stack: Any, options: ProvisionOptions, inventory: Inventory, *, wheel_name: str | None
+) -> dict[str, str]:
     from dataclasses import replace
 
     from gpuenv import __version__
@@ -198,8 +282,10 @@ def _project_files(ctx: click.Context, stack: Any, options: ProvisionOptions, in
 
     kb = load_kb(ctx.find_root().obj.data)
     options = replace(options, gpuenv_wheel=wheel_name or f"gpuenv-{__version__}-py3-none-any.whl")
-    return {VARS_FILE: render_variables(stack, options, kb_facts(kb, stack)),
-            INVENTORY_FILE: render_inventory(inventory)}
+    return {
+        VARS_FILE: render_variables(stack, options, kb_facts(kb, stack)),
+        INVENTORY_FILE: render_inventory(inventory),
+    }
 
 
 def _write_project(dest: Path, files: dict[str, str], *, wheel: Path | None) -> Path:
@@ -207,8 +293,9 @@ def _write_project(dest: Path, files: dict[str, str], *, wheel: Path | None) -> 
     from gpuenv.resources import shipped_dir
     from gpuenv.selfwheel import build_own_wheel
 
-    shutil.copytree(shipped_dir("playbooks"), dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-                    dirs_exist_ok=True)
+    shutil.copytree(
+        shipped_dir("playbooks"), dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"), dirs_exist_ok=True
+    )
     for name, text in files.items():
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
         (dest / name).write_text(text, encoding="utf-8")
@@ -228,13 +315,23 @@ def _render_only(dest: Path, files: dict[str, str], as_json: bool, *, wheel: Pat
     if as_json:
         emit_json({"schema": SCHEMA, "rendered": str(dest.resolve())})
     else:
-        click.echo(f"wrote the Ansible project to {dest}; run it with:\n"
-                   f"  cd {dest} && ansible-playbook site.yml          # or plan_driver.yml for the driver plan")
+        click.echo(
+            f"wrote the Ansible project to {dest}; run it with:\n"
+            f"  cd {dest} && ansible-playbook site.yml          # or plan_driver.yml for the driver plan"
+        )
     return 0
 
 
-def _run(stack: Any, inventory: Inventory, files: dict[str, str], opts: dict[str, Any], *,
-         password: str | None, reports_dir: Path, wheel: Path | None) -> int:
+def _run(
+    stack: Any,
+    inventory: Inventory,
+    files: dict[str, str],
+    opts: dict[str, Any],
+    *,
+    password: str | None,
+    reports_dir: Path,
+    wheel: Path | None,
+) -> int:
     from gpuenv.adapters.ansible import run_playbook
 
     playbook = PLAN if opts["plan_only"] else SITE
@@ -246,8 +343,14 @@ def _run(stack: Any, inventory: Inventory, files: dict[str, str], opts: dict[str
     try:
         project = _write_project(work / "project", files, wheel=wheel)
         request = RunRequest(
-            project_dir=project, private_data_dir=work, playbook=playbook, forks=opts["forks"], limit=opts["limit"],
-            check=opts["dry_run"], ask_become_pass=password is not None, timeout_s=opts["timeout_s"],
+            project_dir=project,
+            private_data_dir=work,
+            playbook=playbook,
+            forks=opts["forks"],
+            limit=opts["limit"],
+            check=opts["dry_run"],
+            ask_become_pass=password is not None,
+            timeout_s=opts["timeout_s"],
             path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
         )
         view = _ProgressView(enabled=not _quiet(), total=len(inventory.hosts))
@@ -287,17 +390,32 @@ def _attach_reports(summaries: list[HostSummary], reports_dir: Path, *, since: f
 
 def _host_row(s: HostSummary) -> dict[str, Any]:
     state = "unreachable" if s.unreachable else "failed" if s.failed else "ok"
-    return {"host": s.host, "status": state, "ok": s.ok, "changed": s.changed, "failed": s.failed,
-            "unreachable": s.unreachable, "skipped": s.skipped, "verify": s.verdict, "report": s.report,
-            "message": s.message or None}
+    return {
+        "host": s.host,
+        "status": state,
+        "ok": s.ok,
+        "changed": s.changed,
+        "failed": s.failed,
+        "unreachable": s.unreachable,
+        "skipped": s.skipped,
+        "verify": s.verdict,
+        "report": s.report,
+        "message": s.message or None,
+    }
 
 
-def _present(stack: Any, summaries: list[HostSummary], plans: dict[str, Any] | None, opts: dict[str, Any],
-             *, status: str) -> None:
+def _present(
+    stack: Any, summaries: list[HostSummary], plans: dict[str, Any] | None, opts: dict[str, Any], *, status: str
+) -> None:
     rows = [_host_row(s) for s in summaries]
     if opts["as_json"]:
-        doc: dict[str, Any] = {"schema": SCHEMA, "status": status, "check": opts["dry_run"],
-                               "stack": stack.to_dict(), "hosts": rows}
+        doc: dict[str, Any] = {
+            "schema": SCHEMA,
+            "status": status,
+            "check": opts["dry_run"],
+            "stack": stack.to_dict(),
+            "hosts": rows,
+        }
         if plans is not None:
             doc["plans"] = plans
         emit_json(doc)
@@ -314,8 +432,12 @@ def _print_table(rows: list[dict[str, Any]], status: str) -> None:
     for column in ("host", "status", "ok", "changed", "failed", "unreachable", "verify", "report"):
         table.add_column(column)
     for r in rows:
-        table.add_row(*(str(r[c]) if r[c] is not None else "-" for c in
-                        ("host", "status", "ok", "changed", "failed", "unreachable", "verify", "report")))
+        table.add_row(
+            *(
+                str(r[c]) if r[c] is not None else "-"
+                for c in ("host", "status", "ok", "changed", "failed", "unreachable", "verify", "report")
+            )
+        )
     out = console()
     out.print(table)
     for r in rows:

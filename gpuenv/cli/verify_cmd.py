@@ -35,8 +35,10 @@ def _out_path(ctx: click.Context, param: click.Parameter, value: Path | None) ->
     if value.is_dir():
         raise BadRequest(f"--{param.name} {value} is a directory", hint="give a file path")
     if not value.parent.is_dir():
-        raise BadRequest(f"--{param.name}: folder {value.parent} does not exist",
-                         hint="create it first, or give a path in an existing folder")
+        raise BadRequest(
+            f"--{param.name}: folder {value.parent} does not exist",
+            hint="create it first, or give a path in an existing folder",
+        )
     return value
 
 
@@ -45,40 +47,96 @@ def _in_file(ctx: click.Context, param: click.Parameter, value: str | None) -> P
 
 
 @click.command("verify", epilog=EPILOG)
-@click.option("--level", type=click.Choice(LEVELS), default="quick", show_default=True,
-              help="How thorough (and long) the run is.")
-@click.option("--check", "checks", multiple=True, type=click.Choice([c.name for c in CHECKS]),
-              help="Run only this check (repeatable).")
-@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
-              help="auto: CUDA when an NVIDIA GPU is on the PCI bus or NVML loads, else CPU only.")
+@click.option(
+    "--level", type=click.Choice(LEVELS), default="quick", show_default=True, help="How thorough (and long) the run is."
+)
+@click.option(
+    "--check",
+    "checks",
+    multiple=True,
+    type=click.Choice([c.name for c in CHECKS]),
+    help="Run only this check (repeatable).",
+)
+@click.option(
+    "--device",
+    type=click.Choice(["auto", "cuda", "cpu"]),
+    default="auto",
+    show_default=True,
+    help="auto: CUDA when an NVIDIA GPU is on the PCI bus or NVML loads, else CPU only.",
+)
 @click.option("--expect-gpus", type=click.IntRange(min=1), metavar="N", help="Fail when fewer GPUs are visible.")
 @click.option("--strict", is_flag=True, help="Treat warnings as failures (exit 1).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
-@click.option("--report", type=click.Path(path_type=Path), metavar="FILE", callback=_out_path,
-              help="Write the JSON report here (atomically, also when interrupted).")
-@click.option("--junit", type=click.Path(path_type=Path), metavar="FILE", callback=_out_path,
-              help="Write JUnit XML here (one testcase per check).")
-@click.option("--prometheus", type=click.Path(path_type=Path), metavar="FILE", callback=_out_path,
-              help="Write a node_exporter textfile here (atomically, world-readable).")
-@click.option("--artifacts", type=click.Path(path_type=Path, file_okay=False), metavar="DIR",
-              help="Folder for artifacts (profiler trace); default: beside --report.")
-@click.option("--baseline", metavar="FILE", callback=_in_file,
-              help="Expected busbw/TFLOP/s table (see docs/verify.md).")
-@click.option("--policy", metavar="FILE", callback=_in_file,
-              help="NVML policy: severities, XID lists (see docs/verify.md).")
-@click.option("--timeout", type=click.FloatRange(min=1), metavar="SECONDS",
-              help="Seconds allowed to each check (default: per check and level).")
+@click.option(
+    "--report",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    callback=_out_path,
+    help="Write the JSON report here (atomically, also when interrupted).",
+)
+@click.option(
+    "--junit",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    callback=_out_path,
+    help="Write JUnit XML here (one testcase per check).",
+)
+@click.option(
+    "--prometheus",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    callback=_out_path,
+    help="Write a node_exporter textfile here (atomically, world-readable).",
+)
+@click.option(
+    "--artifacts",
+    type=click.Path(path_type=Path, file_okay=False),
+    metavar="DIR",
+    help="Folder for artifacts (profiler trace); default: beside --report.",
+)
+@click.option(
+    "--baseline", metavar="FILE", callback=_in_file, help="Expected busbw/TFLOP/s table (see docs/verify.md)."
+)
+@click.option(
+    "--policy", metavar="FILE", callback=_in_file, help="NVML policy: severities, XID lists (see docs/verify.md)."
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    metavar="SECONDS",
+    help="Seconds allowed to each check (default: per check and level).",
+)
 @click.option("--image", metavar="TAG", help="Run the same verify inside this Docker image instead of on the host.")
 @click.pass_context
-def verify(ctx: click.Context, level: str, checks: tuple[str, ...], device: str, expect_gpus: int | None,
-           strict: bool, as_json: bool, report: Path | None, junit: Path | None, prometheus: Path | None,
-           artifacts: Path | None, baseline: Path | None, policy: Path | None, timeout: float | None,
-           image: str | None) -> int:
+def verify(
+    ctx: click.Context,
+    level: str,
+    checks: tuple[str, ...],
+    device: str,
+    expect_gpus: int | None,
+    strict: bool,
+    as_json: bool,
+    report: Path | None,
+    junit: Path | None,
+    prometheus: Path | None,
+    artifacts: Path | None,
+    baseline: Path | None,
+    policy: Path | None,
+    timeout: float | None,
+    image: str | None,
+) -> int:
     """Certify this node (or, with --image, an image) for PyTorch work."""
     _check_fault_switch()
     if image is not None:
-        return _in_image(validate.image_ref(image, "--image"), level=level, device=device,
-                         timeout=timeout, as_json=as_json, report=report, args=_image_args(ctx))
+        return _in_image(
+            validate.image_ref(image, "--image"),
+            level=level,
+            device=device,
+            timeout=timeout,
+            as_json=as_json,
+            report=report,
+            args=_image_args(ctx),
+        )
     from gpuenv.verify.baselines import load_baselines
     from gpuenv.verify.checks.nvml import load_policy
     from gpuenv.verify.engine import VerifyOptions, run_verify
@@ -88,10 +146,18 @@ def verify(ctx: click.Context, level: str, checks: tuple[str, ...], device: str,
     if artifacts is None and report is not None:
         artifacts = report.parent / f"{report.stem}.artifacts"
     settings = ctx.obj
-    opts = VerifyOptions(level=level, checks=checks, device=device, expect_gpus=expect_gpus, strict=strict,
-                         artifacts_dir=str(artifacts) if artifacts else None,
-                         baseline=str(baseline) if baseline else None, policy=str(policy) if policy else None,
-                         kb=str(settings.data) if settings and settings.data else None, timeout=timeout)
+    opts = VerifyOptions(
+        level=level,
+        checks=checks,
+        device=device,
+        expect_gpus=expect_gpus,
+        strict=strict,
+        artifacts_dir=str(artifacts) if artifacts else None,
+        baseline=str(baseline) if baseline else None,
+        policy=str(policy) if policy else None,
+        kb=str(settings.data) if settings and settings.data else None,
+        timeout=timeout,
+    )
     quiet = bool(settings and settings.quiet)
     result = run_verify(opts, on_result=None if (as_json or quiet) else _progress)
     _write_outputs(result, report=report, junit=junit, prometheus=prometheus)
@@ -153,8 +219,9 @@ def _image_args(ctx: click.Context) -> list[str]:
     return args
 
 
-def _in_image(tag: str, *, level: str, device: str, timeout: float | None, as_json: bool,
-              report: Path | None, args: list[str]) -> int:
+def _in_image(
+    tag: str, *, level: str, device: str, timeout: float | None, as_json: bool, report: Path | None, args: list[str]
+) -> int:
     from gpuenv.adapters.docker import run_verify_in_image
     from gpuenv.verify import outputs
 
@@ -162,10 +229,14 @@ def _in_image(tag: str, *, level: str, device: str, timeout: float | None, as_js
     code, data = run_verify_in_image(tag, level=level, device=device, timeout=budget, extra_args=args)
     if data is None:
         if code in (0, 1):
-            raise BadResult(f"verify inside {tag} gave no report (exit {code})",
-                            hint=f"run it by hand: docker run --rm {tag} gpuenv verify")
-        raise CannotRun(f"verify could not run inside {tag} (exit {code})",
-                        hint="is gpuenv[verify] installed in the image? (gpuenv build-image installs it)")
+            raise BadResult(
+                f"verify inside {tag} gave no report (exit {code})",
+                hint=f"run it by hand: docker run --rm {tag} gpuenv verify",
+            )
+        raise CannotRun(
+            f"verify could not run inside {tag} (exit {code})",
+            hint="is gpuenv[verify] installed in the image? (gpuenv build-image installs it)",
+        )
     import json
 
     text = json.dumps(data, indent=2) + "\n"

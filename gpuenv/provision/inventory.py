@@ -85,8 +85,10 @@ def _located(source: str, line: int | None, error: BadRequest) -> BadRequest:
 def _check_var(name: str, value: Any) -> Any:
     check = HOST_VARS.get(name)
     if check is None:
-        raise BadRequest(f"unsupported variable {name!r}",
-                         hint=f"gpuenv inventories set connection variables only: {', '.join(HOST_VARS)}")
+        raise BadRequest(
+            f"unsupported variable {name!r}",
+            hint=f"gpuenv inventories set connection variables only: {', '.join(HOST_VARS)}",
+        )
     if isinstance(value, (dict, list)) or value is None:
         raise BadRequest(f"{name} must be a plain value", hint=_HINT)
     return check(str(value).lower() if isinstance(value, bool) else str(value))
@@ -110,8 +112,9 @@ def hosts_from_args(names: Iterable[str]) -> Inventory:
 def parse_inventory(text: str, *, source: str) -> Inventory:
     """Parse an Ansible inventory in YAML (a mapping with 'all' or groups) or INI form."""
     stripped = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith(("#", ";"))]
-    looks_yaml = bool(stripped) and not stripped[0].startswith("[") and (
-        stripped[0].endswith(":") or stripped[0] == "---")
+    looks_yaml = (
+        bool(stripped) and not stripped[0].startswith("[") and (stripped[0].endswith(":") or stripped[0] == "---")
+    )
     inventory = parse_yaml(text, source=source) if looks_yaml else parse_ini(text, source=source)
     if not inventory.hosts:
         raise BadRequest(f"inventory {source} lists no hosts", hint=_HINT)
@@ -119,6 +122,7 @@ def parse_inventory(text: str, *, source: str) -> Inventory:
 
 
 # --- INI -------------------------------------------------------------------------------------
+
 
 class _Builder:
     """Collects hosts, group memberships, group vars and children, then flattens them."""
@@ -133,8 +137,9 @@ class _Builder:
 
     def group(self, name: str, line: int | None) -> str:
         if not _GROUP.fullmatch(name):
-            raise _located(self.source, line, BadRequest(f"invalid group name {name[:40]!r}",
-                                                          hint="letters, digits and _ only"))
+            raise _located(
+                self.source, line, BadRequest(f"invalid group name {name[:40]!r}", hint="letters, digits and _ only")
+            )
         self.members.setdefault(name, [])
         self.lines.setdefault(name, line)
         return name
@@ -159,8 +164,11 @@ class _Builder:
         for parent, kids in self.children.items():
             for kid in kids:
                 if kid not in self.members:
-                    raise _located(self.source, self.lines.get(parent),
-                                   BadRequest(f"group {parent!r} names an unknown child group {kid!r}", hint=_HINT))
+                    raise _located(
+                        self.source,
+                        self.lines.get(parent),
+                        BadRequest(f"group {parent!r} names an unknown child group {kid!r}", hint=_HINT),
+                    )
         groups = {g: tuple(self._hosts_of(g, set())) for g in self.members if g not in ("all", "ungrouped")}
         hosts = []
         for name, own in self.host_vars.items():
@@ -210,8 +218,11 @@ def parse_ini(text: str, *, source: str) -> Inventory:
             name, _, kind = line[1:-1].partition(":")
             kind = kind or "hosts"
             if kind not in ("hosts", "vars", "children"):
-                raise _located(source, number, BadRequest(f"unknown section kind {kind!r}",
-                                                          hint="[group], [group:vars] or [group:children]"))
+                raise _located(
+                    source,
+                    number,
+                    BadRequest(f"unknown section kind {kind!r}", hint="[group], [group:vars] or [group:children]"),
+                )
             section = b.group(name, number)
             continue
         try:
@@ -242,6 +253,7 @@ def parse_ini(text: str, *, source: str) -> Inventory:
 
 
 # --- YAML ------------------------------------------------------------------------------------
+
 
 def parse_yaml(text: str, *, source: str) -> Inventory:
     import yaml  # type: ignore[import-untyped]  # PyYAML comes with ansible-core
@@ -308,6 +320,7 @@ def _scalar(node: Any, source: str) -> Any:
 
 
 # --- defaults and rendering ------------------------------------------------------------------
+
 
 def with_defaults(inventory: Inventory, defaults: dict[str, Any]) -> Inventory:
     """Fill connection variables the inventory leaves unset (from --user, --port, --ssh-key...)."""

@@ -36,8 +36,9 @@ class RunRequest:
 
 def check_limit(value: str) -> str:
     if not _LIMIT.fullmatch(value):
-        raise BadRequest(f"invalid --limit {value[:60]!r}",
-                         hint="host or group names separated by commas, e.g. gpu01,gpu02")
+        raise BadRequest(
+            f"invalid --limit {value[:60]!r}", hint="host or group names separated by commas, e.g. gpu01,gpu02"
+        )
     return value
 
 

@@ -57,7 +57,8 @@ class KbFacts:
 def kb_facts(kb: KnowledgeBase, stack: Stack) -> KbFacts:
     python_by_os = {
         o.name: {"via": p.via, "packages": list(p.packages)}
-        for o in kb.os if "host" in o.roles and (p := o.python.get(stack.python)) is not None
+        for o in kb.os
+        if "host" in o.roles and (p := o.python.get(stack.python)) is not None
     }
     policy = {a.family: a.open_modules for a in kb.architectures}
     nonfree = next((b for b in kb.driver_branches if b.branch == DEBIAN_NONFREE_BRANCH), None)

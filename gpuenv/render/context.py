@@ -60,7 +60,11 @@ def check_wheelhouse(wheelhouse: Path, pins: dict[str, str], names: tuple[str, .
 
 
 def write_context(
-    rendered: RenderedImage, dest: Path, *, wheelhouse: Path | None = None, app: Path | None = None,
+    rendered: RenderedImage,
+    dest: Path,
+    *,
+    wheelhouse: Path | None = None,
+    app: Path | None = None,
     force: bool = False,
 ) -> list[str]:
     """Write the context; returns the top-level entries written."""

@@ -78,8 +78,12 @@ def render_image(stack: Stack, options: ImageOptions) -> RenderedImage:
         "stack.json": json.dumps(stack.to_dict(), indent=2, sort_keys=True) + "\n",
     }
     return RenderedImage(
-        files=files, base_image=base, variant=variant, labels=labels,
-        notes=tuple(_notes(stack, options, variant)), warnings=stack.warnings,
+        files=files,
+        base_image=base,
+        variant=variant,
+        labels=labels,
+        notes=tuple(_notes(stack, options, variant)),
+        warnings=stack.warnings,
     )
 
 
@@ -124,6 +128,7 @@ def image_labels(stack: Stack, options: ImageOptions, base: str) -> dict[str, st
 
 
 # --- checks -------------------------------------------------------------------------------------
+
 
 def _check_stack(stack: Stack) -> None:
     for name in ("torch", "cuda", "python"):
@@ -180,9 +185,7 @@ def _check_options(stack: Stack, options: ImageOptions) -> None:
                 hint=f"leave {name} out of --with (it is in maintenance and has no release for this torch)",
             )
     if base_variant(options) not in stack.base_images and options.base_image is None:
-        raise BadRequest(
-            f"the stack names no {base_variant(options)} image", hint="give one with --base-image"
-        )
+        raise BadRequest(f"the stack names no {base_variant(options)} image", hint="give one with --base-image")
     if options.base_image is not None:
         validate.image_ref(options.base_image, "--base-image")
     if options.index_url is not None:
@@ -197,6 +200,7 @@ def _label_safe(value: str) -> None:
 
 
 # --- the files ----------------------------------------------------------------------------------
+
 
 def _torch_requirements(stack: Stack, options: ImageOptions) -> list[str]:
     lines = [f"torch=={stack.torch}"]

@@ -74,8 +74,11 @@ def load_spec(path: Path) -> ImageSpec:
     stack = _table(data, "stack", _STACK_KEYS, path)
     image = _table(data, "image", _IMAGE_KEYS, path)
     checks: dict[str, Callable[[str, str], str]] = {
-        "torch": validate.version, "cuda": validate.version, "python": validate.version,
-        "driver": lambda v, _w: validate.driver(v), "gpu": lambda v, _w: validate.gpu(v),
+        "torch": validate.version,
+        "cuda": validate.version,
+        "python": validate.version,
+        "driver": lambda v, _w: validate.driver(v),
+        "gpu": lambda v, _w: validate.gpu(v),
         "os": lambda v, _w: validate.os_name(v),
     }
     for key, value in stack.items():

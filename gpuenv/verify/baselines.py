@@ -23,8 +23,12 @@ class Baselines:
 
     def expected_busbw(self, gpu_name: str, gpus: int, collective: str, nbytes: int) -> float | None:
         for row in self.busbw:
-            if (row["collective"] == collective and row["gpus"] == gpus
-                    and nbytes >= row["min_bytes"] and _matches(row, gpu_name)):
+            if (
+                row["collective"] == collective
+                and row["gpus"] == gpus
+                and nbytes >= row["min_bytes"]
+                and _matches(row, gpu_name)
+            ):
                 return float(row["busbw_gbps"])
         return None
 
@@ -35,7 +39,7 @@ class Baselines:
         return None
 
     def judge(self, measured: float, expected: float) -> str:
-        """"fail", "warn" or "pass" for a measurement against its expected value."""
+        """ "fail", "warn" or "pass" for a measurement against its expected value."""
         if measured < self.fail_below * expected:
             return "fail"
         if measured < self.warn_below * expected:
@@ -53,14 +57,22 @@ def load_baselines(path: Path | None = None) -> Baselines:
     try:
         data = json.loads(Path(source).read_text())
     except (OSError, ValueError) as exc:
-        raise BadRequest(f"cannot read baselines {source}: {exc}",
-                         hint="give a JSON file in the format of gpuenv/data/baselines.json") from exc
+        raise BadRequest(
+            f"cannot read baselines {source}: {exc}",
+            hint="give a JSON file in the format of gpuenv/data/baselines.json",
+        ) from exc
     problem = _problem(data)
     if problem:
-        raise BadRequest(f"bad baselines file {source}: {problem}",
-                         hint="see gpuenv/data/baselines.json for the format")
-    return Baselines(float(data["fail_below"]), float(data["warn_below"]), tuple(data["busbw"]),
-                     tuple(data["matmul_tflops"]), str(source))
+        raise BadRequest(
+            f"bad baselines file {source}: {problem}", hint="see gpuenv/data/baselines.json for the format"
+        )
+    return Baselines(
+        float(data["fail_below"]),
+        float(data["warn_below"]),
+        tuple(data["busbw"]),
+        tuple(data["matmul_tflops"]),
+        str(source),
+    )
 
 
 def _problem(data: Any) -> str | None:
@@ -68,8 +80,10 @@ def _problem(data: Any) -> str | None:
         return f"schema must be {SCHEMA!r}"
     if not (0 < data.get("fail_below", 0) <= data.get("warn_below", 0) <= 1):
         return "want 0 < fail_below <= warn_below <= 1"
-    needs = {"busbw": ("match", "gpus", "collective", "min_bytes", "busbw_gbps"),
-             "matmul_tflops": ("match", "dtype", "tflops")}
+    needs = {
+        "busbw": ("match", "gpus", "collective", "min_bytes", "busbw_gbps"),
+        "matmul_tflops": ("match", "dtype", "tflops"),
+    }
     for table, keys in needs.items():
         rows = data.get(table)
         if not isinstance(rows, list):

@@ -43,5 +43,4 @@ class CheckContext:
 
 
 def to_plain(ctx: CheckContext) -> dict[str, Any]:
-    return {k: getattr(ctx, k) for k in ("level", "device", "expect_gpus", "artifacts_dir",
-                                         "baseline", "policy", "kb")}
+    return {k: getattr(ctx, k) for k in ("level", "device", "expect_gpus", "artifacts_dir", "baseline", "policy", "kb")}

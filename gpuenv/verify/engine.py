@@ -71,8 +71,12 @@ class Worker:
         read_end, write_end = os.pipe()
         self.stderr = stderr
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gpuenv.verify.worker"], stdin=subprocess.PIPE,
-            stdout=stderr, stderr=stderr, pass_fds=(write_end,), start_new_session=True,
+            [sys.executable, "-m", "gpuenv.verify.worker"],
+            stdin=subprocess.PIPE,
+            stdout=stderr,
+            stderr=stderr,
+            pass_fds=(write_end,),
+            start_new_session=True,
             env={**os.environ, FD_ENV: str(write_end)},
         )
         os.close(write_end)
@@ -194,10 +198,16 @@ class Run:
 
     def start_worker(self, *, forkserver: bool) -> Worker:
         worker = self.worker = Worker(self.stderr)
-        context = {"level": self.opts.level, "device": self.device,
-                   "expect_gpus": self.opts.expect_gpus, "artifacts_dir": self.opts.artifacts_dir,
-                   "baseline": self.opts.baseline, "policy": self.opts.policy, "kb": self.opts.kb,
-                   "facts": self.facts}
+        context = {
+            "level": self.opts.level,
+            "device": self.device,
+            "expect_gpus": self.opts.expect_gpus,
+            "artifacts_dir": self.opts.artifacts_dir,
+            "baseline": self.opts.baseline,
+            "policy": self.opts.policy,
+            "kb": self.opts.kb,
+            "facts": self.facts,
+        }
         worker.ask({"op": "init", "context": context, "forkserver": forkserver}, PROBE_TIMEOUT)
         if forkserver:  # importing torch is not the check's time: it has its own limit
             worker.ask({"op": "warm"}, WARM_TIMEOUT)
@@ -213,8 +223,9 @@ class Run:
         probe = self.probe_nvml()
         if on_bus or probe == "ok":
             self.device, self.cpu_only = "cuda", False
-            self.device_note = (f"{len(on_bus)} NVIDIA GPU(s) on the PCI bus" if on_bus
-                                else "NVML loads") + ": a GPU node, workloads run on CUDA"
+            self.device_note = (
+                f"{len(on_bus)} NVIDIA GPU(s) on the PCI bus" if on_bus else "NVML loads"
+            ) + ": a GPU node, workloads run on CUDA"
         else:
             self.device_note = f"no NVIDIA GPU on the PCI bus, NVML: {probe}: CPU only"
 
@@ -240,19 +251,29 @@ class Run:
         except WorkerTimeout:
             pgid = self.worker.proc.pid if self.worker else None
             self.replace_worker()
-            what = (f"{spec.name} ran past its {limit:g} s limit" if running else
-                    f"the check process could not start (import torch) within {WARM_TIMEOUT:g} s")
-            return CheckResult(spec.name, "timeout", time.monotonic() - started,
-                               summary=f"{what}; killed with every process it started",
-                               detail={"limit_s": limit, "killed_process_group": pgid,
-                                       "stderr_tail": self.stderr_tail(mark)})
+            what = (
+                f"{spec.name} ran past its {limit:g} s limit"
+                if running
+                else f"the check process could not start (import torch) within {WARM_TIMEOUT:g} s"
+            )
+            return CheckResult(
+                spec.name,
+                "timeout",
+                time.monotonic() - started,
+                summary=f"{what}; killed with every process it started",
+                detail={"limit_s": limit, "killed_process_group": pgid, "stderr_tail": self.stderr_tail(mark)},
+            )
         except WorkerDied:
             code = self.worker.proc.wait() if self.worker else None
             self.replace_worker()
             sig = signal.Signals(-code).name if code is not None and code < 0 else None
-            return CheckResult(spec.name, "crash", time.monotonic() - started,
-                               summary=f"{spec.name} crashed" + (f" ({sig})" if sig else f" (exit {code})"),
-                               detail={"signal": sig, "exit_code": code, "stderr_tail": self.stderr_tail(mark)})
+            return CheckResult(
+                spec.name,
+                "crash",
+                time.monotonic() - started,
+                summary=f"{spec.name} crashed" + (f" ({sig})" if sig else f" (exit {code})"),
+                detail={"signal": sig, "exit_code": code, "stderr_tail": self.stderr_tail(mark)},
+            )
         result = CheckResult.from_dict(answer["result"])
         self.facts.update(answer.get("facts", {}))
         if result.status == "crash":
@@ -320,12 +341,30 @@ def run_verify(opts: VerifyOptions, *, on_result: Callable[[CheckResult], None] 
             if spec.name not in done:
                 run.results.append(CheckResult(spec.name, "skip", summary=f"not run: interrupted by {interrupted}"))
     verdict = decide(run.results, strict=opts.strict, cpu_only=run.cpu_only, interrupted=interrupted)
-    host = {"hostname": socket.gethostname(), "device_decision": run.device_note,
-            "gpus": run.facts.get("gpus", []), "pci_nvidia": run.facts.get("pci_nvidia", [])}
-    return Report(level=opts.level, device=run.device, cpu_only=run.cpu_only, started=started,
-                  finished=now(), gpuenv_version=__version__, host=host,
-                  stack=run.facts.get("stack", {}), checks=run.results, verdict=verdict,
-                  partial=interrupted is not None, interrupted=interrupted,
-                  options={"checks": [s.name for s in specs], "strict": opts.strict,
-                           "expect_gpus": opts.expect_gpus, "device": opts.device,
-                           "timeout_s": opts.timeout})
+    host = {
+        "hostname": socket.gethostname(),
+        "device_decision": run.device_note,
+        "gpus": run.facts.get("gpus", []),
+        "pci_nvidia": run.facts.get("pci_nvidia", []),
+    }
+    return Report(
+        level=opts.level,
+        device=run.device,
+        cpu_only=run.cpu_only,
+        started=started,
+        finished=now(),
+        gpuenv_version=__version__,
+        host=host,
+        stack=run.facts.get("stack", {}),
+        checks=run.results,
+        verdict=verdict,
+        partial=interrupted is not None,
+        interrupted=interrupted,
+        options={
+            "checks": [s.name for s in specs],
+            "strict": opts.strict,
+            "expect_gpus": opts.expect_gpus,
+            "device": opts.device,
+            "timeout_s": opts.timeout,
+        },
+    )

@@ -16,8 +16,15 @@ STATUSES: tuple[Status, ...] = ("pass", "warn", "fail", "skip", "timeout", "cras
 Severity = Literal["info", "warn", "fail"]
 # What an operator should do about a finding (DCGM-like: monitor / reset / isolate ...).
 Action = Literal[
-    "none", "monitor", "fix-config", "reinstall-stack", "reinstall-driver", "reset-gpu",
-    "reboot", "drain", "rma",
+    "none",
+    "monitor",
+    "fix-config",
+    "reinstall-stack",
+    "reinstall-driver",
+    "reset-gpu",
+    "reboot",
+    "drain",
+    "rma",
 ]
 NOT_CERTIFIED: frozenset[str] = frozenset({"fail", "timeout", "crash"})
 
@@ -57,8 +64,11 @@ class Finding:
     def from_dict(cls, data: dict[str, Any]) -> Finding:
         gpu = data.get("gpu")
         return cls(
-            severity=data["severity"], message=data["message"], remediation=data.get("remediation"),
-            action=data.get("action", "none"), gpu=GpuRef(**gpu) if gpu else None,
+            severity=data["severity"],
+            message=data["message"],
+            remediation=data.get("remediation"),
+            action=data.get("action", "none"),
+            gpu=GpuRef(**gpu) if gpu else None,
             item=data.get("item"),
         )
 
@@ -67,13 +77,15 @@ def info(message: str, *, item: str | None = None, gpu: GpuRef | None = None) ->
     return Finding("info", message, item=item, gpu=gpu)
 
 
-def warn(message: str, remediation: str, *, action: Action = "monitor", item: str | None = None,
-         gpu: GpuRef | None = None) -> Finding:
+def warn(
+    message: str, remediation: str, *, action: Action = "monitor", item: str | None = None, gpu: GpuRef | None = None
+) -> Finding:
     return Finding("warn", message, remediation, action, gpu, item)
 
 
-def fail(message: str, remediation: str, *, action: Action, item: str | None = None,
-         gpu: GpuRef | None = None) -> Finding:
+def fail(
+    message: str, remediation: str, *, action: Action, item: str | None = None, gpu: GpuRef | None = None
+) -> Finding:
     return Finding("fail", message, remediation, action, gpu, item)
 
 
@@ -90,19 +102,27 @@ class CheckResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "name": self.name, "status": self.status, "duration_s": round(self.duration_s, 3),
-            "summary": self.summary, "metrics": self.metrics,
-            "findings": [f.to_dict() for f in self.findings], "artifacts": self.artifacts,
+            "name": self.name,
+            "status": self.status,
+            "duration_s": round(self.duration_s, 3),
+            "summary": self.summary,
+            "metrics": self.metrics,
+            "findings": [f.to_dict() for f in self.findings],
+            "artifacts": self.artifacts,
             "detail": self.detail,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CheckResult:
         return cls(
-            name=data["name"], status=data["status"], duration_s=float(data.get("duration_s", 0.0)),
-            summary=data.get("summary", ""), metrics=dict(data.get("metrics", {})),
+            name=data["name"],
+            status=data["status"],
+            duration_s=float(data.get("duration_s", 0.0)),
+            summary=data.get("summary", ""),
+            metrics=dict(data.get("metrics", {})),
             findings=[Finding.from_dict(f) for f in data.get("findings", [])],
-            artifacts=list(data.get("artifacts", [])), detail=dict(data.get("detail", {})),
+            artifacts=list(data.get("artifacts", [])),
+            detail=dict(data.get("detail", {})),
         )
 
 
@@ -133,8 +153,7 @@ class Verdict:
     summary: str
 
 
-def decide(checks: list[CheckResult], *, strict: bool, cpu_only: bool,
-           interrupted: str | None) -> Verdict:
+def decide(checks: list[CheckResult], *, strict: bool, cpu_only: bool, interrupted: str | None) -> Verdict:
     """The verdict and exit code: 0 certified, 1 not certified, 3 gpuenv could not run."""
     counts = {s: sum(1 for c in checks if c.status == s) for s in STATUSES}
     tally = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
@@ -149,8 +168,9 @@ def decide(checks: list[CheckResult], *, strict: bool, cpu_only: bool,
         return Verdict(False, "could not run", 3, f"could not run: {', '.join(errors)} ({tally})")
     warned = [c.name for c in checks if c.status == "warn"]
     if strict and warned:
-        return Verdict(False, "not certified", 1,
-                       f"not certified (--strict){scope}: {', '.join(warned)} warned ({tally})")
+        return Verdict(
+            False, "not certified", 1, f"not certified (--strict){scope}: {', '.join(warned)} warned ({tally})"
+        )
     if not checks or all(c.status == "skip" for c in checks):
         return Verdict(False, "could not run", 3, f"no check could run{scope} ({tally or 'none selected'})")
     return Verdict(True, "certified", 0, f"certified{scope} ({tally})")
@@ -174,9 +194,18 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema": SCHEMA, "gpuenv_version": self.gpuenv_version, "level": self.level,
-            "device": self.device, "cpu_only": self.cpu_only, "started": self.started,
-            "finished": self.finished, "partial": self.partial, "interrupted": self.interrupted,
-            "options": self.options, "host": self.host, "stack": self.stack,
-            "checks": [c.to_dict() for c in self.checks], "verdict": asdict(self.verdict),
+            "schema": SCHEMA,
+            "gpuenv_version": self.gpuenv_version,
+            "level": self.level,
+            "device": self.device,
+            "cpu_only": self.cpu_only,
+            "started": self.started,
+            "finished": self.finished,
+            "partial": self.partial,
+            "interrupted": self.interrupted,
+            "options": self.options,
+            "host": self.host,
+            "stack": self.stack,
+            "checks": [c.to_dict() for c in self.checks],
+            "verdict": asdict(self.verdict),
         }

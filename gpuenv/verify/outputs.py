@@ -11,8 +11,15 @@ from xml.etree import ElementTree as ET
 
 from gpuenv.verify.model import STATUSES, Report
 
-STYLE = {"pass": "green", "warn": "yellow", "skip": "dim", "fail": "bold red", "timeout": "bold red",
-         "crash": "bold red", "error": "magenta"}
+STYLE = {
+    "pass": "green",
+    "warn": "yellow",
+    "skip": "dim",
+    "fail": "bold red",
+    "timeout": "bold red",
+    "crash": "bold red",
+    "error": "magenta",
+}
 
 
 def write_atomic(path: Path, text: str, *, mode: int = 0o644) -> None:
@@ -38,19 +45,26 @@ def to_json(report: Report) -> str:
 def to_junit(report: Report) -> str:
     """One testsuite, one testcase per check; fail -> <failure>, timeout/crash/error -> <error>."""
     data = report.to_dict()
-    suite = ET.Element("testsuite", {
-        "name": f"gpuenv verify {report.level}", "tests": str(len(report.checks)),
-        "failures": str(sum(c.status == "fail" for c in report.checks)),
-        "errors": str(sum(c.status in ("timeout", "crash", "error") for c in report.checks)),
-        "skipped": str(sum(c.status == "skip" for c in report.checks)),
-        "time": f"{sum(c.duration_s for c in report.checks):.3f}",
-        "hostname": str(data["host"].get("hostname", "")), "timestamp": report.started,
-    })
+    suite = ET.Element(
+        "testsuite",
+        {
+            "name": f"gpuenv verify {report.level}",
+            "tests": str(len(report.checks)),
+            "failures": str(sum(c.status == "fail" for c in report.checks)),
+            "errors": str(sum(c.status in ("timeout", "crash", "error") for c in report.checks)),
+            "skipped": str(sum(c.status == "skip" for c in report.checks)),
+            "time": f"{sum(c.duration_s for c in report.checks):.3f}",
+            "hostname": str(data["host"].get("hostname", "")),
+            "timestamp": report.started,
+        },
+    )
     for check in report.checks:
-        case = ET.SubElement(suite, "testcase", {"classname": "gpuenv.verify", "name": check.name,
-                                                 "time": f"{check.duration_s:.3f}"})
-        lines = [f"[{f.severity}] {f.message}" + (f" -> {f.remediation}" if f.remediation else "")
-                 for f in check.findings]
+        case = ET.SubElement(
+            suite, "testcase", {"classname": "gpuenv.verify", "name": check.name, "time": f"{check.duration_s:.3f}"}
+        )
+        lines = [
+            f"[{f.severity}] {f.message}" + (f" -> {f.remediation}" if f.remediation else "") for f in check.findings
+        ]
         body = "\n".join(lines + ([check.detail.get("stderr_tail", "")] if check.detail.get("stderr_tail") else []))
         if check.status == "fail":
             ET.SubElement(case, "failure", {"message": check.summary, "type": "fail"}).text = body
@@ -84,15 +98,20 @@ def to_prometheus(report: Report) -> str:
     ]
     for check in report.checks:
         for status in STATUSES:
-            lines.append(f'gpuenv_verify_check_status{{check="{check.name}",status="{status}"}} '
-                         f"{int(check.status == status)}")
-    lines += ["# HELP gpuenv_verify_check_duration_seconds Time each check took.",
-              "# TYPE gpuenv_verify_check_duration_seconds gauge"]
+            lines.append(
+                f'gpuenv_verify_check_status{{check="{check.name}",status="{status}"}} {int(check.status == status)}'
+            )
+    lines += [
+        "# HELP gpuenv_verify_check_duration_seconds Time each check took.",
+        "# TYPE gpuenv_verify_check_duration_seconds gauge",
+    ]
     lines += [f'gpuenv_verify_check_duration_seconds{{check="{c.name}"}} {c.duration_s:.3f}' for c in report.checks]
     lines += _performance(report)
-    lines += ["# HELP gpuenv_verify_last_run_timestamp_seconds When the run finished.",
-              "# TYPE gpuenv_verify_last_run_timestamp_seconds gauge",
-              f"gpuenv_verify_last_run_timestamp_seconds {_epoch(report.finished)}"]
+    lines += [
+        "# HELP gpuenv_verify_last_run_timestamp_seconds When the run finished.",
+        "# TYPE gpuenv_verify_last_run_timestamp_seconds gauge",
+        f"gpuenv_verify_last_run_timestamp_seconds {_epoch(report.finished)}",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -101,18 +120,24 @@ def _performance(report: Report) -> list[str]:
     by_name = {c.name: c for c in report.checks}
     sizes = by_name["allreduce"].metrics.get("sizes", []) if "allreduce" in by_name else []
     if sizes:
-        lines += ["# HELP gpuenv_verify_busbw_gbps Collective bus bandwidth (nccl-tests definition), GB/s.",
-                  "# TYPE gpuenv_verify_busbw_gbps gauge"]
+        lines += [
+            "# HELP gpuenv_verify_busbw_gbps Collective bus bandwidth (nccl-tests definition), GB/s.",
+            "# TYPE gpuenv_verify_busbw_gbps gauge",
+        ]
         for row in sizes:
             value = row["busbw_gbps"] if row["busbw_gbps"] is not None else row["algbw_gbps"]
             kind = "busbw" if row["busbw_gbps"] is not None else "algbw"
-            lines.append(f'gpuenv_verify_busbw_gbps{{collective="{row["collective"]}",bytes="{row["bytes"]}",'
-                         f'kind="{kind}"}} {value}')
+            lines.append(
+                f'gpuenv_verify_busbw_gbps{{collective="{row["collective"]}",bytes="{row["bytes"]}",'
+                f'kind="{kind}"}} {value}'
+            )
     tflops = by_name["amp"].metrics.get("matmul_tflops", {}) if "amp" in by_name else {}
     if tflops:
         dtype = by_name["amp"].metrics.get("matmul_dtype", "")
-        lines += ["# HELP gpuenv_verify_matmul_tflops Achieved matmul throughput per device, TFLOP/s.",
-                  "# TYPE gpuenv_verify_matmul_tflops gauge"]
+        lines += [
+            "# HELP gpuenv_verify_matmul_tflops Achieved matmul throughput per device, TFLOP/s.",
+            "# TYPE gpuenv_verify_matmul_tflops gauge",
+        ]
         lines += [f'gpuenv_verify_matmul_tflops{{device="{d}",dtype="{dtype}"}} {v}' for d, v in tflops.items()]
     return lines
 
@@ -126,15 +151,19 @@ def _epoch(iso: str) -> int:
 def render_table(report: Report, console: Any) -> None:
     from rich.table import Table
 
-    table = Table(title=f"gpuenv verify --level {report.level} on {report.host.get('hostname')} "
-                        f"({'CPU only' if report.cpu_only else 'CUDA'})", title_justify="left")
+    table = Table(
+        title=f"gpuenv verify --level {report.level} on {report.host.get('hostname')} "
+        f"({'CPU only' if report.cpu_only else 'CUDA'})",
+        title_justify="left",
+    )
     table.add_column("check")
     table.add_column("status")
     table.add_column("time", justify="right")
     table.add_column("result")
     for check in report.checks:
-        table.add_row(check.name, f"[{STYLE[check.status]}]{check.status}[/]", f"{check.duration_s:.1f}s",
-                      check.summary)
+        table.add_row(
+            check.name, f"[{STYLE[check.status]}]{check.status}[/]", f"{check.duration_s:.1f}s", check.summary
+        )
     console.print(table)
     for check in report.checks:
         for finding in check.findings:

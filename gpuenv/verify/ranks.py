@@ -107,8 +107,7 @@ def start(target: str, *, check: str, world: int, device: str, params: dict[str,
     return RankRun(context, outdir, world, device)
 
 
-def launch(target: str, *, check: str, world: int, device: str,
-           params: dict[str, Any]) -> list[dict[str, Any]]:
+def launch(target: str, *, check: str, world: int, device: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     """Run `target` on `world` ranks and return their results, rank by rank."""
     return start(target, check=check, world=world, device=device, params=params).results()
 
@@ -126,8 +125,13 @@ def rank_main(rank: int, job: RankJob) -> None:
         torch.cuda.set_device(rank)
     else:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // job.world))
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{job.port}", rank=rank,
-                            world_size=job.world, timeout=datetime.timedelta(minutes=30))
+    dist.init_process_group(
+        backend,
+        init_method=f"tcp://127.0.0.1:{job.port}",
+        rank=rank,
+        world_size=job.world,
+        timeout=datetime.timedelta(minutes=30),
+    )
     try:
         fault = faults.active(job.check, rank=rank)
         if fault in ("hang", "abort"):

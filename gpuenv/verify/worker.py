@@ -25,8 +25,19 @@ from gpuenv.verify.model import CheckResult, fail
 
 FD_ENV = "GPUENV_VERIFY_FD"
 # Exceptions whose text says the device or the communication layer broke: a crash, not our bug.
-CRASH_MARKERS = ("CUDA error", "CUDA out of memory", "NCCL", "cuDNN error", "CUBLAS", "CUDNN",
-                 "device-side assert", "ECC", "Gloo", "Connection reset", "process ")
+CRASH_MARKERS = (
+    "CUDA error",
+    "CUDA out of memory",
+    "NCCL",
+    "cuDNN error",
+    "CUBLAS",
+    "CUDNN",
+    "device-side assert",
+    "ECC",
+    "Gloo",
+    "Connection reset",
+    "process ",
+)
 
 
 def run_check(name: str, ctx: CheckContext) -> CheckResult:
@@ -55,11 +66,14 @@ def _run(name: str, ctx: CheckContext) -> CheckResult:
 def _import_failed(name: str, ctx: CheckContext, exc: ImportError) -> CheckResult:
     what = f"cannot import {exc.name or 'a module'}: {exc}"
     if ctx.device == "cuda":
-        finding = fail(what, "install the pinned stack (gpuenv resolve --driver auto) on this GPU node",
-                       action="reinstall-stack", item="import")
+        finding = fail(
+            what,
+            "install the pinned stack (gpuenv resolve --driver auto) on this GPU node",
+            action="reinstall-stack",
+            item="import",
+        )
         return CheckResult(name, "fail", summary=what, findings=[finding])
-    return CheckResult(name, "error", summary=what,
-                       detail={"hint": "install torch (pip install 'gpuenv[verify]')"})
+    return CheckResult(name, "error", summary=what, detail={"hint": "install torch (pip install 'gpuenv[verify]')"})
 
 
 def _classify(name: str, exc: BaseException) -> CheckResult:
@@ -73,15 +87,17 @@ def _classify(name: str, exc: BaseException) -> CheckResult:
             detail["signal"] = exc.signal_name
         return CheckResult(name, "crash", summary=str(exc), detail=detail)
     crashed = type(exc).__name__ in ("ProcessExitedException", "ProcessRaisedException") or any(
-        marker in str(exc) for marker in CRASH_MARKERS)
+        marker in str(exc) for marker in CRASH_MARKERS
+    )
     if crashed:
         signal_name = _signal_of(exc)
         detail = {"traceback": tail}
         if signal_name:
             detail["signal"] = signal_name
         return CheckResult(name, "crash", summary=text.splitlines()[0][:300], detail=detail)
-    return CheckResult(name, "error", summary=f"gpuenv could not run the check: {text}"[:300],
-                       detail={"traceback": tail})
+    return CheckResult(
+        name, "error", summary=f"gpuenv could not run the check: {text}"[:300], detail={"traceback": tail}
+    )
 
 
 def _signal_of(exc: BaseException) -> str | None:

@@ -14,11 +14,22 @@ from typing import Any
 # PCI device id (upper byte) -> GPU generation; 0x10de is NVIDIA's vendor id.
 _GENERATION_BY_ID_PREFIX = {
     0x1D: "Volta",
-    0x1E: "Turing", 0x1F: "Turing", 0x21: "Turing",
-    0x20: "Ampere", 0x22: "Ampere", 0x24: "Ampere", 0x25: "Ampere",
+    0x1E: "Turing",
+    0x1F: "Turing",
+    0x21: "Turing",
+    0x20: "Ampere",
+    0x22: "Ampere",
+    0x24: "Ampere",
+    0x25: "Ampere",
     0x23: "Hopper",
-    0x26: "Ada", 0x27: "Ada", 0x28: "Ada",
-    0x29: "Blackwell", 0x2B: "Blackwell", 0x2C: "Blackwell", 0x2D: "Blackwell", 0x2F: "Blackwell",
+    0x26: "Ada",
+    0x27: "Ada",
+    0x28: "Ada",
+    0x29: "Blackwell",
+    0x2B: "Blackwell",
+    0x2C: "Blackwell",
+    0x2D: "Blackwell",
+    0x2F: "Blackwell",
 }
 # Lowest driver branch that supports each generation.
 _MIN_BRANCH = {"Hopper": 525, "Ada": 525, "Blackwell": 570}
@@ -46,9 +57,16 @@ def parse_pci(text: str) -> list[dict[str, str]]:
         slot, device, pci_class, name = match.groups()
         cls = pci_class.lower().ljust(6, "0")
         kind = "gpu" if cls[:4] in ("0300", "0302") else "nvswitch" if cls[:4] == "0680" else "other"
-        devices.append({"slot": slot, "device_id": device.lower(), "class": cls, "kind": kind,
-                        "name": (name or "").strip() or f"NVIDIA device 10de:{device.lower()}",
-                        "generation": generation(device)})
+        devices.append(
+            {
+                "slot": slot,
+                "device_id": device.lower(),
+                "class": cls,
+                "kind": kind,
+                "name": (name or "").strip() or f"NVIDIA device 10de:{device.lower()}",
+                "generation": generation(device),
+            }
+        )
     return devices
 
 
@@ -80,8 +98,7 @@ def _os_key(distribution: str, version: str) -> tuple[str, str, str]:
     return dist, version, f"{dist}{version.replace('.', '')}"
 
 
-def _kernel_modules(generations: set[str], branch: int, choice: str,
-                    policy: dict[str, str]) -> tuple[str, str]:
+def _kernel_modules(generations: set[str], branch: int, choice: str, policy: dict[str, str]) -> tuple[str, str]:
     """'open' or 'proprietary', with the reason."""
     needs = {policy.get(g, "recommended") for g in generations}
     if choice in ("open", "proprietary"):
@@ -113,21 +130,32 @@ def _packages(family: str, source: str, branch: int, modules: str) -> dict[str, 
     """What to install for one OS family and source."""
     if family == "ubuntu" and source == "distro":
         suffix = "-open" if modules == "open" else ""
-        return {"packages": [f"nvidia-headless-{branch}-server{suffix}", f"nvidia-utils-{branch}-server"],
-                "hold": [f"nvidia-headless-{branch}-server{suffix}", f"nvidia-utils-{branch}-server"],
-                "fabric_manager": [f"nvidia-fabricmanager-{branch}", f"libnvidia-nscq-{branch}"],
-                "version_from": f"nvidia-utils-{branch}-server"}
+        return {
+            "packages": [f"nvidia-headless-{branch}-server{suffix}", f"nvidia-utils-{branch}-server"],
+            "hold": [f"nvidia-headless-{branch}-server{suffix}", f"nvidia-utils-{branch}-server"],
+            "fabric_manager": [f"nvidia-fabricmanager-{branch}", f"libnvidia-nscq-{branch}"],
+            "version_from": f"nvidia-utils-{branch}-server",
+        }
     if family == "debian" and source == "distro":
         kernel = "nvidia-open-kernel-dkms" if modules == "open" else "nvidia-kernel-dkms"
         pkgs = ["nvidia-driver", kernel, "nvidia-smi", "firmware-misc-nonfree"]
         return {"packages": pkgs, "hold": pkgs, "fabric_manager": [], "version_from": "nvidia-driver"}
     if family in ("ubuntu", "debian"):
         pkg = f"nvidia-open-{branch}" if modules == "open" else f"cuda-drivers-{branch}"
-        return {"packages": [pkg], "hold": [pkg],
-                "fabric_manager": [f"nvidia-fabricmanager-{branch}"], "version_from": pkg}
+        return {
+            "packages": [pkg],
+            "hold": [pkg],
+            "fabric_manager": [f"nvidia-fabricmanager-{branch}"],
+            "version_from": pkg,
+        }
     stream = f"{branch}-open" if modules == "open" else f"{branch}-dkms"
-    return {"packages": [f"@nvidia-driver:{stream}"], "module_stream": stream, "hold": ["nvidia-driver*", "kmod-nvidia*"],
-            "fabric_manager": ["nvidia-fabric-manager"], "version_from": "nvidia-driver"}
+    return {
+        "packages": [f"@nvidia-driver:{stream}"],
+        "module_stream": stream,
+        "hold": ["nvidia-driver*", "kmod-nvidia*"],
+        "fabric_manager": ["nvidia-fabric-manager"],
+        "version_from": "nvidia-driver",
+    }
 
 
 def driver_plan(facts: dict[str, Any]) -> dict[str, Any]:
@@ -141,12 +169,17 @@ def driver_plan(facts: dict[str, Any]) -> dict[str, Any]:
 def _plan(facts: dict[str, Any]) -> dict[str, Any]:
     family, version, tag = _os_key(str(facts["distribution"]), str(facts["distribution_version"]))
     if version not in _SUPPORTED.get(family, ()):
-        raise _Blocked(f"{facts['distribution']} {facts['distribution_version']} is not supported "
-                       "(Ubuntu 20.04/22.04/24.04, Debian 12, Rocky/RHEL 8/9)")
+        raise _Blocked(
+            f"{facts['distribution']} {facts['distribution_version']} is not supported "
+            "(Ubuntu 20.04/22.04/24.04, Debian 12, Rocky/RHEL 8/9)"
+        )
     gpus = [d for d in facts.get("gpus") or [] if d.get("kind") == "gpu"]
     if not gpus:
-        return {"action": "skip", "reason": "no NVIDIA GPU found on the PCI bus",
-                "summary": "skipped: no NVIDIA GPU found on the PCI bus"}
+        return {
+            "action": "skip",
+            "reason": "no NVIDIA GPU found on the PCI bus",
+            "summary": "skipped: no NVIDIA GPU found on the PCI bus",
+        }
     if facts.get("secure_boot") == "enabled" and not facts.get("allow_secure_boot"):
         raise _Blocked(_MOK_STEPS)
     generations = {str(g.get("generation") or generation(str(g.get("device_id", "")))) for g in gpus}
@@ -157,10 +190,13 @@ def _plan(facts: dict[str, Any]) -> dict[str, Any]:
     if source == "auto":
         if family == "debian":
             fits = bool(facts.get("debian_nonfree_ok")) and all(
-                _MIN_BRANCH.get(g, 0) <= nonfree_branch for g in generations)
+                _MIN_BRANCH.get(g, 0) <= nonfree_branch for g in generations
+            )
             source = "distro" if fits else "cuda-repo"
-            notes.append(f"Debian's non-free nvidia-driver {nonfree_branch} "
-                         + ("runs this stack on these GPUs" if fits else "does not run this stack on these GPUs"))
+            notes.append(
+                f"Debian's non-free nvidia-driver {nonfree_branch} "
+                + ("runs this stack on these GPUs" if fits else "does not run this stack on these GPUs")
+            )
         elif family == "ubuntu":
             source = "cuda-repo" if version == "20.04" else "distro"
             if version == "20.04":
@@ -172,8 +208,9 @@ def _plan(facts: dict[str, Any]) -> dict[str, Any]:
     for gen in sorted(generations):
         if branch < _MIN_BRANCH.get(gen, 0):
             raise _Blocked(f"{gen} GPUs need driver branch R{_MIN_BRANCH[gen]} or newer, not R{branch}")
-    modules, modules_why = _kernel_modules(generations, branch, str(facts.get("kernel_modules", "auto")),
-                                           dict(facts.get("open_modules_policy") or {}))
+    modules, modules_why = _kernel_modules(
+        generations, branch, str(facts.get("kernel_modules", "auto")), dict(facts.get("open_modules_policy") or {})
+    )
     chosen = _packages(family, source, branch, modules)
     kernel = str(facts.get("kernel", ""))
     nvswitches = int(facts.get("nvswitch_count") or 0)
@@ -188,32 +225,45 @@ def _plan(facts: dict[str, Any]) -> dict[str, Any]:
         "family": family,
         "branch": f"R{branch}",
         "source": source,
-        "repo": _repo(str(facts.get("cuda_repo_base")), tag, str(facts.get("architecture"))) if source == "cuda-repo" else None,
+        "repo": _repo(str(facts.get("cuda_repo_base")), tag, str(facts.get("architecture")))
+        if source == "cuda-repo"
+        else None,
         "packages": chosen["packages"],
         "module_stream": chosen.get("module_stream"),
         "kernel_modules": modules,
         "kernel_modules_reason": modules_why,
-        "headers": [f"kernel-devel-{kernel}", f"kernel-headers-{kernel}"] if family == "rhel" else [f"linux-headers-{kernel}"],
+        "headers": [f"kernel-devel-{kernel}", f"kernel-headers-{kernel}"]
+        if family == "rhel"
+        else [f"linux-headers-{kernel}"],
         "fabric_manager": fabric,
         "hold": chosen["hold"],
         "hold_method": "versionlock" if family == "rhel" else "apt-mark",
         "version_from": chosen["version_from"],
         "blacklist_nouveau": True,
         "reboot_allowed": reboot_allowed,
-        "reboot_reason": ("never: the target is the control machine itself" if is_controller
-                          else "when the loaded driver differs from the installed one" if reboot_allowed
-                          else "disabled by the user"),
+        "reboot_reason": (
+            "never: the target is the control machine itself"
+            if is_controller
+            else "when the loaded driver differs from the installed one"
+            if reboot_allowed
+            else "disabled by the user"
+        ),
         "gpus": [g["name"] for g in gpus],
         "generations": sorted(generations),
         "notes": notes,
     }
     fm = f", Fabric Manager ({len(fabric)} packages)" if fabric else ""
-    plan["summary"] = (f"install R{branch} ({modules} modules) from {source} on {tag} "
-                       f"for {len(gpus)} GPU(s){fm}; reboot: {plan['reboot_reason']}")
+    plan["summary"] = (
+        f"install R{branch} ({modules} modules) from {source} on {tag} "
+        f"for {len(gpus)} GPU(s){fm}; reboot: {plan['reboot_reason']}"
+    )
     return plan
 
 
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"gpuenv_parse_pci": parse_pci, "gpuenv_driver_plan": driver_plan,
-                "gpuenv_secure_boot_state": secure_boot_state}
+        return {
+            "gpuenv_parse_pci": parse_pci,
+            "gpuenv_driver_plan": driver_plan,
+            "gpuenv_secure_boot_state": secure_boot_state,
+        }

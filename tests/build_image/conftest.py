@@ -46,8 +46,10 @@ def standin_image(dockerd: services.Service, bookworm_rootfs_tar: Path) -> str:
 
 @pytest.fixture(scope="session")
 def registry() -> Iterator[str]:
-    require(shutil.which("docker-registry") is not None,
-            "needs Debian's docker-registry (apt-get install docker-registry) for a local registry")
+    require(
+        shutil.which("docker-registry") is not None,
+        "needs Debian's docker-registry (apt-get install docker-registry) for a local registry",
+    )
     service = services.start_registry()
     try:
         yield service.address

@@ -55,14 +55,21 @@ def start_dockerd(*, timeout: float = 60) -> Service:
     root = Path(tempfile.mkdtemp(prefix="gpuenv-dockerd-"))
     sock = root / "docker.sock"
     command = [
-        "dockerd", "--storage-driver=overlay2", "--bridge=none", "--iptables=false", "--ip6tables=false",
-        "--ip-forward=false", "--ip-masq=false", f"--data-root={root}/root", f"--exec-root={root}/exec",
-        f"--pidfile={root}/dockerd.pid", f"-H=unix://{sock}",
+        "dockerd",
+        "--storage-driver=overlay2",
+        "--bridge=none",
+        "--iptables=false",
+        "--ip6tables=false",
+        "--ip-forward=false",
+        "--ip-masq=false",
+        f"--data-root={root}/root",
+        f"--exec-root={root}/exec",
+        f"--pidfile={root}/dockerd.pid",
+        f"-H=unix://{sock}",
     ]
     with open(root / "log", "wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    service = Service("dockerd", root, process, f"unix://{sock}",
-                      cleanup=[["umount", f"{root}/exec/netns/default"]])
+    service = Service("dockerd", root, process, f"unix://{sock}", cleanup=[["umount", f"{root}/exec/netns/default"]])
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -107,8 +114,9 @@ def start_registry(*, timeout: float = 30) -> Service:
         encoding="utf-8",
     )
     with open(root / "log", "wb") as log:
-        process = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=log,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            ["docker-registry", "serve", str(config)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
     service = Service("registry", root, process, f"127.0.0.1:{port}")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

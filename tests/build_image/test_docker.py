@@ -25,11 +25,29 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 TAG = "gpuenv-test/e2e:1"
 BUILD_TIMEOUT = 1500
+
+
 def _build_args(standin: str, wheelhouse: Path, app: Path, *extra: str) -> list[str]:
     return [
-        "build-image", "--torch", "2.13.0", "--python", "3.11", "--os", "ubuntu22.04", "--with", "none",
-        "--wheelhouse", str(wheelhouse), "--base-image", standin, "--network", "host", "--app", str(app),
-        "--json", *extra,
+        "build-image",
+        "--torch",
+        "2.13.0",
+        "--python",
+        "3.11",
+        "--os",
+        "ubuntu22.04",
+        "--with",
+        "none",
+        "--wheelhouse",
+        str(wheelhouse),
+        "--base-image",
+        standin,
+        "--network",
+        "host",
+        "--app",
+        str(app),
+        "--json",
+        *extra,
     ]
 
 
@@ -75,8 +93,11 @@ def test_gpuenv_and_torch_work_inside_the_image(built: dict[str, Any], docker_cl
     assert report["image_run"]["gpus"] is False and report["device"] == "cpu"
     assert report["verdict"]["certified"] is True and report["level"] == "quick"
     assert any(check["status"] == "pass" for check in report["checks"]), report["checks"]
-    out = _run(docker_client, TAG, ["python", "-c", "import torch, gpuenv, sys; "
-                                    "print(torch.__version__, gpuenv.__version__, sys.executable)"])
+    out = _run(
+        docker_client,
+        TAG,
+        ["python", "-c", "import torch, gpuenv, sys; print(torch.__version__, gpuenv.__version__, sys.executable)"],
+    )
     torch_version, _, python = out.split()
     assert torch_version.startswith("2.13.0") and python == "/opt/venv/bin/python"
     assert _run(docker_client, TAG, ["id", "-u"]).strip() == "10001"
@@ -85,8 +106,10 @@ def test_gpuenv_and_torch_work_inside_the_image(built: dict[str, Any], docker_cl
 
 
 def test_torch_compile_toolchain_is_in_the_image(built: dict[str, Any], docker_client: Any) -> None:
-    probe = "import sysconfig, shutil, os; print(shutil.which('gcc') is not None, " \
-            "os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))"
+    probe = (
+        "import sysconfig, shutil, os; print(shutil.which('gcc') is not None, "
+        "os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))"
+    )
     assert _run(docker_client, TAG, ["python", "-c", probe]).split() == ["True", "True"]
 
 
@@ -102,7 +125,11 @@ def test_labels_carry_the_stack(built: dict[str, Any], docker_client: Any) -> No
 
 
 def test_changing_only_the_app_reuses_every_layer_above_it(
-    built: dict[str, Any], docker_env: dict[str, str], standin_image: str, wheelhouse: Path, app_dir: Path,
+    built: dict[str, Any],
+    docker_env: dict[str, str],
+    standin_image: str,
+    wheelhouse: Path,
+    app_dir: Path,
     docker_client: Any,
 ) -> None:
     (app_dir / "main.py").write_text("print('app version 2')\n")
@@ -124,7 +151,11 @@ def test_changing_only_the_app_reuses_every_layer_above_it(
 
 
 def test_a_failing_build_step_exits_1_naming_the_step(
-    built: dict[str, Any], docker_env: dict[str, str], standin_image: str, wheelhouse: Path, tmp_path: Path,
+    built: dict[str, Any],
+    docker_env: dict[str, str],
+    standin_image: str,
+    wheelhouse: Path,
+    tmp_path: Path,
 ) -> None:
     app = tmp_path / "app"
     app.mkdir()
@@ -137,8 +168,9 @@ def test_a_failing_build_step_exits_1_naming_the_step(
     assert "no-such-package-gpuenv" in result.stderr  # pip's own last lines are shown
 
 
-def test_a_failing_run_through_the_adapter(dockerd: services.Service, standin_image: str, tmp_path: Path,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failing_run_through_the_adapter(
+    dockerd: services.Service, standin_image: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from gpuenv.adapters import docker as adapter
 
     monkeypatch.setenv("DOCKER_HOST", dockerd.address)
@@ -155,7 +187,9 @@ def test_a_failing_run_through_the_adapter(dockerd: services.Service, standin_im
 
 
 def test_a_missing_base_image_exits_1_with_a_mirror_hint(
-    docker_env: dict[str, str], wheelhouse: Path, app_dir: Path,
+    docker_env: dict[str, str],
+    wheelhouse: Path,
+    app_dir: Path,
 ) -> None:
     args = _build_args("127.0.0.1:9/no/such-image:1", wheelhouse, app_dir)
     result = run_gpuenv(*args, env=docker_env, timeout=300)
@@ -163,8 +197,9 @@ def test_a_missing_base_image_exits_1_with_a_mirror_hint(
     assert "FROM ${BASE_IMAGE}" in result.stderr and "--base-image" in result.stderr
 
 
-def test_a_stopped_daemon_exits_3(tmp_path: Path, wheelhouse: Path, app_dir: Path,
-                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_stopped_daemon_exits_3(
+    tmp_path: Path, wheelhouse: Path, app_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     require(services.can_run_dockerd(), "needs root and dockerd")
     other = services.start_dockerd()
     address = other.address
@@ -180,7 +215,11 @@ def test_a_stopped_daemon_exits_3(tmp_path: Path, wheelhouse: Path, app_dir: Pat
 
 
 def test_push_to_a_real_registry_reports_the_digest(
-    built: dict[str, Any], docker_env: dict[str, str], standin_image: str, wheelhouse: Path, app_dir: Path,
+    built: dict[str, Any],
+    docker_env: dict[str, str],
+    standin_image: str,
+    wheelhouse: Path,
+    app_dir: Path,
     registry: str,
 ) -> None:
     ref = f"{registry}/gpuenv/e2e:pushed"
@@ -189,15 +228,23 @@ def test_push_to_a_real_registry_reports_the_digest(
     assert digest.startswith("sha256:")
     request = urllib.request.Request(
         f"http://{registry}/v2/gpuenv/e2e/manifests/pushed",
-        headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"}, method="HEAD",
+        headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"},
+        method="HEAD",
     )
     with urllib.request.urlopen(request, timeout=30) as response:
         assert response.headers["Docker-Content-Digest"] == digest
 
 
 def test_pin_base_renders_and_builds_from_the_registry_digest(
-    built: dict[str, Any], dockerd: services.Service, docker_env: dict[str, str], standin_image: str,
-    wheelhouse: Path, app_dir: Path, registry: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    built: dict[str, Any],
+    dockerd: services.Service,
+    docker_env: dict[str, str],
+    standin_image: str,
+    wheelhouse: Path,
+    app_dir: Path,
+    registry: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from gpuenv.adapters import docker as adapter
 
@@ -215,15 +262,17 @@ def test_pin_base_renders_and_builds_from_the_registry_digest(
     assert out["labels"]["org.opencontainers.image.base.name"] == f"{mirrored}@{digest}"
 
 
-def test_verify_in_image_falls_back_to_the_cpu_and_says_so(built: dict[str, Any], dockerd: services.Service,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_verify_in_image_falls_back_to_the_cpu_and_says_so(
+    built: dict[str, Any], dockerd: services.Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """This daemon has no NVIDIA runtime: the GPU request fails, so the run goes to the CPU, noted."""
     from gpuenv.adapters.docker import run_verify_in_image
 
     monkeypatch.setenv("DOCKER_HOST", dockerd.address)
     notes: list[str] = []
-    code, report = run_verify_in_image(TAG, level="quick", device="auto", timeout=600, extra_args=[],
-                                       on_note=notes.append)
+    code, report = run_verify_in_image(
+        TAG, level="quick", device="auto", timeout=600, extra_args=[], on_note=notes.append
+    )
     assert notes and "on the CPU" in notes[0] and "could not select device driver" in notes[0]
     assert code == 0 and report is not None and report["image_run"]["gpus"] is False
     assert report["verdict"]["certified"] is True
@@ -231,8 +280,9 @@ def test_verify_in_image_falls_back_to_the_cpu_and_says_so(built: dict[str, Any]
         run_verify_in_image(TAG, level="quick", device="cuda", timeout=60, extra_args=[])
 
 
-def test_run_in_image_times_out_and_removes_the_container(built: dict[str, Any], dockerd: services.Service,
-                                                          docker_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_in_image_times_out_and_removes_the_container(
+    built: dict[str, Any], dockerd: services.Service, docker_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from gpuenv.adapters import docker as adapter
 
     monkeypatch.setenv("DOCKER_HOST", dockerd.address)
@@ -240,8 +290,9 @@ def test_run_in_image_times_out_and_removes_the_container(built: dict[str, Any],
     with pytest.raises(BadResult, match="ran past 2 s"):
         adapter.run_in_image(adapter.connect(), TAG, ["sleep", "60"], gpus=False, timeout=2)
     assert {c.id for c in docker_client.containers.list(all=True)} == before
-    done = adapter.run_in_image(adapter.connect(), TAG, ["sh", "-c", "echo out; echo err >&2; exit 3"],
-                                gpus=False, timeout=60)
+    done = adapter.run_in_image(
+        adapter.connect(), TAG, ["sh", "-c", "echo out; echo err >&2; exit 3"], gpus=False, timeout=60
+    )
     assert (done.exit_code, done.stdout, done.stderr) == (3, "out\n", "err\n")
     assert {c.id for c in docker_client.containers.list(all=True)} == before
 
@@ -249,14 +300,27 @@ def test_run_in_image_times_out_and_removes_the_container(built: dict[str, Any],
 def test_docker_cli_sees_the_same_image(built: dict[str, Any], dockerd: services.Service) -> None:
     """The image is an ordinary one: the docker CLI lists it with its labels."""
     require(shutil.which("docker") is not None, "needs the docker CLI (apt-get install docker.io)")
-    result = subprocess.run(["docker", "-H", dockerd.address, "image", "inspect", TAG, "--format",
-                             "{{ index .Config.Labels \"io.gpuenv.torch\" }}"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            "docker",
+            "-H",
+            dockerd.address,
+            "image",
+            "inspect",
+            TAG,
+            "--format",
+            '{{ index .Config.Labels "io.gpuenv.torch" }}',
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.stdout.strip() == "2.13.0", result.stderr
 
 
-def test_verify_in_an_image_without_gpuenv_says_so(standin_image: str, dockerd: services.Service,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_verify_in_an_image_without_gpuenv_says_so(
+    standin_image: str, dockerd: services.Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from gpuenv.adapters.docker import run_verify_in_image
 
     monkeypatch.setenv("DOCKER_HOST", dockerd.address)

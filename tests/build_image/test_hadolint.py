@@ -61,7 +61,9 @@ def test_hadolint_finds_nothing_in_any_supported_combination(tmp_path: Path) -> 
     assert len(files) >= 60 and {"cu117", "cu128", "cu130"} <= builds, refused
     result = subprocess.run(
         [hadolint, "--config", str(REPO / ".hadolint.yaml"), "--format", "json", *map(str, files)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     findings = json.loads(result.stdout or "[]")
     summary = "\n".join(f"{Path(f['file']).name}:{f['line']} {f['code']} {f['message']}" for f in findings[:20])
@@ -84,7 +86,11 @@ def test_hadolint_does_flag_a_bad_dockerfile(tmp_path: Path) -> None:
     assert hadolint is not None
     bad = tmp_path / "Dockerfile"
     bad.write_text("FROM ubuntu\nRUN apt-get update && apt-get install -y curl\nRUN pip install torch\n")
-    result = subprocess.run([hadolint, "--config", str(REPO / ".hadolint.yaml"), "--format", "json", str(bad)],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [hadolint, "--config", str(REPO / ".hadolint.yaml"), "--format", "json", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     codes = {f["code"] for f in json.loads(result.stdout)}
     assert {"DL3006", "DL3013", "DL3042"} <= codes and result.returncode != 0

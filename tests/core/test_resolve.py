@@ -57,8 +57,10 @@ def test_impossible_request_names_nearest_choices() -> None:
     assert "cu124 exists for torch 2.4.1–2.6.0" in (err.value.hint or "")
 
 
-@pytest.mark.parametrize("request_", [Request(cuda="99.1"), Request(torch="0.4"), Request(gpu="Voodoo5"),
-                                      Request(os="windows11"), Request(gpu="sm_42")])
+@pytest.mark.parametrize(
+    "request_",
+    [Request(cuda="99.1"), Request(torch="0.4"), Request(gpu="Voodoo5"), Request(os="windows11"), Request(gpu="sm_42")],
+)
 def test_unknown_values_are_bad_requests(request_: Request) -> None:
     with pytest.raises(BadRequest, match="unknown"):
         resolve(KB, request_)

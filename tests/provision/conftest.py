@@ -26,8 +26,10 @@ STACK_ARGS = ("--os", "debian12", "--python", "3.11", "--torch", "2.13.0")
 def ssh_hosts(bookworm_rootfs_tar: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[test_hosts.HostSet]:
     ok, reason = test_hosts.available()
     require(ok, reason)
-    require(shutil.which("ansible-playbook") is not None or (REPO / ".venv/bin/ansible-playbook").exists(),
-            "ansible-core is not installed")
+    require(
+        shutil.which("ansible-playbook") is not None or (REPO / ".venv/bin/ansible-playbook").exists(),
+        "ansible-core is not installed",
+    )
     hosts = test_hosts.make_hosts(bookworm_rootfs_tar, tmp_path_factory.mktemp("ssh-hosts"), ["h1", "h2"])
     try:
         yield hosts
@@ -45,9 +47,23 @@ class Provisioned:
     workdir: Path
 
     def args(self, inventory: Path, *extra: str) -> list[str]:
-        return ["provision", "-i", str(inventory), *STACK_ARGS, "--torch-only", "--wheelhouse", str(self.wheelhouse),
-                "--gpuenv-wheel", str(self.wheel), "--reports-dir", str(self.reports), "--json",
-                "--verify-device", "cpu", *extra]
+        return [
+            "provision",
+            "-i",
+            str(inventory),
+            *STACK_ARGS,
+            "--torch-only",
+            "--wheelhouse",
+            str(self.wheelhouse),
+            "--gpuenv-wheel",
+            str(self.wheel),
+            "--reports-dir",
+            str(self.reports),
+            "--json",
+            "--verify-device",
+            "cpu",
+            *extra,
+        ]
 
     wheelhouse: Path = Path()
     wheel: Path = Path()  # built once, so both runs install the same gpuenv
@@ -56,16 +72,25 @@ class Provisioned:
 
 
 @pytest.fixture(scope="session")
-def provisioned(ssh_hosts: test_hosts.HostSet, wheelhouse: Path,
-                tmp_path_factory: pytest.TempPathFactory) -> Provisioned:
+def provisioned(
+    ssh_hosts: test_hosts.HostSet, wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Provisioned:
     """The first, real run: both hosts plus one unreachable address, from the cached wheelhouse."""
     work = tmp_path_factory.mktemp("provision")
     inventory = work / "hosts.ini"
     inventory.write_text(ssh_hosts.inventory(unreachable=True))
     from gpuenv.selfwheel import build_own_wheel
 
-    state = Provisioned(ssh_hosts, subprocess.CompletedProcess([], 0), {}, work / "reports", work / "artifacts", work,
-                        wheelhouse, build_own_wheel(work / "wheel"))
+    state = Provisioned(
+        ssh_hosts,
+        subprocess.CompletedProcess([], 0),
+        {},
+        work / "reports",
+        work / "artifacts",
+        work,
+        wheelhouse,
+        build_own_wheel(work / "wheel"),
+    )
     env = {**ssh_hosts.env(), "PATH": f"{REPO / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
     bare = work / "bare.ini"
     bare.write_text(ssh_hosts.inventory(["h1"]))

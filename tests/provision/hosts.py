@@ -33,8 +33,10 @@ class TestHost:
     __test__ = False  # not a pytest test class
 
     def ini_line(self, key: Path) -> str:
-        return (f"{self.name} ansible_host={self.address} ansible_port={self.port} "
-                f"ansible_ssh_private_key_file={key} ansible_python_interpreter=/usr/bin/python3")
+        return (
+            f"{self.name} ansible_host={self.address} ansible_port={self.port} "
+            f"ansible_ssh_private_key_file={key} ansible_python_interpreter=/usr/bin/python3"
+        )
 
 
 @dataclass
@@ -123,8 +125,11 @@ def _prepare_root(tar: Path, host: TestHost, key: Path) -> None:
     _run(["chroot", str(host.root), "chpasswd"], stdin=f"root:{ROOT_PASSWORD}\n")
     _run(["chroot", str(host.root), "chpasswd", "-e"], stdin="deploy:*\n")
     (host.root / "run" / "sshd").mkdir(parents=True, exist_ok=True)
-    for target, argv in (("proc", ["-t", "proc", "proc"]), ("sys", ["-t", "sysfs", "-o", "ro", "sysfs"]),
-                         ("dev/pts", ["--bind", "/dev/pts"])):  # su needs a terminal
+    for target, argv in (
+        ("proc", ["-t", "proc", "proc"]),
+        ("sys", ["-t", "sysfs", "-o", "ro", "sysfs"]),
+        ("dev/pts", ["--bind", "/dev/pts"]),
+    ):  # su needs a terminal
         mount = host.root / target
         _run(["mount", *argv, str(mount)])
         host.mounts.append(mount)
@@ -133,10 +138,26 @@ def _prepare_root(tar: Path, host: TestHost, key: Path) -> None:
 def _start_sshd(host: TestHost) -> None:
     log = open(host.root.parent / f"{host.name}-sshd.log", "wb")  # noqa: SIM115 - kept open for the daemon
     proc = subprocess.Popen(
-        ["chroot", str(host.root), "/usr/sbin/sshd", "-D", "-e", "-p", str(host.port),
-         "-o", f"ListenAddress={host.address}", "-o", "UsePAM=no",
-         "-o", "HostKey=/etc/ssh/ssh_host_ed25519_key", "-o", "MaxStartups=100"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            "chroot",
+            str(host.root),
+            "/usr/sbin/sshd",
+            "-D",
+            "-e",
+            "-p",
+            str(host.port),
+            "-o",
+            f"ListenAddress={host.address}",
+            "-o",
+            "UsePAM=no",
+            "-o",
+            "HostKey=/etc/ssh/ssh_host_ed25519_key",
+            "-o",
+            "MaxStartups=100",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     host.pid = proc.pid
 

@@ -35,17 +35,20 @@ def _one_error_line(result: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("args", [
-    ("gpu01;reboot",),
-    ("$(touch /tmp/pwned)",),
-    ("gpu01", "--user", "root;id"),
-    ("gpu01", "--port", "70000"),
-    ("gpu01", "--venv", "/opt/$(id)"),
-    ("gpu01", "--limit", "a;b"),
-    ("gpu01", "--index-url", "file:///etc/passwd"),
-    ("gpu01", "--driver-branch", "580;id"),
-    ("gpu01", "--torch", "2.x"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("gpu01;reboot",),
+        ("$(touch /tmp/pwned)",),
+        ("gpu01", "--user", "root;id"),
+        ("gpu01", "--port", "70000"),
+        ("gpu01", "--venv", "/opt/$(id)"),
+        ("gpu01", "--limit", "a;b"),
+        ("gpu01", "--index-url", "file:///etc/passwd"),
+        ("gpu01", "--driver-branch", "580;id"),
+        ("gpu01", "--torch", "2.x"),
+    ],
+)
 def test_bad_values_exit_2_and_write_nothing(tmp_path: Path, args: tuple[str, ...]) -> None:
     out = tmp_path / "project"
     result = run_gpuenv("provision", *args, "--render-only", str(out), cwd=tmp_path)
@@ -69,8 +72,11 @@ def test_conflicting_options_exit_2(tmp_path: Path) -> None:
     secret.write_text("x\n")
     inventory = tmp_path / "hosts.ini"
     inventory.write_text("gpu01\n")
-    for args in (("gpu01", "-i", str(inventory)), ("gpu01", "--become-password-file", str(secret), "-K"),
-                 ("--become-password-file", str(secret))):
+    for args in (
+        ("gpu01", "-i", str(inventory)),
+        ("gpu01", "--become-password-file", str(secret), "-K"),
+        ("--become-password-file", str(secret)),
+    ):
         result = run_gpuenv("provision", *args, *STACK, "--render-only", str(tmp_path / "p"))
         assert result.returncode == 2, (args, result.stderr)
         _one_error_line(result)
@@ -85,8 +91,9 @@ def test_missing_ansible_runner_exits_3(tmp_path: Path) -> None:
     shim = tmp_path / "shim" / "ansible_runner"
     shim.mkdir(parents=True)
     (shim / "__init__.py").write_text("raise ImportError('No module named ansible_runner')\n")
-    result = run_gpuenv("provision", "gpu01", *STACK, "--skip-verify", env={"PYTHONPATH": str(shim.parent)},
-                        cwd=tmp_path)
+    result = run_gpuenv(
+        "provision", "gpu01", *STACK, "--skip-verify", env={"PYTHONPATH": str(shim.parent)}, cwd=tmp_path
+    )
     assert result.returncode == 3, result.stderr
     assert "ansible-runner is not installed" in _one_error_line(result)
 
@@ -109,8 +116,13 @@ def test_ansible_playbook_missing_or_broken_is_cannot_run(tmp_path: Path) -> Non
 
 def test_playbooks_pass_ansible_lint_production() -> None:
     lint = _tool("ansible-lint")
-    result = subprocess.run([lint, "--offline", "--profile", "production", "playbooks"], cwd=REPO,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [lint, "--offline", "--profile", "production", "playbooks"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert "0 failure(s), 0 warning(s)" in result.stdout + result.stderr
 
@@ -123,12 +135,14 @@ def test_render_only_is_a_self_contained_project(tmp_path: Path) -> None:
     result = run_gpuenv("provision", "-i", str(inventory), *STACK, "--user", "ubuntu", "--render-only", str(out))
     assert result.returncode == 0, result.stderr
     assert len(list((out / "files").glob("gpuenv-*.whl"))) == 1
-    assert 'ansible_become: true' in (out / "inventory/hosts.yml").read_text()
+    assert "ansible_become: true" in (out / "inventory/hosts.yml").read_text()
     env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     for name in ("site.yml", "plan_driver.yml"):
-        check = subprocess.run([playbook, "--syntax-check", name], cwd=out, capture_output=True, text=True,
-                               timeout=120, env=env)
+        check = subprocess.run(
+            [playbook, "--syntax-check", name], cwd=out, capture_output=True, text=True, timeout=120, env=env
+        )
         assert check.returncode == 0, check.stdout + check.stderr
-    listed = subprocess.run([playbook, "--list-hosts", "site.yml"], cwd=out, capture_output=True, text=True,
-                            timeout=120, env=env)
+    listed = subprocess.run(
+        [playbook, "--list-hosts", "site.yml"], cwd=out, capture_output=True, text=True, timeout=120, env=env
+    )
     assert "gpu01" in listed.stdout

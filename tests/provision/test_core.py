@@ -42,8 +42,11 @@ FILTERS = _load_filters()
 def test_variables_carry_the_stack_and_the_options() -> None:
     stack = _stack(os="debian12", python="3.11", torch="2.13.0")
     kb = load_kb()
-    text = render_variables(stack, ProvisionOptions(wheelhouse="/srv/wheels", torch_only=True, verify_device="cpu",
-                                                    driver_branch="R570"), kb_facts(kb, stack))
+    text = render_variables(
+        stack,
+        ProvisionOptions(wheelhouse="/srv/wheels", torch_only=True, verify_device="cpu", driver_branch="R570"),
+        kb_facts(kb, stack),
+    )
     data = yaml.safe_load(text)
     assert data["pytorch_requirements"] == ["torch==2.13.0", stack.numpy]
     assert data["pytorch_wheelhouse"] == "/srv/wheels" and data["pytorch_index_url"] == ""
@@ -71,8 +74,16 @@ def test_template_markup_never_reaches_the_variables() -> None:
 
 
 def test_runner_arguments_are_a_plain_dict() -> None:
-    req = RunRequest(project_dir=Path("/w/project"), private_data_dir=Path("/w"), forks=5, limit="gpu01,rack2",
-                     check=True, ask_become_pass=True, timeout_s=600, path="/venv/bin:/usr/bin")
+    req = RunRequest(
+        project_dir=Path("/w/project"),
+        private_data_dir=Path("/w"),
+        forks=5,
+        limit="gpu01,rack2",
+        check=True,
+        ask_become_pass=True,
+        timeout_s=600,
+        path="/venv/bin:/usr/bin",
+    )
     assert runner_arguments(req) == {
         "private_data_dir": "/w",
         "project_dir": "/w/project",
@@ -81,14 +92,19 @@ def test_runner_arguments_are_a_plain_dict() -> None:
         "forks": 5,
         "limit": "gpu01,rack2",
         "cmdline": "--check --diff --ask-become-pass",
-        "envvars": {"PATH": "/venv/bin:/usr/bin", "ANSIBLE_CONFIG": "/w/project/ansible.cfg",
-                    "ANSIBLE_NOCOLOR": "1", "ANSIBLE_RETRY_FILES_ENABLED": "0"},
+        "envvars": {
+            "PATH": "/venv/bin:/usr/bin",
+            "ANSIBLE_CONFIG": "/w/project/ansible.cfg",
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_RETRY_FILES_ENABLED": "0",
+        },
         "quiet": True,
         "suppress_env_files": True,
         "timeout": 600,
     }
-    plain = runner_arguments(RunRequest(project_dir=Path("/p"), private_data_dir=Path("/d"),
-                                        playbook="plan_driver.yml"))
+    plain = runner_arguments(
+        RunRequest(project_dir=Path("/p"), private_data_dir=Path("/d"), playbook="plan_driver.yml")
+    )
     assert "cmdline" not in plain and "limit" not in plain and plain["playbook"] == "plan_driver.yml"
 
 
@@ -124,9 +140,19 @@ def test_tally_takes_counts_from_stats_and_the_first_failure() -> None:
     tally.add(_event("runner_on_failed", host="h2", res={"msg": "apt failed"}))
     tally.add(_event("runner_on_failed", host="h2", res={"msg": "later"}))
     tally.add(_event("runner_on_ok", res={"ansible_facts": {"nvidia_driver_plan": {"action": "skip"}}}))
-    tally.add({"event": "playbook_on_stats", "event_data": {
-        "ok": {"h1": 30, "h2": 4}, "changed": {"h1": 2}, "failures": {"h2": 1}, "dark": {"ghost": 1},
-        "skipped": {"h1": 9}, "processed": {"h1": 1, "h2": 1, "ghost": 1}}})
+    tally.add(
+        {
+            "event": "playbook_on_stats",
+            "event_data": {
+                "ok": {"h1": 30, "h2": 4},
+                "changed": {"h1": 2},
+                "failures": {"h2": 1},
+                "dark": {"ghost": 1},
+                "skipped": {"h1": 9},
+                "processed": {"h1": 1, "h2": 1, "ghost": 1},
+            },
+        }
+    )
     hosts = tally.hosts
     assert tally.stats_seen
     assert (hosts["h1"].ok, hosts["h1"].changed, hosts["h1"].skipped, hosts["h1"].succeeded) == (30, 2, 9, True)
@@ -137,15 +163,33 @@ def test_tally_takes_counts_from_stats_and_the_first_failure() -> None:
 
 # --- the driver plan (the filter the plan step runs) -----------------------------------------
 
+
 def _facts(**over: Any) -> dict[str, Any]:
     facts: dict[str, Any] = {
-        "distribution": "ubuntu", "distribution_version": "22.04", "architecture": "x86_64", "kernel": "6.8.0-45",
-        "gpus": [], "nvswitch_count": 0, "secure_boot": "disabled", "is_controller": False, "branch": "580",
-        "source": "auto", "kernel_modules": "auto", "allow_secure_boot": False, "reboot": True,
-        "debian_nonfree_ok": False, "debian_nonfree_branch": "535",
+        "distribution": "ubuntu",
+        "distribution_version": "22.04",
+        "architecture": "x86_64",
+        "kernel": "6.8.0-45",
+        "gpus": [],
+        "nvswitch_count": 0,
+        "secure_boot": "disabled",
+        "is_controller": False,
+        "branch": "580",
+        "source": "auto",
+        "kernel_modules": "auto",
+        "allow_secure_boot": False,
+        "reboot": True,
+        "debian_nonfree_ok": False,
+        "debian_nonfree_branch": "535",
         "cuda_repo_base": "https://developer.download.nvidia.com/compute/cuda/repos",
-        "open_modules_policy": {"Volta": "unsupported", "Turing": "recommended", "Ampere": "recommended",
-                                "Ada": "recommended", "Hopper": "recommended", "Blackwell": "required"},
+        "open_modules_policy": {
+            "Volta": "unsupported",
+            "Turing": "recommended",
+            "Ampere": "recommended",
+            "Ada": "recommended",
+            "Hopper": "recommended",
+            "Blackwell": "required",
+        },
     }
     facts.update(over)
     return facts
@@ -188,8 +232,12 @@ def test_progress_without_a_terminal_prints_changes_and_failures(capsys: pytest.
 
     view = _ProgressView(enabled=True, total=2)
     with view:
-        for progress in (Progress("h1", "Install torch", "changed"), Progress("h1", "Read facts", "ok"),
-                         Progress("h2", "Gathering Facts", "unreachable"), Progress("h1", "apt", "failed")):
+        for progress in (
+            Progress("h1", "Install torch", "changed"),
+            Progress("h1", "Read facts", "ok"),
+            Progress("h2", "Gathering Facts", "unreachable"),
+            Progress("h1", "apt", "failed"),
+        ):
             view.update(progress)
     err = capsys.readouterr().err.splitlines()
     assert err == ["h1: changed: Install torch", "h2: unreachable: Gathering Facts", "h1: failed: apt"]

@@ -45,20 +45,37 @@ CASES: dict[str, tuple[str, str, dict[str, Any]]] = {
 
 
 def _gpu_facts(gpu: dict[str, Any]) -> list[dict[str, str]]:
-    return [{"slot": f"0000:{i + 16:02x}:00.0", "device_id": gpu["device"], "class": "030200", "kind": "gpu",
-             "name": gpu["name"], "generation": ""} for i in range(gpu["count"])]
+    return [
+        {
+            "slot": f"0000:{i + 16:02x}:00.0",
+            "device_id": gpu["device"],
+            "class": "030200",
+            "kind": "gpu",
+            "name": gpu["name"],
+            "generation": "",
+        }
+        for i in range(gpu["count"])
+    ]
 
 
 def _inventory(host: test_hosts.TestHost, key: Path) -> str:
     lines = ["all:", "  hosts:"]
     for alias, (dist, version, gpu) in CASES.items():
-        values: dict[str, Any] = {"ansible_host": host.address, "ansible_port": host.port,
-                                  "ansible_ssh_private_key_file": str(key), "ansible_user": "root",
-                                  "ansible_python_interpreter": "/usr/bin/python3"}
+        values: dict[str, Any] = {
+            "ansible_host": host.address,
+            "ansible_port": host.port,
+            "ansible_ssh_private_key_file": str(key),
+            "ansible_user": "root",
+            "ansible_python_interpreter": "/usr/bin/python3",
+        }
         if dist:
-            values |= {"nvidia_driver_distribution": dist.lower(), "nvidia_driver_distribution_version": version,
-                       "nvidia_driver_gpus": _gpu_facts(gpu), "nvidia_driver_nvswitch_count": gpu["nvswitch"],
-                       "nvidia_driver_secure_boot": "disabled"}
+            values |= {
+                "nvidia_driver_distribution": dist.lower(),
+                "nvidia_driver_distribution_version": version,
+                "nvidia_driver_gpus": _gpu_facts(gpu),
+                "nvidia_driver_nvswitch_count": gpu["nvswitch"],
+                "nvidia_driver_secure_boot": "disabled",
+            }
         if dist and alias != "controller_l4":
             values["nvidia_driver_is_controller"] = False
         lines.append(f"    {alias}:")
@@ -79,8 +96,13 @@ def plans(ssh_hosts: test_hosts.HostSet, tmp_path_factory: pytest.TempPathFactor
     (project / "group_vars/all/gpuenv.yml").write_text(render_variables(stack, ProvisionOptions(), kb_facts(kb, stack)))
     (project / "inventory").mkdir()
     (project / "inventory/hosts.yml").write_text(_inventory(ssh_hosts.hosts[0], ssh_hosts.key))
-    request = RunRequest(project_dir=project, private_data_dir=work, playbook=PLAN, forks=10,
-                         path=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]))
+    request = RunRequest(
+        project_dir=project,
+        private_data_dir=work,
+        playbook=PLAN,
+        forks=10,
+        path=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
+    )
     with pytest.MonkeyPatch.context() as patch:
         for name, value in ssh_hosts.env().items():
             patch.setenv(name, value)

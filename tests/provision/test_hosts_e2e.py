@@ -46,8 +46,19 @@ def test_plan_only_run_names_each_hosts_decision(provisioned: Provisioned, tmp_p
     inventory = tmp_path / "hosts.ini"
     inventory.write_text(hosts.inventory())
     env = {**hosts.env(), "PATH": f"{REPO / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
-    result = run_gpuenv("provision", "-i", str(inventory), "--os", "debian12", "--python", "3.11", "--plan", "--json",
-                        env=env, timeout=300)
+    result = run_gpuenv(
+        "provision",
+        "-i",
+        str(inventory),
+        "--os",
+        "debian12",
+        "--python",
+        "3.11",
+        "--plan",
+        "--json",
+        env=env,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     doc = json.loads(result.stdout)
     assert {h: p["action"] for h, p in doc["plans"].items()} == {"h1": "skip", "h2": "skip"}
@@ -79,8 +90,12 @@ def test_driver_role_skips_without_a_gpu(provisioned: Provisioned) -> None:
 
 def test_torch_and_gpuenv_are_in_the_hosts_venv(provisioned: Provisioned) -> None:
     for host in provisioned.hosts.hosts:
-        probe = _in_host(host, "/opt/gpuenv/venv/bin/python", "-c",
-                         "import torch, gpuenv, rich; print(torch.__version__, gpuenv.__version__)")
+        probe = _in_host(
+            host,
+            "/opt/gpuenv/venv/bin/python",
+            "-c",
+            "import torch, gpuenv, rich; print(torch.__version__, gpuenv.__version__)",
+        )
         assert probe.returncode == 0, probe.stderr
         assert probe.stdout.startswith("2.13.0"), probe.stdout
         assert (host.root / "opt/gpuenv/venv/bin/gpuenv").is_file()
@@ -100,20 +115,34 @@ def test_verify_reports_come_back_certified(provisioned: Provisioned) -> None:
 
 
 def test_second_run_as_deploy_with_su_changes_nothing_and_hides_the_password(
-        provisioned: Provisioned, tmp_path: Path) -> None:
+    provisioned: Provisioned, tmp_path: Path
+) -> None:
     hosts = provisioned.hosts
     inventory = tmp_path / "hosts.yml"
     lines = ["all:", "  children:", "    gpu:", "      hosts:"]
     for h in hosts.hosts:
-        lines += [f"        {h.name}:", f"          ansible_host: {h.address}", f"          ansible_port: {h.port}",
-                  f"          ansible_ssh_private_key_file: {hosts.key}",
-                  "          ansible_python_interpreter: /usr/bin/python3"]
+        lines += [
+            f"        {h.name}:",
+            f"          ansible_host: {h.address}",
+            f"          ansible_port: {h.port}",
+            f"          ansible_ssh_private_key_file: {hosts.key}",
+            "          ansible_python_interpreter: /usr/bin/python3",
+        ]
     inventory.write_text("\n".join(lines) + "\n")
     secret = tmp_path / "become.txt"
     secret.write_text(test_hosts.ROOT_PASSWORD + "\n")
     artifacts = tmp_path / "artifacts"
-    args = provisioned.args(inventory, "--user", "deploy", "--become-method", "su",
-                            "--become-password-file", str(secret), "--artifacts-dir", str(artifacts))
+    args = provisioned.args(
+        inventory,
+        "--user",
+        "deploy",
+        "--become-method",
+        "su",
+        "--become-password-file",
+        str(secret),
+        "--artifacts-dir",
+        str(artifacts),
+    )
     env = {**hosts.env(), "PATH": f"{REPO / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
     result = run_gpuenv(*args, env=env, timeout=900)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]

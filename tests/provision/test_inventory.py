@@ -54,8 +54,12 @@ all:
 def test_ini_groups_vars_and_children() -> None:
     inv = parse_inventory(INI, source="hosts.ini")
     hosts = {h.name: h.vars for h in inv.hosts}
-    assert hosts["gpu01"] == {"ansible_host": "10.0.0.1", "ansible_port": 2201, "ansible_user": "ubuntu",
-                              "ansible_python_interpreter": "/usr/bin/python3"}
+    assert hosts["gpu01"] == {
+        "ansible_host": "10.0.0.1",
+        "ansible_port": 2201,
+        "ansible_user": "ubuntu",
+        "ansible_python_interpreter": "/usr/bin/python3",
+    }
     assert "ansible_user" not in hosts["gpu03"]
     assert inv.groups["fleet"] == ("gpu01", "gpu02", "gpu03")
     assert inv.groups["rack2"] == ("gpu03",)
@@ -69,17 +73,20 @@ def test_yaml_group_vars_and_host_vars() -> None:
     assert inv.groups["rack1"] == ("gpu01", "gpu02")
 
 
-@pytest.mark.parametrize(("text", "line", "words"), [
-    ("[gpu]\ngpu01 ansible_port=99999\n", 2, "port"),
-    ("[gpu]\ngpu01\ngpu/02\n", 3, "invalid host"),
-    ("[gpu]\ngpu01 ansible_ssh_common_args='-o ProxyCommand=sh'\n", 2, "unsupported variable"),
-    ("[gpu]\ngpu01 ansible_host={{lookup('pipe','id')}}\n", 2, "invalid host"),
-    ("[gpu]\ngpu01 ansible_user='root;reboot'\n", 2, "invalid user"),
-    ("[gpu\ngpu01\n", 1, "unterminated"),
-    ("[gpu]\ngpu01 'unclosed\n", 2, "cannot parse"),
-    ("[gpu:weird]\n", 1, "unknown section"),
-    ("[gpu:children]\nnothere\n", 1, "unknown child"),
-])
+@pytest.mark.parametrize(
+    ("text", "line", "words"),
+    [
+        ("[gpu]\ngpu01 ansible_port=99999\n", 2, "port"),
+        ("[gpu]\ngpu01\ngpu/02\n", 3, "invalid host"),
+        ("[gpu]\ngpu01 ansible_ssh_common_args='-o ProxyCommand=sh'\n", 2, "unsupported variable"),
+        ("[gpu]\ngpu01 ansible_host={{lookup('pipe','id')}}\n", 2, "invalid host"),
+        ("[gpu]\ngpu01 ansible_user='root;reboot'\n", 2, "invalid user"),
+        ("[gpu\ngpu01\n", 1, "unterminated"),
+        ("[gpu]\ngpu01 'unclosed\n", 2, "cannot parse"),
+        ("[gpu:weird]\n", 1, "unknown section"),
+        ("[gpu:children]\nnothere\n", 1, "unknown child"),
+    ],
+)
 def test_ini_errors_name_the_line(text: str, line: int, words: str) -> None:
     with pytest.raises(BadRequest) as err:
         parse_inventory(text, source="inv.ini")
@@ -87,13 +94,16 @@ def test_ini_errors_name_the_line(text: str, line: int, words: str) -> None:
     assert words in err.value.message
 
 
-@pytest.mark.parametrize(("text", "line", "words"), [
-    ("all:\n  hosts:\n    gpu01:\n      ansible_port: [1, 2]\n", 4, "plain value"),
-    ("all:\n  hosts:\n    gpu01:\n      ansible_become_password: x\n", 4, "unsupported variable"),
-    ("all:\n  hosts:\n    gpu01:\n  bogus: 1\n", 4, "unknown key"),
-    ("all:\n  hosts:\n    gpu01: {\n", 4, "not valid YAML"),
-    ("all:\n  hosts:\n    'bad host':\n", 3, "invalid host"),
-])
+@pytest.mark.parametrize(
+    ("text", "line", "words"),
+    [
+        ("all:\n  hosts:\n    gpu01:\n      ansible_port: [1, 2]\n", 4, "plain value"),
+        ("all:\n  hosts:\n    gpu01:\n      ansible_become_password: x\n", 4, "unsupported variable"),
+        ("all:\n  hosts:\n    gpu01:\n  bogus: 1\n", 4, "unknown key"),
+        ("all:\n  hosts:\n    gpu01: {\n", 4, "not valid YAML"),
+        ("all:\n  hosts:\n    'bad host':\n", 3, "invalid host"),
+    ],
+)
 def test_yaml_errors_name_the_line(text: str, line: int, words: str) -> None:
     with pytest.raises(BadRequest) as err:
         parse_inventory(text, source="inv.yml")
@@ -109,7 +119,10 @@ def test_empty_inventory_is_refused() -> None:
 def test_host_arguments_with_ports_and_bad_names() -> None:
     inv = hosts_from_args(["gpu01", "10.0.0.5:2222", "fe80::1"])
     assert [(h.name, h.vars) for h in inv.hosts] == [
-        ("gpu01", {}), ("10.0.0.5", {"ansible_port": 2222}), ("fe80::1", {})]
+        ("gpu01", {}),
+        ("10.0.0.5", {"ansible_port": 2222}),
+        ("fe80::1", {}),
+    ]
     for bad in ("gpu01;reboot", "$(id)", "a b", "gpu01:0", ""):
         with pytest.raises(BadRequest):
             hosts_from_args([bad])

@@ -22,8 +22,21 @@ def fake_nvml_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder holding the fake libnvidia-ml.so.1, for LD_LIBRARY_PATH."""
     require(shutil.which("gcc") is not None, "needs gcc to build the fake libnvidia-ml.so.1")
     out = tmp_path_factory.mktemp("fake-nvml")
-    subprocess.run(["gcc", "-shared", "-fPIC", "-Wall", "-Werror", "-O1", "-o", str(out / "libnvidia-ml.so.1"),
-                    str(FAKE_NVML / "fake_nvml.c")], check=True, timeout=60)
+    subprocess.run(
+        [
+            "gcc",
+            "-shared",
+            "-fPIC",
+            "-Wall",
+            "-Werror",
+            "-O1",
+            "-o",
+            str(out / "libnvidia-ml.so.1"),
+            str(FAKE_NVML / "fake_nvml.c"),
+        ],
+        check=True,
+        timeout=60,
+    )
     return out
 
 
@@ -41,8 +54,9 @@ def verify_json(*args: str, env: dict[str, str] | None = None, timeout: float = 
     try:
         report = json.loads(proc.stdout)
     except ValueError as exc:
-        raise AssertionError(f"no JSON report (exit {proc.returncode}): {proc.stdout[-2000:]}\n"
-                             f"{proc.stderr[-4000:]}") from exc
+        raise AssertionError(
+            f"no JSON report (exit {proc.returncode}): {proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+        ) from exc
     return proc.returncode, report, proc.stderr
 
 

@@ -17,8 +17,10 @@ BASE = load_baselines()
 GiB = 1024 * MiB
 
 
-@pytest.mark.parametrize(("coll", "world", "factor"), [
-    ("allreduce", 8, 2 * 7 / 8), ("allreduce", 2, 1.0), ("allgather", 8, 7 / 8), ("reducescatter", 4, 3 / 4)])
+@pytest.mark.parametrize(
+    ("coll", "world", "factor"),
+    [("allreduce", 8, 2 * 7 / 8), ("allreduce", 2, 1.0), ("allgather", 8, 7 / 8), ("reducescatter", 4, 3 / 4)],
+)
 def test_busbw_uses_the_nccl_tests_factors(coll: str, world: int, factor: float) -> None:
     algbw, busbw = bandwidth(coll, 1_000_000_000, 0.5, world)
     assert algbw == pytest.approx(2.0) and busbw == pytest.approx(2.0 * factor)
@@ -28,10 +30,22 @@ def test_one_rank_has_no_busbw() -> None:
     assert bandwidth("allreduce", 1000, 1e-6, 1)[1] is None
 
 
-def rank(r: int, seconds: float, *, size: int = GiB, errors: list[dict[str, Any]] | None = None,
-         pairs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    return {"rank": r, "device": f"cuda:{r}", "errors": errors or [], "skipped": {}, "pairs": pairs or [],
-            "times": {f"allreduce:{size}": [seconds, seconds]}}
+def rank(
+    r: int,
+    seconds: float,
+    *,
+    size: int = GiB,
+    errors: list[dict[str, Any]] | None = None,
+    pairs: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    return {
+        "rank": r,
+        "device": f"cuda:{r}",
+        "errors": errors or [],
+        "skipped": {},
+        "pairs": pairs or [],
+        "times": {f"allreduce:{size}": [seconds, seconds]},
+    }
 
 
 def refs(n: int) -> list[GpuRef]:
@@ -39,8 +53,9 @@ def refs(n: int) -> list[GpuRef]:
 
 
 def judge(results: list[dict[str, Any]], gpu: str = "NVIDIA H100 80GB HBM3", device: str = "cuda") -> list[Any]:
-    findings, _ = evaluate(results, world=len(results), device=device, gpu_name=gpu, baselines=BASE,
-                           refs=refs(len(results)))
+    findings, _ = evaluate(
+        results, world=len(results), device=device, gpu_name=gpu, baselines=BASE, refs=refs(len(results))
+    )
     return findings
 
 
@@ -63,15 +78,24 @@ def test_the_slowest_rank_sets_the_time() -> None:
 
 
 def test_no_baseline_means_correctness_only() -> None:
-    for findings in (judge([rank(r, 0.5) for r in range(2)], device="cpu"),
-                     judge([rank(r, 0.5) for r in range(8)], gpu="NVIDIA Mystery GPU"),
-                     judge([rank(r, 0.001, size=MiB) for r in range(8)])):  # too small for the baseline
+    for findings in (
+        judge([rank(r, 0.5) for r in range(2)], device="cpu"),
+        judge([rank(r, 0.5) for r in range(8)], gpu="NVIDIA Mystery GPU"),
+        judge([rank(r, 0.001, size=MiB) for r in range(8)]),
+    ):  # too small for the baseline
         assert [(f.severity, "no baseline" in f.message) for f in findings] == [("info", True)]
 
 
 def test_a_wrong_element_fails_naming_the_rank_and_gpu() -> None:
-    error = {"collective": "allreduce", "bytes": 64 * MiB, "iteration": 0, "wrong": 1, "elements": 16 * MiB,
-             "index": 5592405, "off_by": 1.0}
+    error = {
+        "collective": "allreduce",
+        "bytes": 64 * MiB,
+        "iteration": 0,
+        "wrong": 1,
+        "elements": 16 * MiB,
+        "index": 5592405,
+        "off_by": 1.0,
+    }
     findings = judge([rank(0, 0.1), rank(1, 0.1, errors=[error])])
     [bad] = [f for f in findings if f.severity == "fail"]
     assert "rank 1" in bad.message and "GPU-1" in bad.message and bad.gpu == refs(2)[1] and bad.action == "drain"
@@ -79,8 +103,14 @@ def test_a_wrong_element_fails_naming_the_rank_and_gpu() -> None:
 
 def test_pairwise_bisection_names_the_common_gpu() -> None:
     # pairs (i, i+1): GPU 2 is in the failing pairs 1-2 and 2-3
-    pairs = {r: [{"pair": [p, (p + 1) % 4], "wrong": int(2 in (p, (p + 1) % 4)), "time": 0.01}
-                 for p in range(4) if r in (p, (p + 1) % 4)] for r in range(4)}
+    pairs = {
+        r: [
+            {"pair": [p, (p + 1) % 4], "wrong": int(2 in (p, (p + 1) % 4)), "time": 0.01}
+            for p in range(4)
+            if r in (p, (p + 1) % 4)
+        ]
+        for r in range(4)
+    }
     findings = judge([rank(r, 0.1, pairs=pairs[r]) for r in range(4)])
     [bisect] = [f for f in findings if f.item == "bisect"]
     assert "suspect GPU 2" in bisect.message and bisect.gpu == refs(4)[2]
@@ -88,14 +118,27 @@ def test_pairwise_bisection_names_the_common_gpu() -> None:
 
 def test_baselines_file_is_checked(tmp_path: Path) -> None:
     bad = tmp_path / "b.json"
-    bad.write_text(json.dumps({"schema": "gpuenv.baselines/1", "fail_below": 0.9, "warn_below": 0.5,
-                               "busbw": [], "matmul_tflops": []}))
+    bad.write_text(
+        json.dumps(
+            {"schema": "gpuenv.baselines/1", "fail_below": 0.9, "warn_below": 0.5, "busbw": [], "matmul_tflops": []}
+        )
+    )
     with pytest.raises(BadRequest):
         load_baselines(bad)
     good = tmp_path / "g.json"
-    good.write_text(json.dumps({"schema": "gpuenv.baselines/1", "fail_below": 0.5, "warn_below": 0.8,
-                                "busbw": [{"match": ["Mystery"], "gpus": 2, "collective": "allreduce",
-                                           "min_bytes": 0, "busbw_gbps": 10}], "matmul_tflops": []}))
+    good.write_text(
+        json.dumps(
+            {
+                "schema": "gpuenv.baselines/1",
+                "fail_below": 0.5,
+                "warn_below": 0.8,
+                "busbw": [
+                    {"match": ["Mystery"], "gpus": 2, "collective": "allreduce", "min_bytes": 0, "busbw_gbps": 10}
+                ],
+                "matmul_tflops": [],
+            }
+        )
+    )
     assert load_baselines(good).expected_busbw("NVIDIA Mystery GPU", 2, "allreduce", 1) == 10
 
 

@@ -23,15 +23,30 @@ PROM_LINE = re.compile(r'^[a-z_]+(\{([a-z_]+="[^"]*",?)*\})? -?[0-9.e+-]+$')
 @pytest.mark.slow
 def test_quick_on_the_cpu_certifies_and_writes_every_output(tmp_path: Path) -> None:
     report_path, junit, prom = tmp_path / "verify.json", tmp_path / "verify.xml", tmp_path / "gpuenv.prom"
-    proc = run_gpuenv("verify", "--device", "cpu", "--report", str(report_path), "--junit", str(junit),
-                      "--prometheus", str(prom), timeout=300)
+    proc = run_gpuenv(
+        "verify",
+        "--device",
+        "cpu",
+        "--report",
+        str(report_path),
+        "--junit",
+        str(junit),
+        "--prometheus",
+        str(prom),
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "certified (CPU only)" in proc.stdout and "allreduce" in proc.stdout
     report = json.loads(report_path.read_text())
     jsonschema.validate(report, SCHEMA)
     assert report["verdict"]["certified"] and report["cpu_only"] and not report["partial"]
     assert {c["name"]: c["status"] for c in report["checks"]} == {
-        "nvml": "skip", "stack": "pass", "allreduce": "pass", "amp": "pass", "profiler": "pass"}
+        "nvml": "skip",
+        "stack": "pass",
+        "allreduce": "pass",
+        "amp": "pass",
+        "profiler": "pass",
+    }
     allreduce = check(report, "allreduce")
     assert allreduce["metrics"]["world"] == 2 and allreduce["metrics"]["backend"] == "gloo"
     assert allreduce["metrics"]["busbw_gbps"] > 0
@@ -59,8 +74,15 @@ def test_standard_on_the_cpu_certifies() -> None:
     assert code == 0, stderr
     jsonschema.validate(report, SCHEMA)
     statuses = {c["name"]: c["status"] for c in report["checks"]}
-    assert statuses == {"nvml": "skip", "stack": "pass", "allreduce": "pass", "amp": "pass",
-                        "profiler": "pass", "compile": "pass", "conv": "pass"}
+    assert statuses == {
+        "nvml": "skip",
+        "stack": "pass",
+        "allreduce": "pass",
+        "amp": "pass",
+        "profiler": "pass",
+        "compile": "pass",
+        "conv": "pass",
+    }
     sizes = check(report, "allreduce")["metrics"]["sizes"]
     assert {row["collective"] for row in sizes} == {"allreduce", "allgather", "reducescatter"}
     assert max(row["bytes"] for row in sizes) == 256 << 20
@@ -72,16 +94,20 @@ def test_without_report_nothing_is_written(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize(("args", "env", "words"), [
-    (["--report", "/nonexistent-dir/r.json"], {}, "does not exist"),
-    (["--baseline", "/nonexistent.json"], {}, "does not exist"),
-    (["--expect-gpus", "0"], {}, "0"),
-    (["--level", "fast"], {}, "fast"),
-    (["--check", "bogus"], {}, "bogus"),
-    ([], {"GPUENV_TEST_FAULT": "allreduce:explode"}, "GPUENV_TEST_FAULT"),
-])
-def test_bad_requests_exit_2_and_write_nothing(tmp_path: Path, args: list[str], env: dict[str, str],
-                                               words: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "env", "words"),
+    [
+        (["--report", "/nonexistent-dir/r.json"], {}, "does not exist"),
+        (["--baseline", "/nonexistent.json"], {}, "does not exist"),
+        (["--expect-gpus", "0"], {}, "0"),
+        (["--level", "fast"], {}, "fast"),
+        (["--check", "bogus"], {}, "bogus"),
+        ([], {"GPUENV_TEST_FAULT": "allreduce:explode"}, "GPUENV_TEST_FAULT"),
+    ],
+)
+def test_bad_requests_exit_2_and_write_nothing(
+    tmp_path: Path, args: list[str], env: dict[str, str], words: str
+) -> None:
     proc = run_gpuenv("verify", "--device", "cpu", "--junit", str(tmp_path / "j.xml"), *args, env=env, cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert words in proc.stderr and "Traceback" not in proc.stderr
@@ -104,8 +130,9 @@ def shadow_torch(tmp_path: Path) -> dict[str, str]:
 
 
 def test_no_torch_on_a_cpu_machine_exits_3(tmp_path: Path) -> None:
-    code, report, _ = verify_json("--device", "cpu", "--check", "stack", "--check", "allreduce",
-                                  env=shadow_torch(tmp_path))
+    code, report, _ = verify_json(
+        "--device", "cpu", "--check", "stack", "--check", "allreduce", env=shadow_torch(tmp_path)
+    )
     assert code == 3 and report["verdict"]["outcome"] == "could not run"
     assert {c["status"] for c in report["checks"]} == {"error"}
     assert "torch" in check(report, "stack")["summary"]
@@ -127,6 +154,12 @@ def test_cpu_only_torch_on_a_gpu_node_fails_every_workload() -> None:
 def test_image_needs_a_valid_reference_and_a_docker_engine(tmp_path: Path) -> None:
     proc = run_gpuenv("verify", "--image", "Not A Ref!")
     assert proc.returncode == 2 and "--image" in proc.stderr
-    proc = run_gpuenv("verify", "--image", "gpuenv-test/none:1", "--device", "cpu",
-                      env={"DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"})
+    proc = run_gpuenv(
+        "verify",
+        "--image",
+        "gpuenv-test/none:1",
+        "--device",
+        "cpu",
+        env={"DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"},
+    )
     assert proc.returncode == 3 and "Traceback" not in proc.stderr, proc.stderr

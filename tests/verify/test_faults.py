@@ -53,8 +53,9 @@ def test_a_rank_that_corrupts_one_element_fails_naming_the_rank() -> None:
 def test_a_rank_that_hangs_times_out_and_leaves_nothing_behind() -> None:
     env, mark = marked_env("allreduce:hang:rank0")
     started = time.monotonic()
-    code, report, _ = verify_json("--device", "cpu", "--check", "allreduce", "--check", "amp", "--timeout", "10",
-                                  env=env)
+    code, report, _ = verify_json(
+        "--device", "cpu", "--check", "allreduce", "--check", "amp", "--timeout", "10", env=env
+    )
     elapsed = time.monotonic() - started
     result = check(report, "allreduce")
     assert code == 1 and result["status"] == "timeout"
@@ -89,7 +90,11 @@ def test_sigterm_mid_run_writes_a_partial_report(tmp_path: Path) -> None:
     report_path = tmp_path / "verify.json"
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpuenv", "verify", "--device", "cpu", "--report", str(report_path)],
-        env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stderr is not None
         deadline = time.monotonic() + 120
@@ -133,8 +138,9 @@ def test_pairwise_bisection_on_four_real_ranks_names_the_corrupting_one(tmp_path
     script = tmp_path / "pairs_probe.py"
     script.write_text(BISECT)
     env, mark = marked_env("allreduce:corrupt:rank2")
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **env})
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, env={**os.environ, **env}
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     findings = json.loads(proc.stdout.splitlines()[-1])
     [bisect] = [f for f in findings if f["item"] == "bisect"]

@@ -20,14 +20,16 @@ def cuda_gpus() -> int:
     return int(torch.cuda.device_count()) if torch.version.cuda and torch.cuda.is_available() else 0
 
 
-pytestmark = [pytest.mark.gpu, pytest.mark.slow,
-              pytest.mark.skipif(cuda_gpus() == 0, reason="needs an NVIDIA GPU and a CUDA build of torch")]
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.slow,
+    pytest.mark.skipif(cuda_gpus() == 0, reason="needs an NVIDIA GPU and a CUDA build of torch"),
+]
 
 
 def test_standard_level_certifies_this_gpu_node(tmp_path: Path) -> None:
     report_path = tmp_path / "verify.json"
-    proc = run_gpuenv("verify", "--level", "standard", "--device", "cuda", "--report", str(report_path),
-                      timeout=900)
+    proc = run_gpuenv("verify", "--level", "standard", "--device", "cuda", "--report", str(report_path), timeout=900)
     report = json.loads(report_path.read_text())
     assert proc.returncode == 0, json.dumps(report["checks"], indent=1)[-6000:]
     assert report["device"] == "cuda" and not report["cpu_only"]

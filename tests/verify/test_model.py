@@ -10,21 +10,25 @@ def result(name: str, status: str) -> CheckResult:
     return CheckResult(name, status)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("statuses", "strict", "outcome", "code"), [
-    (["pass", "pass", "skip"], False, "certified", 0),
-    (["pass", "warn"], False, "certified", 0),
-    (["pass", "warn"], True, "not certified", 1),
-    (["pass", "fail"], False, "not certified", 1),
-    (["pass", "timeout"], False, "not certified", 1),
-    (["crash", "pass"], False, "not certified", 1),
-    (["error", "pass"], False, "could not run", 3),
-    (["error", "fail"], False, "not certified", 1),
-    (["skip", "skip"], False, "could not run", 3),
-    ([], False, "could not run", 3),
-])
+@pytest.mark.parametrize(
+    ("statuses", "strict", "outcome", "code"),
+    [
+        (["pass", "pass", "skip"], False, "certified", 0),
+        (["pass", "warn"], False, "certified", 0),
+        (["pass", "warn"], True, "not certified", 1),
+        (["pass", "fail"], False, "not certified", 1),
+        (["pass", "timeout"], False, "not certified", 1),
+        (["crash", "pass"], False, "not certified", 1),
+        (["error", "pass"], False, "could not run", 3),
+        (["error", "fail"], False, "not certified", 1),
+        (["skip", "skip"], False, "could not run", 3),
+        ([], False, "could not run", 3),
+    ],
+)
 def test_verdict_and_exit_code(statuses: list[str], strict: bool, outcome: str, code: int) -> None:
-    verdict = decide([result(f"c{i}", s) for i, s in enumerate(statuses)], strict=strict, cpu_only=False,
-                     interrupted=None)
+    verdict = decide(
+        [result(f"c{i}", s) for i, s in enumerate(statuses)], strict=strict, cpu_only=False, interrupted=None
+    )
     assert (verdict.outcome, verdict.exit_code, verdict.certified) == (outcome, code, code == 0)
 
 
@@ -72,6 +76,8 @@ def test_help_and_the_engine_import_no_heavy_module() -> None:
     import subprocess
     import sys
 
-    code = ("import sys; import gpuenv.cli.verify_cmd, gpuenv.verify.engine, gpuenv.verify.outputs; "
-            "heavy = {'torch', 'pynvml', 'numpy', 'docker'} & set(sys.modules); assert not heavy, heavy")
+    code = (
+        "import sys; import gpuenv.cli.verify_cmd, gpuenv.verify.engine, gpuenv.verify.outputs; "
+        "heavy = {'torch', 'pynvml', 'numpy', 'docker'} & set(sys.modules); assert not heavy, heavy"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -21,13 +21,15 @@ def run_nvml(lib: Path, scenario: str, *args: str) -> tuple[int, dict[str, Any]]
 
 
 def problems(result: dict[str, Any]) -> list[tuple[str, str, int | None]]:
-    return [(f["item"], f["severity"], (f["gpu"] or {}).get("index"))
-            for f in result["findings"] if f["severity"] != "info"]
+    return [
+        (f["item"], f["severity"], (f["gpu"] or {}).get("index")) for f in result["findings"] if f["severity"] != "info"
+    ]
 
 
 def test_healthy_8xh100_passes_and_names_every_gpu(fake_nvml_dir: Path) -> None:
-    code, report, _ = verify_json("--check", "nvml", "--expect-gpus", "8",
-                                  env=scenario_env(fake_nvml_dir, "healthy-8xh100"))
+    code, report, _ = verify_json(
+        "--check", "nvml", "--expect-gpus", "8", env=scenario_env(fake_nvml_dir, "healthy-8xh100")
+    )
     assert code == 0 and report["device"] == "cuda" and "NVML loads" in report["host"]["device_decision"]
     result = check(report, "nvml")
     assert result["status"] == "pass" and problems(result) == []
@@ -44,18 +46,24 @@ def test_ecc_errors_fail_naming_gpu_uuid_and_bus(fake_nvml_dir: Path) -> None:
     assert code == 1 and result["status"] == "fail"
     [finding] = [f for f in result["findings"] if f["severity"] == "fail"]
     assert finding["item"] == "ecc_uncorrected" and finding["action"] == "reset-gpu"
-    assert finding["gpu"] == {"index": 3, "uuid": "GPU-00000000-0000-0000-0000-000000000003",
-                              "pci_bus_id": "00000000:48:00.0"}
+    assert finding["gpu"] == {
+        "index": 3,
+        "uuid": "GPU-00000000-0000-0000-0000-000000000003",
+        "pci_bus_id": "00000000:48:00.0",
+    }
     assert "4 uncorrectable" in finding["message"] and finding["remediation"]
 
 
-@pytest.mark.parametrize(("scenario", "expected"), [
-    ("pcie-downgraded", [("pcie_downgraded", "fail", 5)]),
-    ("thermal-slowdown", [("clock_slowdown", "fail", 1), ("temperature", "warn", 1)]),
-    ("row-remap-pending", [("remapped_rows_pending", "fail", 6), ("remapped_rows_failure", "fail", 7)]),
-    ("nvlink-down", [("nvlink_down", "fail", 4)]),
-    ("xid", [("xid", "fail", 2), ("xid", "warn", 4)]),
-])
+@pytest.mark.parametrize(
+    ("scenario", "expected"),
+    [
+        ("pcie-downgraded", [("pcie_downgraded", "fail", 5)]),
+        ("thermal-slowdown", [("clock_slowdown", "fail", 1), ("temperature", "warn", 1)]),
+        ("row-remap-pending", [("remapped_rows_pending", "fail", 6), ("remapped_rows_failure", "fail", 7)]),
+        ("nvlink-down", [("nvlink_down", "fail", 4)]),
+        ("xid", [("xid", "fail", 2), ("xid", "warn", 4)]),
+    ],
+)
 def test_faults_fail_naming_the_gpu(fake_nvml_dir: Path, scenario: str, expected: list[Any]) -> None:
     code, result = run_nvml(fake_nvml_dir, scenario)
     assert code == 1 and result["status"] == "fail"
@@ -80,8 +88,12 @@ def test_not_supported_items_are_unknown_not_failures(fake_nvml_dir: Path) -> No
     code, result = run_nvml(fake_nvml_dir, "not-supported")
     assert code == 0 and result["status"] == "pass"
     unknown = " ".join(f["message"] for f in result["findings"] if f["item"] == "unknown")
-    for item in ("remapped_rows (NOT_SUPPORTED)", "clock_events (NOT_SUPPORTED)", "nvlink (NOT_SUPPORTED)",
-                 "serial (NOT_SUPPORTED)"):
+    for item in (
+        "remapped_rows (NOT_SUPPORTED)",
+        "clock_events (NOT_SUPPORTED)",
+        "nvlink (NOT_SUPPORTED)",
+        "serial (NOT_SUPPORTED)",
+    ):
         assert item in unknown
     assert "unknown on GPU 2: serial" in unknown
 
@@ -96,8 +108,9 @@ def test_warnings_pass_unless_strict(fake_nvml_dir: Path) -> None:
 
 def test_policy_file_changes_severities(fake_nvml_dir: Path, tmp_path: Path) -> None:
     policy = tmp_path / "policy.json"
-    policy.write_text(json.dumps({"schema": "gpuenv.nvml-policy/1",
-                                  "rules": {"pcie_downgraded": {"severity": "warn"}}}))
+    policy.write_text(
+        json.dumps({"schema": "gpuenv.nvml-policy/1", "rules": {"pcie_downgraded": {"severity": "warn"}}})
+    )
     code, result = run_nvml(fake_nvml_dir, "pcie-downgraded", "--policy", str(policy))
     assert code == 0 and problems(result) == [("pcie_downgraded", "warn", 5)]
 
@@ -133,19 +146,27 @@ def fake_sysfs(root: Path, devices: dict[str, tuple[str, str]]) -> Path:
 
 
 def test_pci_scan_finds_nvidia_gpus_only(tmp_path: Path) -> None:
-    root = fake_sysfs(tmp_path, {"0000:18:00.0": ("0x10de", "0x030200"), "0000:28:00.0": ("0x10de", "0x030200"),
-                                 "0000:05:00.0": ("0x10de", "0x068000"),  # NVSwitch: a bridge, not a GPU
-                                 "0000:00:02.0": ("0x8086", "0x030000")})
+    root = fake_sysfs(
+        tmp_path,
+        {
+            "0000:18:00.0": ("0x10de", "0x030200"),
+            "0000:28:00.0": ("0x10de", "0x030200"),
+            "0000:05:00.0": ("0x10de", "0x068000"),  # NVSwitch: a bridge, not a GPU
+            "0000:00:02.0": ("0x8086", "0x030000"),
+        },
+    )
     assert nvidia_on_pci(root) == ["0000:18:00.0", "0000:28:00.0"]
     assert nvidia_on_pci(tmp_path / "absent") == []
 
 
 def test_gpu_on_the_bus_but_not_in_nvml_has_fallen_off() -> None:
     snap = {"gpus": [{"index": 0, "pci_bus_id": "00000000:18:00.0", "unknown": {}}]}
-    findings = nvml.evaluate(snap, nvml.load_policy(), expect_gpus=None, cuda_visible=None,
-                             pci_nvidia=["0000:18:00.0", "0000:28:00.0"])
+    findings = nvml.evaluate(
+        snap, nvml.load_policy(), expect_gpus=None, cuda_visible=None, pci_nvidia=["0000:18:00.0", "0000:28:00.0"]
+    )
     assert [(f.item, f.severity, f.gpu.pci_bus_id if f.gpu else None) for f in findings] == [
-        ("gpu_missing", "fail", "0000:28:00.0")]
+        ("gpu_missing", "fail", "0000:28:00.0")
+    ]
 
 
 def test_visible_follows_cuda_visible_devices() -> None:
@@ -162,10 +183,17 @@ def test_energy_counters_are_read_by_nvml_index(fake_nvml_dir: Path) -> None:
     import subprocess
     import sys
 
-    code = ("import json; from gpuenv.adapters import nvml; assert nvml.init() is None; "
-            "print(json.dumps([nvml.energy_mj([0, 3]), nvml.energy_mj([3])]))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **scenario_env(fake_nvml_dir, "healthy-8xh100")})
+    code = (
+        "import json; from gpuenv.adapters import nvml; assert nvml.init() is None; "
+        "print(json.dumps([nvml.energy_mj([0, 3]), nvml.energy_mj([3])]))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **scenario_env(fake_nvml_dir, "healthy-8xh100")},
+    )
     first, second = json.loads(proc.stdout)
     assert set(first) == {"0", "3"} and second["3"] > first["3"]  # the counter only grows
 
@@ -177,8 +205,7 @@ def test_expecting_gpus_on_a_machine_without_any_fails() -> None:
 
 
 def test_an_xid_later_in_the_run_is_reported(fake_nvml_dir: Path) -> None:
-    code, report, _ = verify_json("--check", "nvml", "--check", "stack",
-                                  env=scenario_env(fake_nvml_dir, "xid-late"))
+    code, report, _ = verify_json("--check", "nvml", "--check", "stack", env=scenario_env(fake_nvml_dir, "xid-late"))
     result = check(report, "nvml")
     assert code == 1 and problems(result) == [("xid", "fail", 6)]
     assert "XID 48 during the run" in result["summary"]

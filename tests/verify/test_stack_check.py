@@ -15,10 +15,18 @@ ARCH_CU12 = ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"]
 
 
 def facts_for(stack: Any, *, driver: str, sm: str, arch_list: list[str]) -> dict[str, Any]:
-    return {"torch": f"{stack.torch}+{stack.cuda_build}", "torch_cuda": ".".join(stack.cuda.split(".")[:2]),
-            "python": stack.python, "torchvision": stack.torchvision, "cudnn": 90100, "nccl": "2.21.5",
-            "arch_list": arch_list, "nvcc": None, "driver": driver,
-            "gpus": [{"cuda_index": 0, "name": "NVIDIA H100 80GB HBM3", "compute_capability": sm}]}
+    return {
+        "torch": f"{stack.torch}+{stack.cuda_build}",
+        "torch_cuda": ".".join(stack.cuda.split(".")[:2]),
+        "python": stack.python,
+        "torchvision": stack.torchvision,
+        "cudnn": 90100,
+        "nccl": "2.21.5",
+        "arch_list": arch_list,
+        "nvcc": None,
+        "driver": driver,
+        "gpus": [{"cuda_index": 0, "name": "NVIDIA H100 80GB HBM3", "compute_capability": sm}],
+    }
 
 
 def severities(findings: list[Any]) -> list[str]:
@@ -38,7 +46,8 @@ def test_driver_below_the_floor_fails_with_the_resolvers_words() -> None:
     stack = resolve(KB, Request(gpu="H100", driver="535.104.05"))
     findings = evaluate(facts_for(stack, driver="450.80.02", sm="9.0", arch_list=ARCH_CU12), KB, device="cuda")
     assert [(f.item, f.severity, f.action) for f in findings if f.severity == "fail"] == [
-        ("driver", "fail", "reinstall-driver")]
+        ("driver", "fail", "reinstall-driver")
+    ]
     assert "450.80.02" in findings[0].message
 
 
@@ -71,8 +80,11 @@ def test_ptx_only_support_warns() -> None:
 
 def test_mismatched_torchvision_fails_and_nvcc_mismatch_warns() -> None:
     stack = resolve(KB, Request(gpu="H100", driver="580.65.06"))
-    facts = {**facts_for(stack, driver="580.65.06", sm="9.0", arch_list=ARCH_CU12),
-             "torchvision": "0.1.0", "nvcc": "11.8"}
+    facts = {
+        **facts_for(stack, driver="580.65.06", sm="9.0", arch_list=ARCH_CU12),
+        "torchvision": "0.1.0",
+        "nvcc": "11.8",
+    }
     items = {f.item: f.severity for f in evaluate(facts, KB, device="cuda")}
     assert items["torchvision"] == "fail" and items["nvcc"] == "warn"
 

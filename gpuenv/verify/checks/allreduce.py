@@ -19,18 +19,37 @@ from gpuenv.verify.model import CheckResult, Finding, GpuRef, fail, info, status
 MiB = 1 << 20
 PLANS: dict[tuple[str, str], dict[str, Any]] = {
     ("cpu", "quick"): {"sizes": [64 * MiB], "iters": 3, "warmup": 1, "collectives": ["allreduce"]},
-    ("cpu", "standard"): {"sizes": [1 * MiB, 16 * MiB, 64 * MiB, 256 * MiB], "iters": 3, "warmup": 1,
-                          "collectives": ["allreduce", "allgather", "reducescatter"]},
-    ("cpu", "deep"): {"sizes": [1 * MiB, 16 * MiB, 64 * MiB, 256 * MiB], "iters": 5, "warmup": 1,
-                      "collectives": ["allreduce", "allgather", "reducescatter"]},
+    ("cpu", "standard"): {
+        "sizes": [1 * MiB, 16 * MiB, 64 * MiB, 256 * MiB],
+        "iters": 3,
+        "warmup": 1,
+        "collectives": ["allreduce", "allgather", "reducescatter"],
+    },
+    ("cpu", "deep"): {
+        "sizes": [1 * MiB, 16 * MiB, 64 * MiB, 256 * MiB],
+        "iters": 5,
+        "warmup": 1,
+        "collectives": ["allreduce", "allgather", "reducescatter"],
+    },
     ("cuda", "quick"): {"sizes": [512 * MiB], "iters": 5, "warmup": 2, "collectives": ["allreduce"]},
-    ("cuda", "standard"): {"sizes": [1 * MiB, 16 * MiB, 128 * MiB, 512 * MiB, 1024 * MiB], "iters": 10,
-                           "warmup": 2, "collectives": ["allreduce", "allgather", "reducescatter"]},
-    ("cuda", "deep"): {"sizes": [1 * MiB, 16 * MiB, 128 * MiB, 512 * MiB, 1024 * MiB], "iters": 50,
-                       "warmup": 5, "collectives": ["allreduce", "allgather", "reducescatter"]},
+    ("cuda", "standard"): {
+        "sizes": [1 * MiB, 16 * MiB, 128 * MiB, 512 * MiB, 1024 * MiB],
+        "iters": 10,
+        "warmup": 2,
+        "collectives": ["allreduce", "allgather", "reducescatter"],
+    },
+    ("cuda", "deep"): {
+        "sizes": [1 * MiB, 16 * MiB, 128 * MiB, 512 * MiB, 1024 * MiB],
+        "iters": 50,
+        "warmup": 5,
+        "collectives": ["allreduce", "allgather", "reducescatter"],
+    },
 }
-FACTORS = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n - 1) / n,
-           "reducescatter": lambda n: (n - 1) / n}
+FACTORS = {
+    "allreduce": lambda n: 2 * (n - 1) / n,
+    "allgather": lambda n: (n - 1) / n,
+    "reducescatter": lambda n: (n - 1) / n,
+}
 PAIR_BYTES = 8 * MiB
 
 
@@ -41,23 +60,28 @@ def run(ctx: CheckContext) -> CheckResult:
     if world < 1:
         raise common.CudaUnusable("CUDA reports no GPU visible to this process")
     plan = {**PLANS[(ctx.device, ctx.level)], "bisect": ctx.level != "quick" and world >= 3}
-    results = ranks.launch("gpuenv.verify.checks.allreduce:rank_workload", check="allreduce",
-                           world=world, device=ctx.device, params=plan)
+    results = ranks.launch(
+        "gpuenv.verify.checks.allreduce:rank_workload", check="allreduce", world=world, device=ctx.device, params=plan
+    )
     baselines = load_baselines(_path(ctx.baseline))
     gpu_name = common.device_name(ctx.device)
     refs = [ctx.gpu_ref(r) if ctx.device == "cuda" else GpuRef(r) for r in range(world)]
-    findings, metrics = evaluate(results, world=world, device=ctx.device, gpu_name=gpu_name,
-                                 baselines=baselines, refs=refs)
+    findings, metrics = evaluate(
+        results, world=world, device=ctx.device, gpu_name=gpu_name, baselines=baselines, refs=refs
+    )
     status = status_from_findings(findings)
     head = metrics.get("headline", {})
-    summary = (f"{world} ranks ({'gloo' if ctx.device == 'cpu' else 'nccl'}), every element exact"
-               if status != "fail" or not any(f.item == "correctness" for f in findings) else "")
+    summary = (
+        f"{world} ranks ({'gloo' if ctx.device == 'cpu' else 'nccl'}), every element exact"
+        if status != "fail" or not any(f.item == "correctness" for f in findings)
+        else ""
+    )
     if head:
         bw = head.get("busbw_gbps")
         summary += f"; {head['collective']} {head['bytes'] // MiB} MiB " + (
-            f"busbw {bw:.2f} GB/s" if bw is not None else f"algbw {head['algbw_gbps']:.2f} GB/s")
-    return CheckResult("allreduce", status, summary=summary.lstrip("; "), metrics=metrics,
-                       findings=findings)
+            f"busbw {bw:.2f} GB/s" if bw is not None else f"algbw {head['algbw_gbps']:.2f} GB/s"
+        )
+    return CheckResult("allreduce", status, summary=summary.lstrip("; "), metrics=metrics, findings=findings)
 
 
 def _path(value: str | None) -> Any:
@@ -74,8 +98,7 @@ def rank_workload(rank: int, world: int, device: str, params: dict[str, Any]) ->
     import torch.distributed as dist
 
     dev = torch.device("cuda", rank) if device == "cuda" else torch.device("cpu")
-    out: dict[str, Any] = {"rank": rank, "device": str(dev), "errors": [], "times": {},
-                           "skipped": {}, "pairs": []}
+    out: dict[str, Any] = {"rank": rank, "device": str(dev), "errors": [], "times": {}, "skipped": {}, "pairs": []}
     for coll in params["collectives"]:
         for nbytes in params["sizes"]:
             try:
@@ -99,8 +122,17 @@ def _sync(dev: Any) -> None:
         torch.cuda.synchronize(dev)
 
 
-def _run_size(coll: str, nbytes: int, rank: int, world: int, dev: Any, params: dict[str, Any],
-              errors: list[dict[str, Any]], group: Any = None, tag: str = "") -> list[float]:
+def _run_size(
+    coll: str,
+    nbytes: int,
+    rank: int,
+    world: int,
+    dev: Any,
+    params: dict[str, Any],
+    errors: list[dict[str, Any]],
+    group: Any = None,
+    tag: str = "",
+) -> list[float]:
     import torch.distributed as dist
 
     torch = common.torch_module()
@@ -117,7 +149,7 @@ def _run_size(coll: str, nbytes: int, rank: int, world: int, dev: Any, params: d
         mine_in, outs = torch.empty_like(base), [torch.empty_like(base) for _ in range(world)]
     else:
         full, result = torch.empty_like(base), torch.empty(chunk, device=dev)
-        mine = base[rank * chunk:(rank + 1) * chunk]
+        mine = base[rank * chunk : (rank + 1) * chunk]
     times = []
     for it in range(params["warmup"] + params["iters"]):
         # Each collective's result minus its exact expectation must be zero everywhere.
@@ -164,17 +196,24 @@ def _minus_times(r: Any, *, part: Any, times: int) -> Any:
     return r.sub_(part, alpha=times)
 
 
-def _compare(residual: Any, want: int, errors: list[dict[str, Any]], *, coll: str, nbytes: int,
-             it: int) -> None:
+def _compare(residual: Any, want: int, errors: list[dict[str, Any]], *, coll: str, nbytes: int, it: int) -> None:
     """`residual` is the result minus the per-element part of the exact answer: all `want`."""
     residual = residual.reshape(-1)
     bad = residual != want
     nbad = int(torch_count(bad))
     if nbad:
         first = int(bad.nonzero()[0][0].item())
-        errors.append({"collective": coll, "bytes": nbytes, "iteration": it, "wrong": nbad,
-                       "elements": residual.numel(), "index": first,
-                       "off_by": float(residual.view(-1)[first].item()) - want})
+        errors.append(
+            {
+                "collective": coll,
+                "bytes": nbytes,
+                "iteration": it,
+                "wrong": nbad,
+                "elements": residual.numel(),
+                "index": first,
+                "off_by": float(residual.view(-1)[first].item()) - want,
+            }
+        )
 
 
 def torch_count(mask: Any) -> int:
@@ -195,10 +234,18 @@ def _pairs(rank: int, world: int, dev: Any, params: dict[str, Any]) -> list[dict
             continue
         errors: list[dict[str, Any]] = []
         small = {"warmup": 1, "iters": 3, "fault": params.get("fault")}
-        times = _run_size("allreduce", PAIR_BYTES, pair.index(rank), 2, dev, small, errors,
-                          group=group, tag=f" pair {pair[0]}-{pair[1]}")
-        found.append({"pair": list(pair), "wrong": sum(e["wrong"] for e in errors),
-                      "time": sum(times) / len(times)})
+        times = _run_size(
+            "allreduce",
+            PAIR_BYTES,
+            pair.index(rank),
+            2,
+            dev,
+            small,
+            errors,
+            group=group,
+            tag=f" pair {pair[0]}-{pair[1]}",
+        )
+        found.append({"pair": list(pair), "wrong": sum(e["wrong"] for e in errors), "time": sum(times) / len(times)})
     return found
 
 
@@ -213,19 +260,23 @@ def bandwidth(coll: str, nbytes: int, seconds: float, world: int) -> tuple[float
     return algbw, algbw * FACTORS[coll](world)
 
 
-def evaluate(results: list[dict[str, Any]], *, world: int, device: str, gpu_name: str,
-             baselines: Baselines, refs: list[GpuRef]) -> tuple[list[Finding], dict[str, Any]]:
+def evaluate(
+    results: list[dict[str, Any]], *, world: int, device: str, gpu_name: str, baselines: Baselines, refs: list[GpuRef]
+) -> tuple[list[Finding], dict[str, Any]]:
     findings = _correctness(results, refs) + _pair_findings(results, refs)
     table = _bandwidth_table(results, world)
-    findings += _judge_bandwidth(table, world=world, device=device, gpu_name=gpu_name,
-                                 baselines=baselines)
+    findings += _judge_bandwidth(table, world=world, device=device, gpu_name=gpu_name, baselines=baselines)
     for coll, why in results[0].get("skipped", {}).items():
         findings.append(info(f"{coll} not supported by this backend: {why}", item=coll))
-    headline = next((row for row in reversed(table) if row["collective"] == "allreduce"),
-                    table[-1] if table else {})
-    return findings, {"world": world, "backend": "nccl" if device == "cuda" else "gloo",
-                      "sizes": table, "headline": headline,
-                      "busbw_gbps": headline.get("busbw_gbps"), "algbw_gbps": headline.get("algbw_gbps")}
+    headline = next((row for row in reversed(table) if row["collective"] == "allreduce"), table[-1] if table else {})
+    return findings, {
+        "world": world,
+        "backend": "nccl" if device == "cuda" else "gloo",
+        "sizes": table,
+        "headline": headline,
+        "busbw_gbps": headline.get("busbw_gbps"),
+        "algbw_gbps": headline.get("algbw_gbps"),
+    }
 
 
 def _correctness(results: list[dict[str, Any]], refs: list[GpuRef]) -> list[Finding]:
@@ -234,12 +285,18 @@ def _correctness(results: list[dict[str, Any]], refs: list[GpuRef]) -> list[Find
         for err in res["errors"]:
             ref = refs[res["rank"]]
             where = f"rank {res['rank']} ({ref.label() if ref.uuid else res['device']})"
-            findings.append(fail(
-                f"{where} got {err['wrong']} wrong element(s) of {err['elements']} in "
-                f"{err['collective']} of {err['bytes'] // MiB} MiB, iteration {err['iteration']}: "
-                f"element {err['index']} off by {err['off_by']:g}",
-                "drain the node; run gpuenv verify --level deep and dcgmi diag -r 3 to find the "
-                "GPU or link at fault", action="drain", item="correctness", gpu=ref))
+            findings.append(
+                fail(
+                    f"{where} got {err['wrong']} wrong element(s) of {err['elements']} in "
+                    f"{err['collective']} of {err['bytes'] // MiB} MiB, iteration {err['iteration']}: "
+                    f"element {err['index']} off by {err['off_by']:g}",
+                    "drain the node; run gpuenv verify --level deep and dcgmi diag -r 3 to find the "
+                    "GPU or link at fault",
+                    action="drain",
+                    item="correctness",
+                    gpu=ref,
+                )
+            )
     return findings
 
 
@@ -254,9 +311,15 @@ def _pair_findings(results: list[dict[str, Any]], refs: list[GpuRef]) -> list[Fi
     suspects = [r for r, n in counts.items() if n > 1] or sorted(counts)
     names = ", ".join(refs[r].label() for r in sorted(suspects))
     pairs = ", ".join(f"{a}-{b}" for a, b in sorted(bad_pairs))
-    return [fail(f"pairwise allreduce fails on pairs {pairs}: suspect {names}",
-                 "drain the node and have the suspect GPU or its link checked (reset, then RMA)",
-                 action="drain", item="bisect", gpu=refs[suspects[0]] if len(suspects) == 1 else None)]
+    return [
+        fail(
+            f"pairwise allreduce fails on pairs {pairs}: suspect {names}",
+            "drain the node and have the suspect GPU or its link checked (reset, then RMA)",
+            action="drain",
+            item="bisect",
+            gpu=refs[suspects[0]] if len(suspects) == 1 else None,
+        )
+    ]
 
 
 def _bandwidth_table(results: list[dict[str, Any]], world: int) -> list[dict[str, Any]]:
@@ -267,36 +330,55 @@ def _bandwidth_table(results: list[dict[str, Any]], world: int) -> list[dict[str
         # The collective is as slow as its slowest rank.
         seconds = max(sum(r["times"][key]) / len(r["times"][key]) for r in results)
         algbw, busbw = bandwidth(coll, nbytes, seconds, world)
-        table.append({"collective": coll, "bytes": nbytes, "time_us": round(seconds * 1e6, 1),
-                      "algbw_gbps": round(algbw, 3),
-                      "busbw_gbps": None if busbw is None else round(busbw, 3)})
+        table.append(
+            {
+                "collective": coll,
+                "bytes": nbytes,
+                "time_us": round(seconds * 1e6, 1),
+                "algbw_gbps": round(algbw, 3),
+                "busbw_gbps": None if busbw is None else round(busbw, 3),
+            }
+        )
     return table
 
 
-def _judge_bandwidth(table: list[dict[str, Any]], *, world: int, device: str, gpu_name: str,
-                     baselines: Baselines) -> list[Finding]:
+def _judge_bandwidth(
+    table: list[dict[str, Any]], *, world: int, device: str, gpu_name: str, baselines: Baselines
+) -> list[Finding]:
     if world < 2:
         return [info("one rank: busbw is meaningless (factor 0); algbw reported", item="bandwidth")]
     findings = []
     judged = False
     for row in table:
-        expected = (baselines.expected_busbw(gpu_name, world, row["collective"], row["bytes"])
-                    if device == "cuda" else None)
+        expected = (
+            baselines.expected_busbw(gpu_name, world, row["collective"], row["bytes"]) if device == "cuda" else None
+        )
         if expected is None:
             continue
         judged = True
         verdict = baselines.judge(row["busbw_gbps"], expected)
-        text = (f"{row['collective']} {row['bytes'] // MiB} MiB busbw {row['busbw_gbps']:.1f} GB/s "
-                f"vs {expected:.0f} expected for {world}x {gpu_name}")
+        text = (
+            f"{row['collective']} {row['bytes'] // MiB} MiB busbw {row['busbw_gbps']:.1f} GB/s "
+            f"vs {expected:.0f} expected for {world}x {gpu_name}"
+        )
         if verdict == "fail":
-            findings.append(fail(text + f" (under {baselines.fail_below:.0%})",
-                                 "check NVLink/NVSwitch (nvidia-smi topo -m, Fabric Manager) and PCIe; "
-                                 "drain if it persists", action="drain", item="bandwidth"))
+            findings.append(
+                fail(
+                    text + f" (under {baselines.fail_below:.0%})",
+                    "check NVLink/NVSwitch (nvidia-smi topo -m, Fabric Manager) and PCIe; drain if it persists",
+                    action="drain",
+                    item="bandwidth",
+                )
+            )
         elif verdict == "warn":
-            findings.append(warn(text + f" (under {baselines.warn_below:.0%})",
-                                 "rerun at --level standard; compare with nccl-tests", item="bandwidth"))
+            findings.append(
+                warn(
+                    text + f" (under {baselines.warn_below:.0%})",
+                    "rerun at --level standard; compare with nccl-tests",
+                    item="bandwidth",
+                )
+            )
     if not judged:
         where = "CPU (gloo)" if device == "cpu" else f"{world}x {gpu_name} at these sizes"
-        findings.append(info(f"no baseline for {where}: bandwidth reported, correctness judged",
-                             item="bandwidth"))
+        findings.append(info(f"no baseline for {where}: bandwidth reported, correctness judged", item="bandwidth"))
     return findings

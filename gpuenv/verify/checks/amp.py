@@ -53,7 +53,10 @@ def _model(device: Any) -> Any:
 
     torch.manual_seed(0)
     return torch.nn.Sequential(
-        torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(),
+        torch.nn.Linear(64, 256),
+        torch.nn.ReLU(),
+        torch.nn.Linear(256, 256),
+        torch.nn.ReLU(),
         torch.nn.Linear(256, 10),
     ).to(device)
 
@@ -93,8 +96,12 @@ def train(device: Any, dtype: str | None, *, scaler: Any = None) -> dict[str, An
             loss.backward()
             finite_grads &= all(bool(torch.isfinite(p.grad).all()) for p in model.parameters())
             opt.step()
-    return {"losses": losses, "skipped": skipped, "finite_grads": finite_grads,
-            "scale": scaler.get_scale() if scaler is not None else None}
+    return {
+        "losses": losses,
+        "skipped": skipped,
+        "finite_grads": finite_grads,
+        "scale": scaler.get_scale() if scaler is not None else None,
+    }
 
 
 def judge_run(name: str, run: dict[str, Any], fp32: dict[str, Any], *, item: str) -> list[Finding]:
@@ -106,17 +113,35 @@ def judge_run(name: str, run: dict[str, Any], fp32: dict[str, Any], *, item: str
     if not all(math.isfinite(v) for v in losses) or not run["finite_grads"]:
         return [fail(f"{name}: non-finite loss or gradients", FIX_STACK, action="drain", item=item)]
     if losses[-1] > FALL * losses[0]:
-        out.append(fail(f"{name}: loss did not fall ({losses[0]:.3f} -> {losses[-1]:.3f} in {len(losses)} steps)",
-                        FIX_STACK, action="drain", item=item))
+        out.append(
+            fail(
+                f"{name}: loss did not fall ({losses[0]:.3f} -> {losses[-1]:.3f} in {len(losses)} steps)",
+                FIX_STACK,
+                action="drain",
+                item=item,
+            )
+        )
     if run["scale"] is not None and (run["scale"] < 1.0 or run["skipped"] > len(losses) // 2):
-        out.append(fail(f"{name}: GradScaler scale collapsed to {run['scale']:g} "
-                        f"({run['skipped']} skipped steps)", FIX_STACK, action="drain", item=item))
+        out.append(
+            fail(
+                f"{name}: GradScaler scale collapsed to {run['scale']:g} ({run['skipped']} skipped steps)",
+                FIX_STACK,
+                action="drain",
+                item=item,
+            )
+        )
     tolerance = AMP_CLOSE.get(name.split()[0])
     if tolerance is not None:
         diff = abs(losses[0] - fp32["losses"][0]) / max(abs(fp32["losses"][0]), 1e-6)
         if diff > tolerance:
-            out.append(fail(f"{name}: first loss {losses[0]:.4f} differs from fp32 {fp32['losses'][0]:.4f} "
-                            f"by {diff:.1%}", FIX_STACK, action="drain", item=item))
+            out.append(
+                fail(
+                    f"{name}: first loss {losses[0]:.4f} differs from fp32 {fp32['losses'][0]:.4f} by {diff:.1%}",
+                    FIX_STACK,
+                    action="drain",
+                    item=item,
+                )
+            )
     return out
 
 
@@ -132,8 +157,9 @@ def _fp16(dev: Any, cuda: bool, fp32: dict[str, Any]) -> tuple[list[Finding], li
         return [], ["fp16 GradScaler: torch.amp.GradScaler('cpu') needs torch >= 2.3"]
     if not scaler.is_enabled():
         if cuda:
-            return [fail("fp16 GradScaler disabled itself: CUDA unusable", FIX_STACK,
-                         action="reinstall-stack", item="fp16")], []
+            return [
+                fail("fp16 GradScaler disabled itself: CUDA unusable", FIX_STACK, action="reinstall-stack", item="fp16")
+            ], []
         return [], ["fp16 GradScaler disabled itself on this device"]
     try:
         run = train(dev, "float16", scaler=scaler)
@@ -191,10 +217,18 @@ def checksum_findings(sums: dict[int, str], ctx: CheckContext) -> list[Finding]:
         return []
     values = list(sums.values())
     majority = max(set(values), key=values.count)
-    return [fail(f"{ctx.gpu_ref(i).label()}: the seeded training step gives checksum {s}, the other GPUs {majority} "
-                 "(silent data corruption)", "drain the node and test this GPU (dcgmi diag -r 3); RMA if it repeats",
-                 action="drain", item="checksum", gpu=ctx.gpu_ref(i))
-            for i, s in sums.items() if s != majority]
+    return [
+        fail(
+            f"{ctx.gpu_ref(i).label()}: the seeded training step gives checksum {s}, the other GPUs {majority} "
+            "(silent data corruption)",
+            "drain the node and test this GPU (dcgmi diag -r 3); RMA if it repeats",
+            action="drain",
+            item="checksum",
+            gpu=ctx.gpu_ref(i),
+        )
+        for i, s in sums.items()
+        if s != majority
+    ]
 
 
 MATMUL_ITERS = {True: 20, False: 5}
@@ -242,9 +276,14 @@ def ddp_findings(results: list[dict[str, Any]]) -> list[Finding]:
     if len(sums) == 1 and all(r["finite"] for r in results):
         return []
     sums_text = ", ".join(f"rank {r['rank']}={r['checksum']}" for r in results)
-    return [fail(f"DDP step: ranks disagree after one step ({sums_text})",
-                 "run gpuenv verify --check allreduce --level standard to find the GPU or link at fault",
-                 action="drain", item="ddp")]
+    return [
+        fail(
+            f"DDP step: ranks disagree after one step ({sums_text})",
+            "run gpuenv verify --check allreduce --level standard to find the GPU or link at fault",
+            action="drain",
+            item="ddp",
+        )
+    ]
 
 
 def run(ctx: CheckContext) -> CheckResult:
@@ -257,8 +296,11 @@ def run(ctx: CheckContext) -> CheckResult:
     dev = devices[0]
     world = common.world_size(ctx.device, ctx.cpu_ranks)
     # The DDP ranks run while this process does the single-device work.
-    ddp = (ranks.start("gpuenv.verify.checks.amp:ddp_rank", check="amp", world=world, device=ctx.device,
-                       params={}) if world >= 2 else None)
+    ddp = (
+        ranks.start("gpuenv.verify.checks.amp:ddp_rank", check="amp", world=world, device=ctx.device, params={})
+        if world >= 2
+        else None
+    )
     fp32 = train(dev, None)
     findings = judge_run("fp32", fp32, fp32, item="fp32")
     skipped: list[str] = []
@@ -267,8 +309,14 @@ def run(ctx: CheckContext) -> CheckResult:
         findings += found
         skipped += skip
     if not checkpoint_matches(dev):
-        findings.append(fail("gradient checkpointing gives different gradients than plain backward",
-                             FIX_STACK, action="reinstall-stack", item="checkpoint"))
+        findings.append(
+            fail(
+                "gradient checkpointing gives different gradients than plain backward",
+                FIX_STACK,
+                action="reinstall-stack",
+                item="checkpoint",
+            )
+        )
     sums = {i: step_checksum(d) for i, d in enumerate(devices)}
     if not cuda:
         sums[1] = step_checksum(dev)  # on the CPU: the same step twice must repeat exactly
@@ -280,13 +328,22 @@ def run(ctx: CheckContext) -> CheckResult:
     metrics, perf = _performance(ctx, devices, cuda)
     findings += perf
     findings += [info(f"skipped: {s}", item="skip") for s in skipped]
-    metrics.update({"loss_fp32": [round(fp32["losses"][0], 4), round(fp32["losses"][-1], 4)],
-                    "torch": torch.__version__})
-    default = (f"fp32{'/fp16' if not any('fp16' in s for s in skipped) else ''}/bf16 training on "
-               f"{len(devices)} {'GPU' if cuda else 'CPU'} device(s); {metrics['matmul_tflops_min']:.2f} TFLOP/s "
-               f"{metrics['matmul_dtype']}")
-    return CheckResult("amp", status_from_findings(findings), summary=summarize(findings, default),
-                       metrics=metrics, findings=findings, detail={"skipped": skipped})
+    metrics.update(
+        {"loss_fp32": [round(fp32["losses"][0], 4), round(fp32["losses"][-1], 4)], "torch": torch.__version__}
+    )
+    default = (
+        f"fp32{'/fp16' if not any('fp16' in s for s in skipped) else ''}/bf16 training on "
+        f"{len(devices)} {'GPU' if cuda else 'CPU'} device(s); {metrics['matmul_tflops_min']:.2f} TFLOP/s "
+        f"{metrics['matmul_dtype']}"
+    )
+    return CheckResult(
+        "amp",
+        status_from_findings(findings),
+        summary=summarize(findings, default),
+        metrics=metrics,
+        findings=findings,
+        detail={"skipped": skipped},
+    )
 
 
 def _performance(ctx: CheckContext, devices: list[Any], cuda: bool) -> tuple[dict[str, Any], list[Finding]]:
@@ -299,16 +356,20 @@ def _performance(ctx: CheckContext, devices: list[Any], cuda: bool) -> tuple[dic
     for i, d in enumerate(devices):
         per_device[i], dtype = matmul_tflops(d, cuda, ctx.level)
     energy_after = _energy(indices) if cuda else {}
-    metrics: dict[str, Any] = {"matmul_tflops": {str(i): round(v, 3) for i, v in per_device.items()},
-                               "matmul_tflops_min": min(per_device.values()), "matmul_dtype": dtype}
+    metrics: dict[str, Any] = {
+        "matmul_tflops": {str(i): round(v, 3) for i, v in per_device.items()},
+        "matmul_tflops_min": min(per_device.values()),
+        "matmul_dtype": dtype,
+    }
     joules = {}
     for i, before in energy_before.items():
         after = energy_after.get(i)
         if before is not None and after is not None:
             joules[i] = (after - before) / 1000
     if joules:  # from NVML's energy counter, around every GPU's matmul steps
-        metrics["energy_per_step_j"] = {str(indices.index(i)): round(j / MATMUL_ITERS[cuda], 3)
-                                        for i, j in joules.items()}
+        metrics["energy_per_step_j"] = {
+            str(indices.index(i)): round(j / MATMUL_ITERS[cuda], 3) for i, j in joules.items()
+        }
         metrics["matmul_seconds"] = round(time.perf_counter() - started, 3)
     if not cuda:
         return metrics, [info("CPU matmul throughput: no baseline", item="tflops")]
@@ -324,11 +385,17 @@ def _performance(ctx: CheckContext, devices: list[Any], cuda: bool) -> tuple[dic
         verdict = baselines.judge(v, expected)
         text = f"{ctx.gpu_ref(i).label()}: {v:.0f} TFLOP/s {dtype} matmul vs {expected:.0f} expected"
         if verdict == "fail":
-            findings.append(fail(text, "check clocks, power limits and cooling (nvidia-smi -q -d PERFORMANCE)",
-                                 action="drain", item="tflops", gpu=ctx.gpu_ref(i)))
+            findings.append(
+                fail(
+                    text,
+                    "check clocks, power limits and cooling (nvidia-smi -q -d PERFORMANCE)",
+                    action="drain",
+                    item="tflops",
+                    gpu=ctx.gpu_ref(i),
+                )
+            )
         elif verdict == "warn":
-            findings.append(warn(text, "watch this GPU's clocks and temperature", item="tflops",
-                                 gpu=ctx.gpu_ref(i)))
+            findings.append(warn(text, "watch this GPU's clocks and temperature", item="tflops", gpu=ctx.gpu_ref(i)))
     return metrics, findings
 
 

@@ -25,14 +25,20 @@ def cuda_problem() -> str | None:
     if torch.version.cuda is None:
         return f"torch {torch.__version__} is a CPU-only build on a GPU node"
     if not torch.cuda.is_available():
-        return (f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no usable GPU: "
-                "driver not loaded, too old, or no device visible to this process")
+        return (
+            f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no usable GPU: "
+            "driver not loaded, too old, or no device visible to this process"
+        )
     return None
 
 
 def unusable_finding(message: str) -> Finding:
-    return fail(message, "install the driver and a CUDA build of torch that matches it "
-                "(gpuenv resolve --driver auto), then rerun", action="reinstall-stack", item="cuda")
+    return fail(
+        message,
+        "install the driver and a CUDA build of torch that matches it (gpuenv resolve --driver auto), then rerun",
+        action="reinstall-stack",
+        item="cuda",
+    )
 
 
 def workload_devices(device: str) -> list[Any]:

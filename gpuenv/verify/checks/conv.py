@@ -33,11 +33,15 @@ def run(ctx: CheckContext) -> CheckResult:
             pairs["forward"] = (conv(x.to(dev)), ref_conv(x.double()))
     finally:
         cudnn.benchmark, cudnn.allow_tf32 = saved
-    bad = [name for name, (got, want) in pairs.items()
-           if not torch.allclose(got.double().cpu(), want, rtol=1e-3, atol=1e-3)]
+    bad = [
+        name
+        for name, (got, want) in pairs.items()
+        if not torch.allclose(got.double().cpu(), want, rtol=1e-3, atol=1e-3)
+    ]
     if bad:
         message = f"convolution {', '.join(bad)} differ(s) from the float64 reference"
-        return CheckResult("conv", "fail", summary=message,
-                           findings=[fail(message, REMEDY, action="reinstall-stack", item="conv")])
+        return CheckResult(
+            "conv", "fail", summary=message, findings=[fail(message, REMEDY, action="reinstall-stack", item="conv")]
+        )
     what = f"cuDNN {cudnn.version()}" if dev.type == "cuda" else "CPU"
     return CheckResult("conv", "pass", summary=f"conv2d forward/backward on {what} matches float64")

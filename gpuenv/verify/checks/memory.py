@@ -36,9 +36,20 @@ def run(ctx: CheckContext) -> CheckResult:
         del chunks, pattern_row
         torch.cuda.empty_cache()
         if bad:
-            findings.append(fail(f"{ctx.gpu_ref(i).label()}: {bad} byte(s) read back wrong",
-                                 "drain the node; run dcgmi diag -r 3 and RMA the GPU if it repeats",
-                                 action="drain", item="memory", gpu=ctx.gpu_ref(i)))
+            findings.append(
+                fail(
+                    f"{ctx.gpu_ref(i).label()}: {bad} byte(s) read back wrong",
+                    "drain the node; run dcgmi diag -r 3 and RMA the GPU if it repeats",
+                    action="drain",
+                    item="memory",
+                    gpu=ctx.gpu_ref(i),
+                )
+            )
     default = f"{tested / 2**30:.1f} GiB written and read back on {len(devices)} GPU(s)"
-    return CheckResult("memory", status_from_findings(findings), summary=summarize(findings, default),
-                       metrics={"bytes_tested": tested}, findings=findings)
+    return CheckResult(
+        "memory",
+        status_from_findings(findings),
+        summary=summarize(findings, default),
+        metrics={"bytes_tested": tested},
+        findings=findings,
+    )

@@ -27,15 +27,20 @@ def load_policy(path: Path | None = None) -> dict[str, Any]:
     try:
         user = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
-        raise BadRequest(f"cannot read NVML policy {path}: {exc}",
-                         hint="give a JSON file in the format of gpuenv/data/nvml-policy.json") from exc
+        raise BadRequest(
+            f"cannot read NVML policy {path}: {exc}",
+            hint="give a JSON file in the format of gpuenv/data/nvml-policy.json",
+        ) from exc
     if not isinstance(user, dict) or user.get("schema") != POLICY_SCHEMA:
-        raise BadRequest(f"bad NVML policy {path}: schema must be {POLICY_SCHEMA!r}",
-                         hint="see gpuenv/data/nvml-policy.json")
+        raise BadRequest(
+            f"bad NVML policy {path}: schema must be {POLICY_SCHEMA!r}", hint="see gpuenv/data/nvml-policy.json"
+        )
     for name, rule in user.get("rules", {}).items():
         if name not in policy["rules"] or rule.get("severity", "fail") not in ("fail", "warn", "info"):
-            raise BadRequest(f"bad NVML policy {path}: unknown rule or severity in {name!r}",
-                             hint=f"rules: {', '.join(sorted(policy['rules']))}")
+            raise BadRequest(
+                f"bad NVML policy {path}: unknown rule or severity in {name!r}",
+                hint=f"rules: {', '.join(sorted(policy['rules']))}",
+            )
         policy["rules"][name] = {**policy["rules"][name], **rule}
     for key in ("fatal_xids", "xid_actions", "other_xid", "problem_clock_events", "temperature_margin_c"):
         if key in user:
@@ -50,8 +55,15 @@ def visible(gpus: list[dict[str, Any]], cuda_visible: str | None) -> list[dict[s
     else:
         chosen = []
         for token in filter(None, (t.strip() for t in cuda_visible.split(","))):
-            match = next((g for g in gpus if (token.isdigit() and g["index"] == int(token))
-                          or (g.get("uuid") and str(g["uuid"]).startswith(token))), None)
+            match = next(
+                (
+                    g
+                    for g in gpus
+                    if (token.isdigit() and g["index"] == int(token))
+                    or (g.get("uuid") and str(g["uuid"]).startswith(token))
+                ),
+                None,
+            )
             if match is None:
                 break  # CUDA stops at the first invalid entry
             chosen.append(match)
@@ -67,8 +79,14 @@ def ref(gpu: dict[str, Any]) -> GpuRef:
     return GpuRef(gpu["index"], gpu.get("uuid"), gpu.get("pci_bus_id"))
 
 
-def evaluate(snap: dict[str, Any], policy: dict[str, Any], *, expect_gpus: int | None,
-             cuda_visible: str | None, pci_nvidia: list[str]) -> list[Finding]:
+def evaluate(
+    snap: dict[str, Any],
+    policy: dict[str, Any],
+    *,
+    expect_gpus: int | None,
+    cuda_visible: str | None,
+    pci_nvidia: list[str],
+) -> list[Finding]:
     gpus = visible(snap["gpus"], cuda_visible)
     findings = _count_findings(snap, gpus, policy, expect_gpus, pci_nvidia)
     for gpu in gpus:
@@ -76,19 +94,34 @@ def evaluate(snap: dict[str, Any], policy: dict[str, Any], *, expect_gpus: int |
     return findings
 
 
-def _count_findings(snap: dict[str, Any], gpus: list[dict[str, Any]], policy: dict[str, Any],
-                    expect_gpus: int | None, pci_nvidia: list[str]) -> list[Finding]:
+def _count_findings(
+    snap: dict[str, Any],
+    gpus: list[dict[str, Any]],
+    policy: dict[str, Any],
+    expect_gpus: int | None,
+    pci_nvidia: list[str],
+) -> list[Finding]:
     findings = []
     if expect_gpus is not None and len(gpus) < expect_gpus:
-        findings.append(_finding(policy, "gpu_missing",
-                                 f"NVML shows {len(gpus)} GPU(s) visible to this process, {expect_gpus} expected",
-                                 None))
+        findings.append(
+            _finding(
+                policy,
+                "gpu_missing",
+                f"NVML shows {len(gpus)} GPU(s) visible to this process, {expect_gpus} expected",
+                None,
+            )
+        )
     seen = {_short_bus(g.get("pci_bus_id")) for g in snap["gpus"]}
     for bus in pci_nvidia:
         if _short_bus(bus) not in seen:
-            findings.append(_finding(policy, "gpu_missing",
-                                     f"NVIDIA GPU at PCI {bus} is on the bus but NVML cannot see it "
-                                     "(fallen off the bus)", GpuRef(-1, None, bus)))
+            findings.append(
+                _finding(
+                    policy,
+                    "gpu_missing",
+                    f"NVIDIA GPU at PCI {bus} is on the bus but NVML cannot see it (fallen off the bus)",
+                    GpuRef(-1, None, bus),
+                )
+            )
     return findings
 
 
@@ -105,8 +138,14 @@ def gpu_findings(gpu: dict[str, Any], policy: dict[str, Any]) -> list[Finding]:
     label = g.label()
     out: list[Finding] = []
     if gpu.get("ecc_uncorrected"):
-        out.append(_finding(policy, "ecc_uncorrected",
-                            f"{label}: {gpu['ecc_uncorrected']} uncorrectable ECC error(s) since the driver loaded", g))
+        out.append(
+            _finding(
+                policy,
+                "ecc_uncorrected",
+                f"{label}: {gpu['ecc_uncorrected']} uncorrectable ECC error(s) since the driver loaded",
+                g,
+            )
+        )
     if gpu.get("retired_pages_pending"):
         out.append(_finding(policy, "retired_pages_pending", f"{label}: retired pages pending", g))
     rows = gpu.get("remapped_rows") or {}
@@ -128,8 +167,14 @@ def gpu_findings(gpu: dict[str, Any], policy: dict[str, Any]) -> list[Finding]:
         out.append(_finding(policy, "mig_enabled", f"{label}: MIG mode enabled", g))
     fabric = gpu.get("fabric")
     if fabric and fabric["state"] and (fabric["state"] != FABRIC_COMPLETED or fabric["status"] != 0):
-        out.append(_finding(policy, "fabric_not_ready",
-                            f"{label}: NVSwitch fabric state {fabric['state']}, status {fabric['status']}", g))
+        out.append(
+            _finding(
+                policy,
+                "fabric_not_ready",
+                f"{label}: NVSwitch fabric state {fabric['state']}, status {fabric['status']}",
+                g,
+            )
+        )
     return out
 
 
@@ -138,9 +183,15 @@ def _pcie(gpu: dict[str, Any], policy: dict[str, Any], g: GpuRef, label: str) ->
     if None in (p.get("gen"), p.get("max_gen"), p.get("width"), p.get("max_width")):
         return []
     if p["gen"] < p["max_gen"] or p["width"] < p["max_width"]:
-        return [_finding(policy, "pcie_downgraded",
-                         f"{label}: PCIe link Gen{p['gen']} x{p['width']}, below its maximum "
-                         f"Gen{p['max_gen']} x{p['max_width']} under load", g)]
+        return [
+            _finding(
+                policy,
+                "pcie_downgraded",
+                f"{label}: PCIe link Gen{p['gen']} x{p['width']}, below its maximum "
+                f"Gen{p['max_gen']} x{p['max_width']} under load",
+                g,
+            )
+        ]
     return []
 
 
@@ -151,8 +202,11 @@ def _clocks(gpu: dict[str, Any], policy: dict[str, Any], g: GpuRef, label: str) 
     named = [name for bit, name in policy["problem_clock_events"].items() if reasons & int(bit, 16)]
     if not named:
         return []
-    return [_finding(policy, "clock_slowdown", f"{label}: clocks held down by {', '.join(named)} "
-                     f"(reasons 0x{reasons:x})", g)]
+    return [
+        _finding(
+            policy, "clock_slowdown", f"{label}: clocks held down by {', '.join(named)} (reasons 0x{reasons:x})", g
+        )
+    ]
 
 
 def _thermal(gpu: dict[str, Any], policy: dict[str, Any], g: GpuRef, label: str) -> list[Finding]:
@@ -162,8 +216,7 @@ def _thermal(gpu: dict[str, Any], policy: dict[str, Any], g: GpuRef, label: str)
     return [_finding(policy, "temperature", f"{label}: {temp} °C, slowdown at {limit} °C", g)]
 
 
-def xid_findings(events: list[tuple[int, int]], gpus: list[dict[str, Any]],
-                 policy: dict[str, Any]) -> list[Finding]:
+def xid_findings(events: list[tuple[int, int]], gpus: list[dict[str, Any]], policy: dict[str, Any]) -> list[Finding]:
     out = []
     by_index = {g["index"]: g for g in gpus}
     fatal = set(policy["fatal_xids"])
@@ -171,13 +224,28 @@ def xid_findings(events: list[tuple[int, int]], gpus: list[dict[str, Any]],
         g = ref(by_index[index]) if index in by_index else GpuRef(index)
         action = policy["xid_actions"].get(str(xid), "reset-gpu")
         if xid in fatal:
-            out.append(Finding("fail", f"{g.label()}: XID {xid} during the run",
-                               f"XID {xid} is fatal: {action.replace('-', ' ')}, then rerun verify; "
-                               "drain if it recurs", action, g, "xid"))
+            out.append(
+                Finding(
+                    "fail",
+                    f"{g.label()}: XID {xid} during the run",
+                    f"XID {xid} is fatal: {action.replace('-', ' ')}, then rerun verify; drain if it recurs",
+                    action,
+                    g,
+                    "xid",
+                )
+            )
         else:
             other = policy["other_xid"]
-            out.append(Finding(other["severity"], f"{g.label()}: XID {xid} during the run",
-                               "watch the kernel log (dmesg) for further XIDs", other["action"], g, "xid"))
+            out.append(
+                Finding(
+                    other["severity"],
+                    f"{g.label()}: XID {xid} during the run",
+                    "watch the kernel log (dmesg) for further XIDs",
+                    other["action"],
+                    g,
+                    "xid",
+                )
+            )
     return out
 
 
@@ -197,13 +265,15 @@ def run(ctx: CheckContext) -> CheckResult:
     import os
 
     from gpuenv.adapters import nvml as adapter
+
     policy = load_policy(Path(ctx.policy) if ctx.policy else None)
     problem = adapter.init()
     if problem:
         if ctx.expect_gpus:
             message = f"NVML shows no GPU ({problem}); {ctx.expect_gpus} expected"
-            return CheckResult("nvml", "fail", summary=message,
-                               findings=[_finding(policy, "gpu_missing", message, None)])
+            return CheckResult(
+                "nvml", "fail", summary=message, findings=[_finding(policy, "gpu_missing", message, None)]
+            )
         if ctx.device == "cpu":
             return CheckResult("nvml", "skip", summary=f"CPU only: NVML {problem}")
         message = f"NVML cannot start on a GPU node: {problem}"
@@ -213,23 +283,34 @@ def run(ctx: CheckContext) -> CheckResult:
     if with_load:
         snap = with_load
     gpus = visible(snap["gpus"], os.environ.get("CUDA_VISIBLE_DEVICES"))
-    ctx.facts["gpus"] = [{k: g.get(k) for k in ("index", "cuda_index", "name", "uuid", "serial",
-                                                  "pci_bus_id", "compute_capability")} for g in gpus]
+    ctx.facts["gpus"] = [
+        {k: g.get(k) for k in ("index", "cuda_index", "name", "uuid", "serial", "pci_bus_id", "compute_capability")}
+        for g in gpus
+    ]
     ctx.facts["driver"] = {"driver": snap["driver"], "cuda_driver": snap["cuda_driver"]}
     missing = adapter.register_xids(ctx.state, len(snap["gpus"]))
     ctx.state["nvml_gpus"] = snap["gpus"]
-    findings = evaluate(snap, policy, expect_gpus=ctx.expect_gpus,
-                        cuda_visible=os.environ.get("CUDA_VISIBLE_DEVICES"),
-                        pci_nvidia=ctx.facts.get("pci_nvidia", []))
+    findings = evaluate(
+        snap,
+        policy,
+        expect_gpus=ctx.expect_gpus,
+        cuda_visible=os.environ.get("CUDA_VISIBLE_DEVICES"),
+        pci_nvidia=ctx.facts.get("pci_nvidia", []),
+    )
     findings += xid_findings(adapter.drain_xids(ctx.state), snap["gpus"], policy)
     findings += unknown_findings(snap)
     if missing:
         findings.append(info(f"XID events not watched on {', '.join(missing)}", item="unknown"))
     names = sorted({g.get("name") or "?" for g in gpus})
     default = f"{len(gpus)} GPU(s) ({', '.join(names)}), driver {snap['driver']}, all healthy"
-    return CheckResult("nvml", status_from_findings(findings), summary=summarize(findings, default),
-                       metrics={"gpus": len(gpus), "driver": snap["driver"], "cuda_driver": snap["cuda_driver"]},
-                       findings=findings, detail={"snapshot": snap})
+    return CheckResult(
+        "nvml",
+        status_from_findings(findings),
+        summary=summarize(findings, default),
+        metrics={"gpus": len(gpus), "driver": snap["driver"], "cuda_driver": snap["cuda_driver"]},
+        findings=findings,
+        detail={"snapshot": snap},
+    )
 
 
 def init_finding(message: str, problem: str) -> Finding:

@@ -19,12 +19,19 @@ def evaluate(*, cpu_events: int, cuda_events: int, cuda: bool) -> list[Finding]:
     """Pure: CPU events must be recorded; CUDA kernel events too where CUDA is expected."""
     out = []
     if cpu_events == 0:
-        out.append(fail("torch.profiler recorded no CPU events", "reinstall torch",
-                        action="reinstall-stack", item="cpu"))
+        out.append(
+            fail("torch.profiler recorded no CPU events", "reinstall torch", action="reinstall-stack", item="cpu")
+        )
     if cuda and cuda_events == 0:
-        out.append(fail("torch.profiler recorded no CUDA kernel events: CUPTI is missing or disabled",
-                        "install the CUDA toolkit's CUPTI (libcupti) matching torch; allow profiling "
-                        "(NVreg_RestrictProfilingToAdminUsers=0)", action="fix-config", item="cuda"))
+        out.append(
+            fail(
+                "torch.profiler recorded no CUDA kernel events: CUPTI is missing or disabled",
+                "install the CUDA toolkit's CUPTI (libcupti) matching torch; allow profiling "
+                "(NVreg_RestrictProfilingToAdminUsers=0)",
+                action="fix-config",
+                item="cuda",
+            )
+        )
     if not cuda:
         out.append(info("CUDA activity not checked: CPU only", item="cuda"))
     return out
@@ -54,13 +61,19 @@ def run(ctx: CheckContext) -> CheckResult:
         prof.export_chrome_trace(str(trace))
         artifacts.append(str(trace))
     sort_key = "self_cuda_time_total" if cuda else "self_cpu_time_total"
-    top = [{"op": a.key, "calls": a.count, "self_us": round(_self_time(a, cuda), 1)}
-           for a in sorted(prof.key_averages(), key=lambda a: -_self_time(a, cuda))[:TOP]]
+    top = [
+        {"op": a.key, "calls": a.count, "self_us": round(_self_time(a, cuda), 1)}
+        for a in sorted(prof.key_averages(), key=lambda a: -_self_time(a, cuda))[:TOP]
+    ]
     default = f"{cpu_events} CPU events" + (f", {cuda_events} CUDA kernel events" if cuda else "")
-    return CheckResult("profiler", status_from_findings(findings), summary=summarize(findings, default),
-                       metrics={"cpu_events": cpu_events, "cuda_events": cuda_events, "top_ops": top,
-                                "sorted_by": sort_key},
-                       findings=findings, artifacts=artifacts)
+    return CheckResult(
+        "profiler",
+        status_from_findings(findings),
+        summary=summarize(findings, default),
+        metrics={"cpu_events": cpu_events, "cuda_events": cuda_events, "top_ops": top, "sorted_by": sort_key},
+        findings=findings,
+        artifacts=artifacts,
+    )
 
 
 def _is(event: Any, kind: str) -> bool:

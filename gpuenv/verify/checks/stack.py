@@ -26,13 +26,20 @@ def evaluate(facts: dict[str, Any], kb: KnowledgeBase, *, device: str) -> list[F
     torch_cuda = facts.get("torch_cuda")
     if device == "cuda":
         if not torch_cuda:
-            return [fail(f"torch {facts['torch']} is a CPU-only build on a GPU node", REINSTALL,
-                         action="reinstall-stack", item="torch-build")]
+            return [
+                fail(
+                    f"torch {facts['torch']} is a CPU-only build on a GPU node",
+                    REINSTALL,
+                    action="reinstall-stack",
+                    item="torch-build",
+                )
+            ]
         findings += _driver(facts, kb, torch_cuda)
         findings += _arches(facts)
         if facts.get("cudnn") is None:
-            findings.append(fail("cuDNN cannot be loaded by this torch", REINSTALL,
-                                 action="reinstall-stack", item="cudnn"))
+            findings.append(
+                fail("cuDNN cannot be loaded by this torch", REINSTALL, action="reinstall-stack", item="cudnn")
+            )
         findings += _nvcc(facts, torch_cuda)
     findings += _knowledge_base(facts, kb)
     return findings
@@ -43,16 +50,26 @@ def _driver(facts: dict[str, Any], kb: KnowledgeBase, torch_cuda: str) -> list[F
 
     driver = facts.get("driver")
     if not driver:
-        return [fail("the driver version is unknown (NVML did not report it)",
-                     "install or repair the NVIDIA driver", action="reinstall-driver", item="driver")]
+        return [
+            fail(
+                "the driver version is unknown (NVML did not report it)",
+                "install or repair the NVIDIA driver",
+                action="reinstall-driver",
+                item="driver",
+            )
+        ]
     try:
         verdict = driver_runs_cuda(kb, driver, torch_cuda)
     except BadRequest:
-        return [warn(f"CUDA {torch_cuda} of this torch is not in the knowledge base; driver {driver} not judged",
-                     "update gpuenv or pass --data with a newer knowledge base", item="driver")]
+        return [
+            warn(
+                f"CUDA {torch_cuda} of this torch is not in the knowledge base; driver {driver} not judged",
+                "update gpuenv or pass --data with a newer knowledge base",
+                item="driver",
+            )
+        ]
     if not verdict.ok:
-        return [fail(verdict.message, f"upgrade the driver, or {REINSTALL}", action="reinstall-driver",
-                     item="driver")]
+        return [fail(verdict.message, f"upgrade the driver, or {REINSTALL}", action="reinstall-driver", item="driver")]
     return [info(verdict.message, item="driver")]
 
 
@@ -69,12 +86,23 @@ def _arches(facts: dict[str, Any]) -> list[Finding]:
             continue
         ptx = [a for a in arch_list if a.startswith("compute_") and int(a[8:]) <= int(digits)]
         if ptx:
-            out.append(warn(f"{label}: no sm_{digits} kernels in this torch build; runs through PTX JIT "
-                            f"of {ptx[-1]} (slow start, some kernels missing)", REINSTALL, item="arch"))
+            out.append(
+                warn(
+                    f"{label}: no sm_{digits} kernels in this torch build; runs through PTX JIT "
+                    f"of {ptx[-1]} (slow start, some kernels missing)",
+                    REINSTALL,
+                    item="arch",
+                )
+            )
         else:
-            out.append(fail(f"{label} is not supported by this torch build (arch list "
-                            f"{' '.join(arch_list) or 'empty'})", REINSTALL, action="reinstall-stack",
-                            item="arch"))
+            out.append(
+                fail(
+                    f"{label} is not supported by this torch build (arch list {' '.join(arch_list) or 'empty'})",
+                    REINSTALL,
+                    action="reinstall-stack",
+                    item="arch",
+                )
+            )
     return out
 
 
@@ -82,9 +110,14 @@ def _nvcc(facts: dict[str, Any], torch_cuda: str) -> list[Finding]:
     nvcc = facts.get("nvcc")
     if not nvcc or _major_minor(nvcc) == _major_minor(torch_cuda):
         return []
-    return [warn(f"nvcc {nvcc} disagrees with torch's CUDA {torch_cuda}: extensions built here will not match",
-                 f"put the CUDA {_major_minor(torch_cuda)} toolkit first on PATH (CUDA_HOME)",
-                 action="fix-config", item="nvcc")]
+    return [
+        warn(
+            f"nvcc {nvcc} disagrees with torch's CUDA {torch_cuda}: extensions built here will not match",
+            f"put the CUDA {_major_minor(torch_cuda)} toolkit first on PATH (CUDA_HOME)",
+            action="fix-config",
+            item="nvcc",
+        )
+    ]
 
 
 def _major_minor(version: str) -> str:
@@ -99,12 +132,23 @@ def _knowledge_base(facts: dict[str, Any], kb: KnowledgeBase) -> list[Finding]:
     out = []
     vision = facts.get("torchvision")
     if vision and row.torchvision and vision.split("+")[0] != row.torchvision:
-        out.append(fail(f"torchvision {vision} does not match torch {release} (wants {row.torchvision})",
-                        REINSTALL, action="reinstall-stack", item="torchvision"))
+        out.append(
+            fail(
+                f"torchvision {vision} does not match torch {release} (wants {row.torchvision})",
+                REINSTALL,
+                action="reinstall-stack",
+                item="torchvision",
+            )
+        )
     python = facts.get("python")
     if python and python not in row.python:
-        out.append(warn(f"Python {python} is not a supported Python of torch {release} "
-                        f"({', '.join(row.python)})", REINSTALL, item="python"))
+        out.append(
+            warn(
+                f"Python {python} is not a supported Python of torch {release} ({', '.join(row.python)})",
+                REINSTALL,
+                item="python",
+            )
+        )
     return out
 
 
@@ -117,10 +161,15 @@ def gather(ctx: CheckContext) -> dict[str, Any]:
     torch = torch_module()
 
     facts: dict[str, Any] = {
-        "torch": torch.__version__, "torch_cuda": torch.version.cuda,
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
         "python": f"{sys.version_info.major}.{sys.version_info.minor}",
-        "torchvision": _dist_version("torchvision"), "torchaudio": _dist_version("torchaudio"),
-        "cudnn": None, "nccl": None, "arch_list": [], "nvcc": nvcc_version(),
+        "torchvision": _dist_version("torchvision"),
+        "torchaudio": _dist_version("torchaudio"),
+        "cudnn": None,
+        "nccl": None,
+        "arch_list": [],
+        "nvcc": nvcc_version(),
         "driver": ctx.facts.get("driver", {}).get("driver"),
         "cuda_driver": ctx.facts.get("driver", {}).get("cuda_driver"),
         "gpus": ctx.facts.get("gpus", []),
@@ -131,9 +180,14 @@ def gather(ctx: CheckContext) -> dict[str, Any]:
         facts["nccl"] = ".".join(str(v) for v in nccl) if isinstance(nccl, tuple) else str(nccl)
         facts["arch_list"] = list(torch.cuda.get_arch_list())
         if not facts["gpus"]:
-            facts["gpus"] = [{"cuda_index": i, "name": torch.cuda.get_device_name(i),
-                              "compute_capability": "{}.{}".format(*torch.cuda.get_device_capability(i))}
-                             for i in range(torch.cuda.device_count())]
+            facts["gpus"] = [
+                {
+                    "cuda_index": i,
+                    "name": torch.cuda.get_device_name(i),
+                    "compute_capability": "{}.{}".format(*torch.cuda.get_device_capability(i)),
+                }
+                for i in range(torch.cuda.device_count())
+            ]
     if ctx.device == "cuda" and not facts["driver"]:
         facts.update(_driver_from_nvml())
     return facts
@@ -183,6 +237,10 @@ def run(ctx: CheckContext) -> CheckResult:
     default = f"torch {facts['torch']} ({build}), Python {facts['python']}"
     if ctx.device == "cuda" and facts.get("driver"):
         default += f", driver {facts['driver']}"
-    return CheckResult("stack", status_from_findings(findings), summary=summarize(findings, default),
-                       metrics={k: facts[k] for k in ("torch", "torch_cuda", "cudnn", "nccl", "python")},
-                       findings=findings)
+    return CheckResult(
+        "stack",
+        status_from_findings(findings),
+        summary=summarize(findings, default),
+        metrics={k: facts[k] for k in ("torch", "torch_cuda", "cudnn", "nccl", "python")},
+        findings=findings,
+    )

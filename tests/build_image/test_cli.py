@@ -49,7 +49,7 @@ def _fails_cleanly(result: subprocess.CompletedProcess[str], code: int) -> None:
         ["--os", "rockylinux9"],
         ["--os", "debian12"],
         ["--flavor", "devel", "--slim"],
-        ["--torch", "2.13.0", "--with", "torchaudio"],
+        ["--torch", "2.15.0", "--with", "torchvision"],
         ["--push"],
         ["--verify"],
     ],
@@ -214,7 +214,7 @@ def test_wheelhouse_without_gpuenv_dependencies_or_extras_is_refused(tmp_path: P
 
 
 @pytest.mark.parametrize(
-    "args", [["--os", "rockylinux9"], ["--torch", "2.13.0", "--with", "torchaudio"], ["--tag", "a b"]]
+    "args", [["--os", "rockylinux9"], ["--torch", "2.15.0", "--with", "torchvision"], ["--tag", "a b"]]
 )
 def test_a_bad_request_is_exit_2_even_without_docker(args: list[str]) -> None:
     _fails_cleanly(run_gpuenv("build-image", *args, env=NO_DOCKER), 2)

@@ -168,7 +168,7 @@ torch_versions = st.sampled_from(
 cuda_versions = st.sampled_from([None, *[c.version for c in KB.cuda]])
 drivers = st.sampled_from([None, "470.82.01", "525.60.13", "535.104.05", "550.54.15", "570.124.06", "580.65.06", "595"])
 pythons = st.sampled_from([None, "3.10", "3.11", "3.12", "3.13"])
-gpus = st.sampled_from([None, *[g.name for g in KB.gpus]])
+gpus = st.sampled_from([None, *[g.name for g in KB.gpus], *["sm_" + a.sm.replace(".", "") for a in KB.architectures]])
 oses = st.sampled_from([None, *[o.name for o in KB.os]])
 
 
@@ -199,7 +199,7 @@ def test_any_resolved_stack_satisfies_every_constraint(torch, cuda, driver, pyth
     if os:
         assert stack.os == os
     if gpu:
-        sm = KB.find_gpu(gpu).sm  # type: ignore[union-attr]
+        sm = f"{gpu[3:-1]}.{gpu[-1]}" if gpu.startswith("sm_") else KB.find_gpu(gpu).sm  # type: ignore[union-attr]
         # the GPU runs the build's own SASS (same major, minor at least the cubin's) or PTX it can JIT
         assert gpu_code_for(release.arch[stack.cuda_build], sm) is not None
     image_os = "image" in KB.os_by_name[stack.os].roles

@@ -44,6 +44,8 @@ class ArchList:
     def parse(cls, text: str) -> ArchList:
         """From TORCH_CUDA_ARCH_LIST syntax: "7.5;8.0;12.0+PTX"."""
         items = [item.strip() for item in text.split(";") if item.strip()]
+        if not items:
+            raise SchemaError("an arch list names no compute capability")
         sass = tuple(item.removesuffix("+PTX") for item in items)
         for sm in sass:
             if not re.fullmatch(r"\d{1,2}\.\d", sm):
@@ -246,7 +248,8 @@ def _driver_key(driver: str, like: str | None = None) -> tuple[int, ...]:
 
 
 def recommended_branch(kb: KnowledgeBase, cuda: CudaRelease) -> DriverBranch:
-    """The newest LTS branch that runs the CUDA natively, else the lowest newer branch that does."""
+    """The newest LTS branch that runs the CUDA natively, else the lowest production branch that
+    does (datacenter fleets avoid new-feature branches), else the lowest newer branch."""
     bundled_major = int(cuda.bundled_driver.split(".")[0])
     native = [b for b in kb.driver_branches if b.major >= bundled_major]
     lts = [b for b in native if b.lts]
@@ -254,7 +257,8 @@ def recommended_branch(kb: KnowledgeBase, cuda: CudaRelease) -> DriverBranch:
         return max(lts, key=lambda b: b.major)
     if not native:
         raise BadRequest(f"no known driver branch runs CUDA {cuda.toolkit}", hint="update the knowledge base")
-    return min(native, key=lambda b: b.major)
+    production = [b for b in native if b.kind == "production"]
+    return min(production or native, key=lambda b: b.major)
 
 
 # --- GPU code ↔ device: the one rule ------------------------------------------------------------

@@ -326,7 +326,7 @@ def _reasons(
         "os": f"{os_info.name}" + (" (default)" if request.os is None else " (requested)"),
         "driver_min": f"the driver bundled with CUDA {cuda.toolkit}; runs the stack with no caveat",
         "driver_floor": f"minor-version compatibility lets drivers ≥ {cuda.minor_compat_floor} run it, without PTX JIT",
-        "driver_branch": "newest long-term-support branch that runs this CUDA natively, else the lowest newer one",
+        "driver_branch": "newest long-term-support branch that runs this CUDA natively, else the lowest production one",
     }
     if request.driver:
         reasons["driver"] = driver_runs_cuda(kb, request.driver, cuda.build).message

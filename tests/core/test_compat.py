@@ -281,6 +281,7 @@ def test_driver_rule_native_minor_and_no() -> None:
 def test_recommended_branch_is_lts_r580_unless_too_old() -> None:
     assert recommended_branch(KB, KB.find_cuda("cu117")).branch == "R580"
     assert recommended_branch(KB, KB.find_cuda("cu132")).branch == "R595"
+    assert recommended_branch(KB, KB.find_cuda("cu131")).branch == "R595"  # a production branch, not new-feature R590
 
 
 def test_schema_rejects_broken_rows() -> None:

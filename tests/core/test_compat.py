@@ -9,6 +9,8 @@ from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
@@ -228,6 +230,19 @@ def test_cubin_and_ptx_rules() -> None:
     assert gpu_code_for(code, "8.9") == "sass" and gpu_code_for(code, "7.0") is None
     assert gpu_code_for(ArchList.parse("7.5;9.0+PTX"), "10.0") == "ptx"
     assert str(code) == "7.5;8.0;8.6;9.0;10.0;12.0+PTX"
+
+
+capabilities = st.builds(lambda major, minor: f"{major}.{minor}", st.integers(3, 12), st.integers(0, 9))
+
+
+@given(cubin=capabilities, device=capabilities)
+def test_cubin_rule_properties(cubin: str, device: str) -> None:
+    assert cubin_runs_on(device, device)
+    if cubin_runs_on(cubin, device):
+        assert cubin.split(".")[0] == device.split(".")[0] and V(device) >= V(cubin)
+        assert ptx_runs_on(cubin, device)  # whatever a cubin reaches, PTX of it reaches too
+    code = ArchList.parse(cubin)
+    assert (gpu_code_for(code, device) == "sass") == cubin_runs_on(cubin, device)
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "provision": "gpuenv.cli.provision_cmd:provision",
     "build-image": "gpuenv.cli.build_cmd:build_image",
     "verify": "gpuenv.cli.verify_cmd:verify",
+    "kb": "gpuenv.cli.kb_cmd:kb",
 }
 
 EPILOG = """\b
@@ -36,6 +37,7 @@ Examples:
   gpuenv build-image --cuda 11.7 --verify # build a matched image and certify it
   gpuenv provision gpu01 --cuda 12.4      # install and certify a host over SSH
   gpuenv verify --level standard          # certify this node
+  gpuenv kb refresh -o new.json           # a newer knowledge base from the indexes
 
 Exit codes: 0 ok, 1 the thing checked is bad, 2 bad request, 3 gpuenv could not run.
 Shell completion (bash): eval "$(_GPUENV_COMPLETE=bash_source gpuenv)"

@@ -44,7 +44,7 @@ def kb() -> None:
 @click.option("--retries", type=click.IntRange(0, 10), default=2, show_default=True, help="Retries per request.")
 @click.option("--json", "as_json", is_flag=True, help="The result as JSON.")
 @click.pass_obj
-def refresh(settings: Any, snapshot: Path | None, record: Path | None, as_json: bool, **opts: Any) -> None:
+def refresh(settings: Any, /, snapshot: Path | None, record: Path | None, as_json: bool, **opts: Any) -> None:
     """Propose a new knowledge base from the upstream indexes (or a snapshot) and show what changed.
 
     \b

@@ -213,7 +213,8 @@ def _torch_row(
         out.notes.append(f"torch {version}: its plain wheel's build {default} has no CUDA row; the release is left out")
         return None
     row: dict[str, Any] = {"version": version, "builds": builds, "default_build": default}
-    unconfirmed, sources = list(extra.get("unconfirmed", ())), [up.cite["pypi"], up.cite["pypi-files"]]
+    unconfirmed = [u for u in extra.get("unconfirmed", ()) if _still_applies(u, builds)]
+    sources = [up.cite["pypi"], up.cite["pypi-files"]]
     sources.append(up.cite["pytorch"])
     row["arch"], arch_source = _arch(version, builds, conf, out, unconfirmed)
     sources += [arch_source, *extra.get("source", ())]
@@ -225,6 +226,12 @@ def _torch_row(
         row["unconfirmed"] = list(dict.fromkeys(unconfirmed))
     out.field_sources[version] = _field_sources(version, builds, up)
     return row
+
+
+def _still_applies(item: str, builds: list[str]) -> bool:
+    """An overlay doubt about one build ("build:cu129") lapses once the index no longer lists the build."""
+    kind, _, build = item.partition(":")
+    return kind not in ("build", "arch") or build in builds
 
 
 def _arch(

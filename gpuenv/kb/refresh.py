@@ -109,7 +109,9 @@ def merge(current: Mapping[str, Any], derived: Derived, overlay: Mapping[str, An
 
 def gather(fetcher: Fetcher, overlay: Mapping[str, Any], builds: set[str], cite: Mapping[str, str]) -> Upstream:
     """Everything the torch rows are derived from: project pages, wheel METADATA, the wheel index's pages."""
-    projects, requires, urls = {}, {}, {}
+    projects: dict[str, Any] = {}
+    requires: dict[str, dict[str, list[str]]] = {}
+    urls: dict[str, str] = {}
     floors = {"torch": overlay["torch"]["floor"], **overlay["torch"]["companion_floor"]}
     for package in PACKAGES:
         projects[package] = _json(fetcher, Request("pypi", f"pypi/{package}/json"))

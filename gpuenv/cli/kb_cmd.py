@@ -51,15 +51,11 @@ def refresh(settings: Any, /, snapshot: Path | None, record: Path | None, as_jso
     gpuenv kb refresh -o new.json && gpuenv --data new.json resolve --torch 2.15
     gpuenv kb refresh --from snapshot/ -o new.json   # air-gapped
     """
-    from gpuenv.errors import BadRequest
     from gpuenv.kb.refresh import RefreshRequest
     from gpuenv.kb.refresh import refresh as run
-    from gpuenv.kb.sources import DEFAULT_BASES
+    from gpuenv.kb.sources import with_bases
 
-    if snapshot is not None and record is not None:
-        raise BadRequest("--from and --record exclude each other", hint="record from the network, or read a snapshot")
-    given = {"pypi": opts["pypi_url"], "pypi-files": opts["pypi_files_url"], "pytorch": opts["pytorch_url"]}
-    bases = {**DEFAULT_BASES, **{k: v for k, v in given.items() if v}}
+    bases = with_bases(pypi=opts["pypi_url"], pypi_files=opts["pypi_files_url"], pytorch=opts["pytorch_url"])
     request = RefreshRequest(opts["output"], settings.data, snapshot, record, bases, opts["timeout"], opts["retries"])
     result = run(request)
     if as_json:

@@ -73,7 +73,7 @@ class RefreshResult:
 
 def refresh(request: RefreshRequest) -> RefreshResult:
     """Write a proposed knowledge base to request.output; nothing is written unless all of it checks."""
-    _refuse_shipped(request.output)
+    _check(request)
     current = _load_json(request.current or data_file("compat.json"), "the knowledge base in use")
     overlay = _load_json(data_file("kb-overlay.json"), "the overlay")
     fetcher, cite, checked = _fetcher(request)
@@ -205,9 +205,13 @@ def _gone(upstream: Upstream) -> str:
     return f"not on {upstream.urls.get('pypi:torch', 'the package index')} from the overlay's floor on"
 
 
-def _refuse_shipped(output: Path) -> None:
-    if output.resolve() == data_file("compat.json").resolve():
+def _check(request: RefreshRequest) -> None:
+    if request.output.resolve() == data_file("compat.json").resolve():
         raise BadRequest("kb refresh never overwrites the shipped knowledge base", hint="write elsewhere with -o FILE")
+    if request.snapshot is not None and request.record is not None:
+        raise BadRequest("--from and --record exclude each other", hint="record from the network, or read a snapshot")
+    if request.snapshot is not None and dict(request.bases) != DEFAULT_BASES:
+        raise BadRequest("index base URLs do not apply to --from DIR", hint="drop the --*-url options or --from")
 
 
 def _load_json(path: Path, what: str) -> Any:

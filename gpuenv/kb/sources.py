@@ -36,6 +36,12 @@ HTML = "text/html"
 _READ_AHEAD = 256 * 1024
 
 
+def with_bases(*, pypi: str | None, pypi_files: str | None, pytorch: str | None) -> dict[str, str]:
+    """The base URL of each index: the defaults, with the ones given instead."""
+    given = {"pypi": pypi, "pypi-files": pypi_files, "pytorch": pytorch}
+    return {**DEFAULT_BASES, **{index: url for index, url in given.items() if url}}
+
+
 class IndexFailed(CannotRun):
     """An upstream index did not answer usably (down, timed out, not found, or garbage)."""
 

@@ -194,6 +194,7 @@ def test_record_over_http_then_read_back(snapshot: Path, tmp_path: Path) -> None
     [
         (["--from", "X", "--record", "Y"], "--from and --record exclude each other"),
         (["--pypi-url", "ftp://mirror"], "is not an index base URL"),
+        (["--from", str(SNAPSHOT), "--pytorch-url", "http://127.0.0.1:9/whl"], "do not apply to --from DIR"),
         (["-o", str(data_file("compat.json"))], "never overwrites the shipped knowledge base"),
         (["--from", "/nonexistent-snapshot"], "snapshot.json"),
     ],

@@ -212,3 +212,13 @@ def test_help_imports_no_http_client() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip().endswith("False"), out.stdout + out.stderr
+
+
+def test_json_result(snapshot: Path, tmp_path: Path) -> None:
+    add_torch_release(snapshot, "2.16.0", "cu132", "13.2.2", ["3.11", "3.12"])
+    result = run_gpuenv("kb", "refresh", "--from", str(snapshot), "-o", str(tmp_path / "new.json"), "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert [(c["kind"], c["key"]) for c in report["changes"]] == [("added", "2.16.0")]
+    assert report["changes"][0]["source"].endswith("pypi/pypi/torch/json")
+    assert report["generated"] == "2026-11-30" and "cuda" in report["carried_over"]

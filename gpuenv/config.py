@@ -65,6 +65,43 @@ class Setting:
     overrides: tuple[tuple[str, str, Any], ...] = ()
 
 
+def as_document(settings: list[Setting], file: ConfigFile | None) -> dict[str, Any]:
+    """`gpuenv config show --json`: the file in use and every setting with its source."""
+    return {
+        "file": str(file.path) if file else None,
+        "found_by": file.found_by if file else None,
+        "precedence": list(PRECEDENCE),
+        "settings": [
+            {
+                "command": s.command,
+                "option": s.option,
+                "value": s.value,
+                "source": s.source,
+                "origin": s.origin,
+                "overrides": [{"source": src, "origin": origin, "value": value} for src, origin, value in s.overrides],
+            }
+            for s in settings
+        ],
+    }
+
+
+def as_lines(settings: list[Setting], file: ConfigFile | None) -> list[str]:
+    """`gpuenv config show`: one line per setting, grouped by command."""
+    lines = [f"config file: {file.path} (from {file.found_by})" if file else "config file: none"]
+    lines.append("precedence: " + " > ".join(PRECEDENCE))
+    width = max((len(s.option) for s in settings), default=0)
+    command = None
+    for s in settings:
+        if s.command != command:
+            command = s.command
+            lines += ["", f"gpuenv {command}"]
+        source = f"{s.source} {s.origin}" if s.origin else s.source
+        lost = ", ".join(f"{src} {origin} = {value!r}" for src, origin, value in s.overrides)
+        value = "-" if s.value is None else repr(s.value)
+        lines.append(f"  {s.option:<{width}}  {value:<24} {source}" + (f" (overrides {lost})" if lost else ""))
+    return lines
+
+
 def candidates(env: Mapping[str, str]) -> list[tuple[str, Path]]:
     """The places looked at when neither --config nor $GPUENV_CONFIG names a file, in order."""
     xdg = env.get("XDG_CONFIG_HOME", "")

@@ -35,7 +35,7 @@ def path(ctx: click.Context) -> None:
         click.echo(str(settings.config.path))
         return
     looked = ", ".join(str(p) for _, p in config.candidates(os.environ))
-    click.echo(f"gpuenv: no config file in use (looked for ${config.CONFIG_ENV}, {looked})", err=True)
+    click.echo(f"gpuenv: no config file in use (--no-config, or none of ${config.CONFIG_ENV}, {looked})", err=True)
 
 
 @config_group.command(
@@ -85,37 +85,6 @@ def _settings(
 
 def _present(settings: list[config.Setting], file: config.ConfigFile | None, *, as_json: bool) -> None:
     if as_json:
-        emit_json(
-            {
-                "schema": SCHEMA,
-                "file": str(file.path) if file else None,
-                "found_by": file.found_by if file else None,
-                "precedence": list(config.PRECEDENCE),
-                "settings": [_as_dict(s) for s in settings],
-            }
-        )
-        return
-    click.echo(f"config file: {file.path} (from {file.found_by})" if file else "config file: none")
-    click.echo("precedence: " + " > ".join(config.PRECEDENCE))
-    width = max((len(s.option) for s in settings), default=0)
-    command = None
-    for s in settings:
-        if s.command != command:
-            command = s.command
-            click.echo(f"\ngpuenv {command}")
-        source = f"{s.source} {s.origin}" if s.origin else s.source
-        lost = ", ".join(f"{src} {origin} = {value!r}" for src, origin, value in s.overrides)
-        value = "-" if s.value is None else repr(s.value)
-        click.echo(f"  {s.option:<{width}}  {value:<24} {source}" + (f" (overrides {lost})" if lost else ""))
-
-
-def _as_dict(s: config.Setting) -> dict[str, object]:
-    overrides = [{"source": src, "origin": origin, "value": value} for src, origin, value in s.overrides]
-    return {
-        "command": s.command,
-        "option": s.option,
-        "value": s.value,
-        "source": s.source,
-        "origin": s.origin,
-        "overrides": overrides,
-    }
+        emit_json({"schema": SCHEMA, **config.as_document(settings, file)})
+    else:
+        click.echo("\n".join(config.as_lines(settings, file)))

@@ -65,48 +65,11 @@ class Setting:
     overrides: tuple[tuple[str, str, Any], ...] = ()
 
 
-def as_document(settings: list[Setting], file: ConfigFile | None) -> dict[str, Any]:
-    """`gpuenv config show --json`: the file in use and every setting with its source."""
-    return {
-        "file": str(file.path) if file else None,
-        "found_by": file.found_by if file else None,
-        "precedence": list(PRECEDENCE),
-        "settings": [
-            {
-                "command": s.command,
-                "option": s.option,
-                "value": s.value,
-                "source": s.source,
-                "origin": s.origin,
-                "overrides": [{"source": src, "origin": origin, "value": value} for src, origin, value in s.overrides],
-            }
-            for s in settings
-        ],
-    }
-
-
-def as_lines(settings: list[Setting], file: ConfigFile | None) -> list[str]:
-    """`gpuenv config show`: one line per setting, grouped by command."""
-    lines = [f"config file: {file.path} (from {file.found_by})" if file else "config file: none"]
-    lines.append("precedence: " + " > ".join(PRECEDENCE))
-    width = max((len(s.option) for s in settings), default=0)
-    command = None
-    for s in settings:
-        if s.command != command:
-            command = s.command
-            lines += ["", f"gpuenv {command}"]
-        source = f"{s.source} {s.origin}" if s.origin else s.source
-        lost = ", ".join(f"{src} {origin} = {value!r}" for src, origin, value in s.overrides)
-        value = "-" if s.value is None else repr(s.value)
-        lines.append(f"  {s.option:<{width}}  {value:<24} {source}" + (f" (overrides {lost})" if lost else ""))
-    return lines
-
-
 def candidates(env: Mapping[str, str]) -> list[tuple[str, Path]]:
     """The places looked at when neither --config nor $GPUENV_CONFIG names a file, in order."""
     xdg = env.get("XDG_CONFIG_HOME", "")
     base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path(env.get("HOME", "~")).expanduser() / ".config"
-    return [("$XDG_CONFIG_HOME", base / "gpuenv" / "config.toml"), ("system", SYSTEM_FILE)]
+    return [("user", base / "gpuenv" / "config.toml"), ("system", SYSTEM_FILE)]
 
 
 def locate(explicit: Path | None, env: Mapping[str, str]) -> tuple[Path, str] | None:
@@ -132,11 +95,11 @@ def read(path: Path, found_by: str) -> ConfigFile:
     try:
         with path.open("rb") as handle:
             raw = handle.read(MAX_BYTES + 1)
+        if len(raw) > MAX_BYTES:
+            raise BadRequest(f"config file {path} is larger than {MAX_BYTES} bytes", hint="is it the right file?")
         text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise BadRequest(f"cannot read config file {path}: {exc}", hint="give a readable UTF-8 TOML file") from exc
-    if len(raw) > MAX_BYTES:
-        raise BadRequest(f"config file {path} is larger than {MAX_BYTES} bytes", hint="is it the right file?")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -387,3 +350,40 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     return value
+
+
+def as_document(settings: list[Setting], file: ConfigFile | None) -> dict[str, Any]:
+    """`gpuenv config show --json`: the file in use and every setting with its source."""
+    return {
+        "file": str(file.path) if file else None,
+        "found_by": file.found_by if file else None,
+        "precedence": list(PRECEDENCE),
+        "settings": [
+            {
+                "command": s.command,
+                "option": s.option,
+                "value": s.value,
+                "source": s.source,
+                "origin": s.origin,
+                "overrides": [{"source": src, "origin": origin, "value": value} for src, origin, value in s.overrides],
+            }
+            for s in settings
+        ],
+    }
+
+
+def as_lines(settings: list[Setting], file: ConfigFile | None) -> list[str]:
+    """`gpuenv config show`: one line per setting, grouped by command."""
+    lines = [f"config file: {file.path} (from {file.found_by})" if file else "config file: none"]
+    lines.append("precedence: " + " > ".join(PRECEDENCE))
+    width = max((len(s.option) for s in settings), default=0)
+    command = None
+    for s in settings:
+        if s.command != command:
+            command = s.command
+            lines += ["", f"gpuenv {command}"]
+        source = f"{s.source} {s.origin}" if s.origin else s.source
+        lost = ", ".join(f"{src} {origin} = {value!r}" for src, origin, value in s.overrides)
+        value = "-" if s.value is None else repr(s.value)
+        lines.append(f"  {s.option:<{width}}  {value:<24} {source}" + (f" (overrides {lost})" if lost else ""))
+    return lines

@@ -248,7 +248,7 @@ def test_lookup_order_without_flag_or_variable(tmp_path: Path) -> None:
     assert config.candidates(env)[0][1] == tmp_path / "home" / ".config" / "gpuenv" / "config.toml"
     assert config.candidates(env)[1][1] == Path("/etc/gpuenv/config.toml")
     home_file = _write(tmp_path / "home" / ".config" / "gpuenv" / "config.toml", "")
-    assert config.locate(None, env) == (home_file, "$XDG_CONFIG_HOME")
+    assert config.locate(None, env) == (home_file, "user")
     assert config.locate(None, {**env, "GPUENV_CONFIG": str(home_file)}) == (home_file, "$GPUENV_CONFIG")
 
 

@@ -38,6 +38,8 @@ def kb() -> None:
 @click.option("--pypi-url", callback=checked(_url), help="Package index base [https://pypi.org].")
 @click.option("--pypi-files-url", callback=checked(_url), help="Its file host [https://files.pythonhosted.org].")
 @click.option("--pytorch-url", callback=checked(_url), help="PyTorch's wheel index [https://download.pytorch.org/whl].")
+@click.option("--dockerhub-url", callback=checked(_url), help="Docker Hub [https://hub.docker.com].")
+@click.option("--cuda-redist-url", callback=checked(_url), help="NVIDIA's CUDA redist index [.../compute/cuda/redist].")
 @click.option(
     "--timeout", type=click.FloatRange(0.1, 600), default=30.0, show_default=True, help="Seconds per request."
 )
@@ -55,7 +57,8 @@ def refresh(settings: Any, /, snapshot: Path | None, record: Path | None, as_jso
     from gpuenv.kb.refresh import refresh as run
     from gpuenv.kb.sources import with_bases
 
-    bases = with_bases(pypi=opts["pypi_url"], pypi_files=opts["pypi_files_url"], pytorch=opts["pytorch_url"])
+    indexes = ("pypi", "pypi_files", "pytorch", "dockerhub", "cuda_redist")
+    bases = with_bases(**{index: opts[f"{index}_url"] for index in indexes})
     request = RefreshRequest(opts["output"], settings.data, snapshot, record, bases, opts["timeout"], opts["retries"])
     result = run(request)
     if as_json:
@@ -64,7 +67,7 @@ def refresh(settings: Any, /, snapshot: Path | None, record: Path | None, as_jso
     click.echo(f"proposed knowledge base: {result.output} (facts of {result.generated}, from {result.origin})")
     for change in result.changes:
         click.echo(change.line())
-    click.echo("no change to the torch rows" if not result.changes else f"{len(result.changes)} change(s)")
+    click.echo("no change to the torch and cuda rows" if not result.changes else f"{len(result.changes)} change(s)")
     for note in result.notes:
         click.echo(f"note: {note}")
     click.echo(f"carried over from the file in use: {', '.join(result.carried_over)}")

@@ -1,8 +1,10 @@
 """The `kb refresh` service: read the indexes (or a snapshot), derive the torch rows, merge them with the
 hand-kept overlay and the knowledge base in use, check the result, diff it and write it.
 
-Tables no index read here gives (cuda, driver branches, GPUs, PCI ids, OS) are carried over from the
-file in use and named in the output's `carried_over`.
+The torch rows are derived whole; the cuda rows' toolkit, bundled driver and deleted tags are read anew
+(NVIDIA's CUDA redist index, Docker Hub's nvidia/cuda tags). Tables and fields no index read here gives
+(driver branches, GPUs, PCI ids, OS; cuDNN and images inside the cuda rows) are carried over from the file
+in use and named in the output's `carried_over`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,15 @@ from packaging.version import InvalidVersion, Version
 from gpuenv.compat import SchemaError, parse_kb
 from gpuenv.errors import BadRequest, CannotRun
 from gpuenv.kb.derive import COMPANIONS, Derived, Malformed, Upstream, builds_on_page, requires_dist, torch_rows
+from gpuenv.kb.derive_cuda import (
+    CARRIED_FIELDS,
+    CudaDerived,
+    CudaUpstream,
+    bundled_driver,
+    cuda_rows,
+    redist_patches,
+    tag_page,
+)
 from gpuenv.kb.diff import Change, diff_rows
 from gpuenv.kb.sources import (
     DEFAULT_BASES,
@@ -26,6 +37,7 @@ from gpuenv.kb.sources import (
     SIMPLE_JSON,
     Fetcher,
     HttpFetcher,
+    IndexFailed,
     RecordingFetcher,
     Request,
     SnapshotFetcher,
@@ -36,7 +48,9 @@ from gpuenv.resources import data_file
 PACKAGES = ("torch", *COMPANIONS)
 LIVE_CITES = {"pypi": "pypi", "pypi-files": "pypi-metadata", "pytorch": "pytorch-wheel-index"}
 SNAPSHOT_INFO = "snapshot.json"
-DERIVED_TABLES = ("torch",)
+DERIVED_TABLES = ("torch", "cuda")
+TAGS_PATH = "v2/repositories/nvidia/cuda/tags"
+MAX_TAG_PAGES = 200  # nvidia/cuda has a few thousand tags: 100 a page
 
 
 @dataclass(frozen=True)
@@ -79,27 +93,36 @@ def refresh(request: RefreshRequest) -> RefreshResult:
     fetcher, cite, checked = _fetcher(request)
     try:
         upstream = gather(fetcher, overlay, _known_builds(current), cite)
+        cuda_upstream = gather_cuda(fetcher, current["cuda"])
     finally:
         if isinstance(fetcher, HttpFetcher):
             fetcher.close()
     derived = torch_rows(upstream, overlay, _known_builds(current), checked)
-    proposed = merge(current, derived, overlay, checked)
+    cuda = cuda_rows(current["cuda"], cuda_upstream, checked)
+    proposed = merge(current, derived, cuda, overlay, checked)
     changes = diff_rows("torch", "version", current["torch"], derived.rows, derived.field_sources, _gone(upstream))
+    changes += diff_rows("cuda", "version", current["cuda"], cuda.rows, cuda.field_sources, "not derived")
     write_output(request.output, json.dumps(proposed, indent=1, ensure_ascii=False) + "\n")
     if request.record is not None:
         info = {"recorded": checked, "cite": LIVE_CITES, "bases": dict(request.bases)}
         write_output(request.record / SNAPSHOT_INFO, json.dumps(info, indent=1) + "\n")
     origin = str(request.snapshot) if request.snapshot else "network"
-    return RefreshResult(request.output, checked, origin, tuple(changes), tuple(derived.notes), _carried(proposed))
+    return RefreshResult(
+        request.output, checked, origin, tuple(changes), (*derived.notes, *cuda.notes), _carried(proposed)
+    )
 
 
-def merge(current: Mapping[str, Any], derived: Derived, overlay: Mapping[str, Any], checked: str) -> dict[str, Any]:
+def merge(
+    current: Mapping[str, Any], derived: Derived, cuda: CudaDerived, overlay: Mapping[str, Any], checked: str
+) -> dict[str, Any]:
     """The proposed file: the current one with derived tables replaced, checked like any loaded file."""
     proposed = dict(current)
     proposed["generated"] = checked
     proposed["sources"] = {**current.get("sources", {}), **overlay.get("sources", {})}
     proposed["torch"] = derived.rows
-    proposed["carried_over"] = [t for t in _tables(current) if t not in DERIVED_TABLES]
+    proposed["cuda"] = cuda.rows
+    carried_fields = [f"cuda.{name}" for name in CARRIED_FIELDS]
+    proposed["carried_over"] = [t for t in _tables(current) if t not in DERIVED_TABLES] + carried_fields
     try:
         parse_kb(proposed, origin="kb refresh")
     except SchemaError as exc:
@@ -132,6 +155,47 @@ def gather(fetcher: Fetcher, overlay: Mapping[str, Any], builds: set[str], cite:
         for version in builds_on_page(_text(page, where), build, where) if page is not None else ():
             on_index.setdefault(version, set()).add(build)
     return Upstream(projects, requires, on_index, cite, urls)
+
+
+def gather_cuda(fetcher: Fetcher, rows: list[dict[str, Any]]) -> CudaUpstream:
+    """The redist index's patches, the newest patch's manifest per minor of the rows, and every tag."""
+    urls = {"redist": fetcher.url("cuda-redist", ""), "dockerhub": fetcher.url("dockerhub", TAGS_PATH)}
+    listing = _text(fetcher.get(Request("cuda-redist", "", accept=HTML)), urls["redist"])
+    patches = redist_patches(listing, urls["redist"])
+    drivers = {}
+    for minor in (str(row["version"]) for row in rows):
+        if minor in patches:
+            newest = patches[minor][-1]
+            path = f"redistrib_{newest}.json"
+            urls[f"redist:{newest}"] = fetcher.url("cuda-redist", path)
+            drivers[newest] = bundled_driver(
+                _json(fetcher, Request("cuda-redist", path)), newest, urls[f"redist:{newest}"]
+            )
+    return CudaUpstream(patches, drivers, frozenset(_tags(fetcher)), urls)
+
+
+def _tags(fetcher: Fetcher) -> list[str]:
+    """Every nvidia/cuda tag, following `next` only within the Docker Hub index, at most MAX_TAG_PAGES pages."""
+    names: list[str] = []
+    path: str | None = f"{TAGS_PATH}?page_size=100"
+    bases = dict(getattr(fetcher, "bases", {}))
+    for _ in range(MAX_TAG_PAGES):
+        if path is None:
+            return names
+        where = fetcher.url("dockerhub", path)
+        page_names, following = tag_page(_json(fetcher, Request("dockerhub", path)), where)
+        names += page_names
+        path = None if following is None else _same_index(following, where, bases)
+    if path is None:
+        return names
+    raise IndexFailed(f"{fetcher.url('dockerhub', TAGS_PATH)} has more than {MAX_TAG_PAGES} pages of tags")
+
+
+def _same_index(link: str, page_url: str, bases: dict[str, str]) -> str:
+    index, path = split_url(link, page_url, bases)
+    if index != "dockerhub" or not path.startswith(TAGS_PATH + "?"):
+        raise IndexFailed(f"{page_url} links its next page outside the tag API: {link}")
+    return path
 
 
 def _wheels(fetcher: Fetcher, package: str, floor: Version) -> dict[str, tuple[str, str]]:

@@ -24,11 +24,15 @@ DEFAULT_BASES: dict[str, str] = {
     "pypi": "https://pypi.org",
     "pypi-files": "https://files.pythonhosted.org",
     "pytorch": "https://download.pytorch.org/whl",
+    "dockerhub": "https://hub.docker.com",
+    "cuda-redist": "https://developer.download.nvidia.com/compute/cuda/redist",
 }
 INDEX_NAMES = {
     "pypi": "the Python package index",
     "pypi-files": "the Python package index's file host",
     "pytorch": "PyTorch's wheel index",
+    "dockerhub": "Docker Hub's tag API",
+    "cuda-redist": "NVIDIA's CUDA redist index",
 }
 JSON = "application/json"
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
@@ -36,9 +40,11 @@ HTML = "text/html"
 _READ_AHEAD = 256 * 1024
 
 
-def with_bases(*, pypi: str | None, pypi_files: str | None, pytorch: str | None) -> dict[str, str]:
-    """The base URL of each index: the defaults, with the ones given instead."""
-    given = {"pypi": pypi, "pypi-files": pypi_files, "pytorch": pytorch}
+def with_bases(**given_by_option: str | None) -> dict[str, str]:
+    """The base URL of each index: the defaults, with the ones given instead (pypi_files= for pypi-files)."""
+    given = {index.replace("_", "-"): url for index, url in given_by_option.items()}
+    unknown = set(given) - set(DEFAULT_BASES)
+    assert not unknown, f"no such index: {unknown}"
     return {**DEFAULT_BASES, **{index: url for index, url in given.items() if url}}
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from gpuenv.resources import data_file
 from tests.conftest import run_gpuenv
+from tests.kb.nvidia_index import write_indexes
 from tests.kb.server import SnapshotServer, serving
 from tests.kb.wheel_index import page
 
@@ -29,7 +30,7 @@ def snapshot(tmp_path: Path) -> Path:
 
 def _refresh_over_http(server: SnapshotServer, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     bases = server.bases()
-    urls = ["--pypi-url", bases["pypi"], "--pypi-files-url", bases["pypi-files"], "--pytorch-url", bases["pytorch"]]
+    urls = [arg for index, url in bases.items() for arg in (f"--{index}-url", url)]
     return run_gpuenv("kb", "refresh", "-o", str(out), *urls, "--timeout", "5", *extra)
 
 
@@ -43,10 +44,11 @@ def test_snapshot_reproduces_the_shipped_torch_rows(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     proposed = json.loads(out.read_text())
     assert proposed["torch"] == SHIPPED["torch"]
-    for table in ("cuda", "architectures", "gpus", "pci_devices", "driver_branches", "os"):
+    assert proposed["cuda"] == SHIPPED["cuda"] and "cuda.cudnn" in proposed["carried_over"]
+    for table in ("architectures", "gpus", "pci_devices", "driver_branches", "os"):
         assert proposed[table] == SHIPPED[table]
         assert table in proposed["carried_over"]
-    assert "no change to the torch rows" in result.stdout
+    assert "no change to the torch and cuda rows" in result.stdout
 
 
 def add_torch_release(root: Path, version: str, build: str, cuda_pin: str, pythons: list[str]) -> None:
@@ -144,6 +146,11 @@ def _as_read_live(row: dict[str, Any]) -> dict[str, Any]:
         ("garbage", "/pypi/pypi/torch/json", "answered bytes that are not UTF-8 text"),
         ("garbage", "/pypi-files/packages/", "is not a readable wheel"),
         ("slow", "/pypi/simple/torchaudio/", "timed out after 0.5 s (2 tries)"),
+        ("down", "/dockerhub/", "Docker Hub's tag API did not answer"),
+        ("slow", "/dockerhub/v2/repositories/nvidia/cuda/tags?page=3", "timed out after 0.5 s (2 tries)"),
+        ("garbage", "/dockerhub/v2/repositories/nvidia/cuda/tags?page=2", "answered bytes that are not UTF-8 text"),
+        ("down", "/cuda-redist/", "NVIDIA's CUDA redist index did not answer"),
+        ("garbage", "/cuda-redist/redistrib_12.6.3.json", "answered bytes that are not UTF-8 text"),
     ],
 )
 def test_an_index_that_fails_is_named_and_nothing_is_written(
@@ -221,4 +228,70 @@ def test_json_result(snapshot: Path, tmp_path: Path) -> None:
     report = json.loads(result.stdout)
     assert [(c["kind"], c["key"]) for c in report["changes"]] == [("added", "2.16.0")]
     assert report["changes"][0]["source"].endswith("pypi/pypi/torch/json")
-    assert report["generated"] == "2026-11-30" and "cuda" in report["carried_over"]
+    assert report["generated"] == "2026-11-30" and "gpus" in report["carried_over"]
+
+
+def _cuda_rows(**changed: dict[str, Any]) -> list[dict[str, Any]]:
+    """The shipped cuda rows, with some fields of some minors changed ({"12.0": {"deleted_tags": [...]}})."""
+    return [{**row, **changed.get(row["version"], {})} for row in SHIPPED["cuda"]]
+
+
+def _cuda(path: Path) -> dict[str, dict[str, Any]]:
+    return {row["version"]: row for row in json.loads(path.read_text())["cuda"]}
+
+
+def test_a_deleted_tag_is_marked_and_named(snapshot: Path, tmp_path: Path) -> None:
+    gone = {"12.0": {"deleted_tags": ["12.0.0"]}, "12.1": {"deleted_tags": ["12.1.0", "12.1.1"]}}
+    write_indexes(snapshot, _cuda_rows(**gone))
+    out = tmp_path / "new.json"
+    with serving(snapshot) as server:
+        result = _refresh_over_http(server, out)
+    assert result.returncode == 0, result.stderr
+    hub = f"{server.url}/dockerhub/v2/repositories/nvidia/cuda/tags"
+    assert f"~ cuda 12.0 deleted_tags: [] → 12.0.0  [from {hub}]" in result.stdout
+    assert f"~ cuda 12.1 eol: False → True  [from {hub} (every tag of the minor gone)]" in result.stdout
+    rows = _cuda(out)
+    assert rows["12.0"]["deleted_tags"] == ["12.0.0"] and rows["12.0"]["eol"] is False
+    assert rows["12.1"]["deleted_tags"] == ["12.1.0", "12.1.1"] and rows["12.1"]["eol"] is True
+    assert sum(r.startswith("/dockerhub/") for r in server.requests) == 7  # every page, following `next`
+
+
+def test_a_cuda_update_release_brings_its_driver(snapshot: Path, tmp_path: Path) -> None:
+    write_indexes(snapshot, _cuda_rows(**{"13.2": {"toolkit": "13.2.3", "bundled_driver": "595.80.02"}}))
+    out = tmp_path / "new.json"
+    with serving(snapshot) as server:
+        result = _refresh_over_http(server, out)
+    assert result.returncode == 0, result.stderr
+    manifest = f"{server.url}/cuda-redist/redistrib_13.2.3.json"
+    assert f"~ cuda 13.2 toolkit: 13.2.2 → 13.2.3  [from {server.url}/cuda-redist/]" in result.stdout
+    assert f"~ cuda 13.2 bundled_driver: 595.71.05 → 595.80.02  [from {manifest}]" in result.stdout
+    row = _cuda(out)["13.2"]
+    assert row["source"].endswith("/cuda/13.2.3/local_installers/cuda_13.2.3_595.80.02_linux.run")
+    assert row["cudnn"] is None and row["images"] == SHIPPED["cuda"][-1]["images"]  # carried over
+
+
+def test_a_next_link_off_the_tag_api_is_refused(snapshot: Path, tmp_path: Path) -> None:
+    first = snapshot / "dockerhub/v2/repositories/nvidia/cuda/tags@page_size=100"
+    page = json.loads(first.read_text())
+    first.write_text(json.dumps({**page, "next": "https://pypi.org/pypi/torch/json"}))
+    result = run_gpuenv("kb", "refresh", "--from", str(snapshot), "-o", str(tmp_path / "new.json"))
+    assert result.returncode == 3
+    assert "links its next page outside the tag API: https://pypi.org/pypi/torch/json" in result.stderr
+    assert not (tmp_path / "new.json").exists()
+
+
+def test_a_manifest_without_its_driver_is_malformed(snapshot: Path, tmp_path: Path) -> None:
+    manifest = snapshot / "cuda-redist/redistrib_12.8.1.json"
+    manifest.write_text(json.dumps({"release_label": "12.8.1", "release_product": "cuda"}))
+    result = run_gpuenv("kb", "refresh", "--from", str(snapshot), "-o", str(tmp_path / "new.json"))
+    assert result.returncode == 3
+    assert "redistrib_12.8.1.json names no nvidia_driver version" in result.stderr
+
+
+def test_cuda_indexes_redirect(snapshot: Path, tmp_path: Path) -> None:
+    out = tmp_path / "new.json"
+    with serving(snapshot, faults={"/dockerhub/": "redirect", "/cuda-redist/": "redirect"}) as server:
+        result = _refresh_over_http(server, out)
+    assert result.returncode == 0, result.stderr
+    assert any(r.startswith("/moved/dockerhub/") for r in server.requests)
+    assert json.loads(out.read_text())["cuda"] == SHIPPED["cuda"]

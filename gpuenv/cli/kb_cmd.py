@@ -40,6 +40,7 @@ def kb() -> None:
 @click.option("--pytorch-url", callback=checked(_url), help="PyTorch's wheel index [https://download.pytorch.org/whl].")
 @click.option("--dockerhub-url", callback=checked(_url), help="Docker Hub [https://hub.docker.com].")
 @click.option("--cuda-redist-url", callback=checked(_url), help="NVIDIA's CUDA redist index [.../compute/cuda/redist].")
+@click.option("--nvidia-drivers-url", callback=checked(_url), help="Driver releases.json [docs.nvidia.com/…/drivers].")
 @click.option(
     "--timeout", type=click.FloatRange(0.1, 600), default=30.0, show_default=True, help="Seconds per request."
 )
@@ -57,7 +58,7 @@ def refresh(settings: Any, /, snapshot: Path | None, record: Path | None, as_jso
     from gpuenv.kb.refresh import refresh as run
     from gpuenv.kb.sources import with_bases
 
-    indexes = ("pypi", "pypi_files", "pytorch", "dockerhub", "cuda_redist")
+    indexes = ("pypi", "pypi_files", "pytorch", "dockerhub", "cuda_redist", "nvidia_drivers")
     bases = with_bases(**{index: opts[f"{index}_url"] for index in indexes})
     request = RefreshRequest(opts["output"], settings.data, snapshot, record, bases, opts["timeout"], opts["retries"])
     result = run(request)
@@ -67,7 +68,9 @@ def refresh(settings: Any, /, snapshot: Path | None, record: Path | None, as_jso
     click.echo(f"proposed knowledge base: {result.output} (facts of {result.generated}, from {result.origin})")
     for change in result.changes:
         click.echo(change.line())
-    click.echo("no change to the torch and cuda rows" if not result.changes else f"{len(result.changes)} change(s)")
+    click.echo(
+        "no change to the torch, cuda and driver rows" if not result.changes else f"{len(result.changes)} change(s)"
+    )
     for note in result.notes:
         click.echo(f"note: {note}")
     click.echo(f"carried over from the file in use: {', '.join(result.carried_over)}")

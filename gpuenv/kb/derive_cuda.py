@@ -109,3 +109,54 @@ def _field_sources(toolkit: str, up: CudaUpstream) -> dict[str, str]:
         "deleted_tags": hub,
         "eol": f"{hub} (every tag of the minor gone)",
     }
+
+
+# --- NVIDIA's datacenter driver releases (docs.nvidia.com/datacenter/tesla/drivers/releases.json) -------
+
+BRANCH_KINDS = {"lts branch": "lts", "production branch": "production", "new feature branch": "new-feature"}
+
+
+@dataclass(frozen=True)
+class Branch:
+    kind: str
+    latest: str | None
+
+
+def driver_releases(data: Any, where: str) -> dict[str, Branch]:
+    """ "R580" -> its kind and newest release, from releases.json: branch number -> {type, driver_info[]},
+    driver_info newest first, each with release_version."""
+    if not isinstance(data, dict) or not data:
+        raise Malformed(f"{where} is not NVIDIA's driver release list (an object of branches)")
+    out = {}
+    for number, info in data.items():
+        kind = BRANCH_KINDS.get(str(info.get("type")).lower()) if isinstance(info, dict) else None
+        releases = info.get("driver_info") if isinstance(info, dict) else None
+        if not re.fullmatch(r"\d+", str(number)) or kind is None or not isinstance(releases, list):
+            raise Malformed(f"{where}: branch {number!r} has no known type or no driver_info list")
+        versions = [r.get("release_version") for r in releases if isinstance(r, dict)]
+        if not all(isinstance(v, str) for v in versions) or len(versions) != len(releases):
+            raise Malformed(f"{where}: branch {number!r} lists a release without release_version")
+        out[f"R{number}"] = Branch(kind, versions[0] if versions else None)
+    return out
+
+
+def driver_rows(current: list[dict[str, Any]], branches: Mapping[str, Branch], where: str, checked: str) -> CudaDerived:
+    """The file's branches with kind and newest release read anew; branches new upstream added after them."""
+    out = CudaDerived([], {})
+    sources = {"kind": where, "lts": where, "latest": where, "branch": where}
+    for row in current:
+        branch = branches.get(str(row["branch"]))
+        if branch is None:
+            out.notes.append(f"driver {row['branch']}: not in {where}; row carried over unchanged")
+            out.rows.append(dict(row))
+            continue
+        out.rows.append({**row, "lts": branch.kind == "lts", "kind": branch.kind, "latest": branch.latest,
+                         "checked": checked})  # fmt: skip
+        out.field_sources[str(row["branch"])] = sources
+    known = {str(r["branch"]) for r in current}
+    for name in sorted(set(branches) - known, key=lambda b: int(b[1:])):
+        branch = branches[name]
+        out.rows.append({"branch": name, "lts": branch.kind == "lts", "kind": branch.kind, "latest": branch.latest,
+                         "source": "nvidia-driver-releases", "checked": checked})  # fmt: skip
+        out.field_sources[name] = sources
+    return out

@@ -27,6 +27,8 @@ from gpuenv.kb.derive_cuda import (
     CudaUpstream,
     bundled_driver,
     cuda_rows,
+    driver_releases,
+    driver_rows,
     redist_patches,
     tag_page,
 )
@@ -48,7 +50,8 @@ from gpuenv.resources import data_file
 PACKAGES = ("torch", *COMPANIONS)
 LIVE_CITES = {"pypi": "pypi", "pypi-files": "pypi-metadata", "pytorch": "pytorch-wheel-index"}
 SNAPSHOT_INFO = "snapshot.json"
-DERIVED_TABLES = ("torch", "cuda")
+DERIVED_TABLES = ("torch", "cuda", "driver_branches")
+DRIVERS_PATH = "releases.json"
 TAGS_PATH = "v2/repositories/nvidia/cuda/tags"
 MAX_TAG_PAGES = 200  # nvidia/cuda has a few thousand tags: 100 a page
 
@@ -94,26 +97,41 @@ def refresh(request: RefreshRequest) -> RefreshResult:
     try:
         upstream = gather(fetcher, overlay, _known_builds(current), cite)
         cuda_upstream = gather_cuda(fetcher, current["cuda"])
+        drivers_at = fetcher.url("nvidia-drivers", DRIVERS_PATH)
+        branches = driver_releases(_json(fetcher, Request("nvidia-drivers", DRIVERS_PATH)), drivers_at)
     finally:
         if isinstance(fetcher, HttpFetcher):
             fetcher.close()
     derived = torch_rows(upstream, overlay, _known_builds(current), checked)
     cuda = cuda_rows(current["cuda"], cuda_upstream, checked)
-    proposed = merge(current, derived, cuda, overlay, checked)
+    drivers = driver_rows(current["driver_branches"], branches, drivers_at, checked)
+    proposed = merge(current, derived, cuda, drivers, overlay, checked)
     changes = diff_rows("torch", "version", current["torch"], derived.rows, derived.field_sources, _gone(upstream))
     changes += diff_rows("cuda", "version", current["cuda"], cuda.rows, cuda.field_sources, "not derived")
+    old_branches = current["driver_branches"]
+    changes += diff_rows("driver", "branch", old_branches, drivers.rows, drivers.field_sources, "not derived")
     write_output(request.output, json.dumps(proposed, indent=1, ensure_ascii=False) + "\n")
     if request.record is not None:
         info = {"recorded": checked, "cite": LIVE_CITES, "bases": dict(request.bases)}
         write_output(request.record / SNAPSHOT_INFO, json.dumps(info, indent=1) + "\n")
     origin = str(request.snapshot) if request.snapshot else "network"
     return RefreshResult(
-        request.output, checked, origin, tuple(changes), (*derived.notes, *cuda.notes), _carried(proposed)
+        request.output,
+        checked,
+        origin,
+        tuple(changes),
+        (*derived.notes, *cuda.notes, *drivers.notes),
+        _carried(proposed),
     )
 
 
 def merge(
-    current: Mapping[str, Any], derived: Derived, cuda: CudaDerived, overlay: Mapping[str, Any], checked: str
+    current: Mapping[str, Any],
+    derived: Derived,
+    cuda: CudaDerived,
+    drivers: CudaDerived,
+    overlay: Mapping[str, Any],
+    checked: str,
 ) -> dict[str, Any]:
     """The proposed file: the current one with derived tables replaced, checked like any loaded file."""
     proposed = dict(current)
@@ -121,6 +139,7 @@ def merge(
     proposed["sources"] = {**current.get("sources", {}), **overlay.get("sources", {})}
     proposed["torch"] = derived.rows
     proposed["cuda"] = cuda.rows
+    proposed["driver_branches"] = drivers.rows
     carried_fields = [f"cuda.{name}" for name in CARRIED_FIELDS]
     proposed["carried_over"] = [t for t in _tables(current) if t not in DERIVED_TABLES] + carried_fields
     try:

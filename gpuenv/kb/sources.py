@@ -26,6 +26,7 @@ DEFAULT_BASES: dict[str, str] = {
     "pytorch": "https://download.pytorch.org/whl",
     "dockerhub": "https://hub.docker.com",
     "cuda-redist": "https://developer.download.nvidia.com/compute/cuda/redist",
+    "nvidia-drivers": "https://docs.nvidia.com/datacenter/tesla/drivers",
 }
 INDEX_NAMES = {
     "pypi": "the Python package index",
@@ -33,6 +34,7 @@ INDEX_NAMES = {
     "pytorch": "PyTorch's wheel index",
     "dockerhub": "Docker Hub's tag API",
     "cuda-redist": "NVIDIA's CUDA redist index",
+    "nvidia-drivers": "NVIDIA's driver release list",
 }
 JSON = "application/json"
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"

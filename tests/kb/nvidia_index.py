@@ -9,7 +9,10 @@ size}), as in NVIDIA's redistrib_X.Y.Z.json; only the keys refresh reads and the
 hashes, sizes or dates, which the knowledge base does not record). The redist directory is an HTML
 listing linking redistrib_X.Y.Z.json. A Docker Hub tag page is {count, next, previous, results[]}, each
 result {name, digest, last_updated, tag_status, images[]}; digests here are placeholders derived from the
-tag name (the knowledge base keeps none and refresh does not read them).
+tag name (the knowledge base keeps none and refresh does not read them). NVIDIA's driver releases.json
+is an object of branch number -> {type ("lts branch", "production branch", "new feature branch"),
+driver_info[] newest first, each {release_version, release_date, runfile_url{ARCH}}}, as a script of
+Google's cuda_installer reads it; release dates are not kept (the knowledge base does not record them).
 """
 
 from __future__ import annotations
@@ -85,6 +88,26 @@ def _tag(name: str) -> dict[str, Any]:
             "images": [image]}  # fmt: skip
 
 
+TYPES = {"lts": "lts branch", "production": "production branch", "new-feature": "new feature branch"}
+
+
+def driver_releases(branches: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """releases.json: branch number -> {type, driver_info[] newest first}, newest branch first."""
+    out: dict[str, Any] = {}
+    for row in sorted(branches, key=lambda r: -int(str(r["branch"])[1:])):
+        latest = row["latest"]
+        runfile = f"https://us.download.nvidia.com/tesla/{latest}/NVIDIA-Linux-x86_64-{latest}.run"
+        info = [] if latest is None else [{"release_version": latest, "runfile_url": {"x86_64": runfile}}]
+        out[str(row["branch"])[1:]] = {"type": TYPES[str(row["kind"])], "driver_info": info}
+    return out
+
+
+def write_drivers(root: Path, branches: Iterable[Mapping[str, Any]]) -> None:
+    folder = root / "nvidia-drivers"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "releases.json").write_text(json.dumps(driver_releases(branches), indent=1) + "\n")
+
+
 def write_indexes(root: Path, cuda_rows: list[Mapping[str, Any]], extra_tags: Iterable[str] = ()) -> None:
     """Write the redist listing, each minor's newest manifest and every tag page for these rows."""
     redist = root / "cuda-redist"
@@ -105,5 +128,7 @@ def write_indexes(root: Path, cuda_rows: list[Mapping[str, Any]], extra_tags: It
 if __name__ == "__main__":  # python -m tests.kb.nvidia_index: rebuild the snapshot's NVIDIA and Docker Hub part
     from gpuenv.resources import data_file
 
-    write_indexes(Path(__file__).resolve().parent.parent / "data" / "kb-snapshot",
-                  json.loads(data_file("compat.json").read_text())["cuda"])  # fmt: skip
+    shipped = json.loads(data_file("compat.json").read_text())
+    snapshot = Path(__file__).resolve().parent.parent / "data" / "kb-snapshot"
+    write_indexes(snapshot, shipped["cuda"])
+    write_drivers(snapshot, shipped["driver_branches"])

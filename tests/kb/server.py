@@ -107,7 +107,10 @@ class SnapshotServer(ThreadingHTTPServer):
 
     def bases(self) -> dict[str, str]:
         """The index base URLs that point every index at this server."""
-        return {index: f"{self.url}/{index}" for index in ("pypi", "pypi-files", "pytorch", "dockerhub", "cuda-redist")}
+        return {
+            index: f"{self.url}/{index}"
+            for index in ("pypi", "pypi-files", "pytorch", "dockerhub", "cuda-redist", "nvidia-drivers")
+        }
 
 
 @contextmanager

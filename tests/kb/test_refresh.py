@@ -14,7 +14,7 @@ import pytest
 
 from gpuenv.resources import data_file
 from tests.conftest import run_gpuenv
-from tests.kb.nvidia_index import write_indexes
+from tests.kb.nvidia_index import write_drivers, write_indexes
 from tests.kb.server import SnapshotServer, serving
 from tests.kb.wheel_index import page
 
@@ -45,10 +45,11 @@ def test_snapshot_reproduces_the_shipped_torch_rows(tmp_path: Path) -> None:
     proposed = json.loads(out.read_text())
     assert proposed["torch"] == SHIPPED["torch"]
     assert proposed["cuda"] == SHIPPED["cuda"] and "cuda.cudnn" in proposed["carried_over"]
-    for table in ("architectures", "gpus", "pci_devices", "driver_branches", "os"):
+    assert proposed["driver_branches"] == SHIPPED["driver_branches"]
+    for table in ("architectures", "gpus", "pci_devices", "os"):
         assert proposed[table] == SHIPPED[table]
         assert table in proposed["carried_over"]
-    assert "no change to the torch and cuda rows" in result.stdout
+    assert "no change to the torch, cuda and driver rows" in result.stdout
 
 
 def add_torch_release(root: Path, version: str, build: str, cuda_pin: str, pythons: list[str]) -> None:
@@ -151,6 +152,8 @@ def _as_read_live(row: dict[str, Any]) -> dict[str, Any]:
         ("garbage", "/dockerhub/v2/repositories/nvidia/cuda/tags?page=2", "answered bytes that are not UTF-8 text"),
         ("down", "/cuda-redist/", "NVIDIA's CUDA redist index did not answer"),
         ("garbage", "/cuda-redist/redistrib_12.6.3.json", "answered bytes that are not UTF-8 text"),
+        ("down", "/nvidia-drivers/", "NVIDIA's driver release list did not answer"),
+        ("slow", "/nvidia-drivers/releases.json", "timed out after 0.5 s (2 tries)"),
     ],
 )
 def test_an_index_that_fails_is_named_and_nothing_is_written(
@@ -295,3 +298,28 @@ def test_cuda_indexes_redirect(snapshot: Path, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert any(r.startswith("/moved/dockerhub/") for r in server.requests)
     assert json.loads(out.read_text())["cuda"] == SHIPPED["cuda"]
+
+
+def test_a_driver_branch_appears_and_one_moves_on(snapshot: Path, tmp_path: Path) -> None:
+    branches = [{**b, "latest": "580.180.01"} if b["branch"] == "R580" else b for b in SHIPPED["driver_branches"]]
+    write_drivers(snapshot, [*branches, {"branch": "R625", "kind": "new-feature", "latest": "625.20.04"}])
+    out = tmp_path / "new.json"
+    with serving(snapshot, faults={"/nvidia-drivers/": "redirect"}) as server:
+        result = _refresh_over_http(server, out)
+    assert result.returncode == 0, result.stderr
+    where = f"{server.url}/nvidia-drivers/releases.json"
+    assert "+ driver R625: " in result.stdout and f"[from {where}]" in result.stdout
+    assert f"~ driver R580 latest: 580.173.02 → 580.180.01  [from {where}]" in result.stdout
+    rows = {row["branch"]: row for row in json.loads(out.read_text())["driver_branches"]}
+    assert rows["R625"] == {"branch": "R625", "lts": False, "kind": "new-feature", "latest": "625.20.04",
+                            "source": "nvidia-driver-releases", "checked": "2026-11-30"}  # fmt: skip
+    resolved = run_gpuenv("--data", str(out), "resolve", "--torch", "2.12.0", "--json")
+    assert resolved.returncode == 0, resolved.stderr
+
+
+def test_a_driver_list_without_types_is_malformed(snapshot: Path, tmp_path: Path) -> None:
+    (snapshot / "nvidia-drivers/releases.json").write_text(json.dumps({"580": {"driver_info": []}}))
+    result = run_gpuenv("kb", "refresh", "--from", str(snapshot), "-o", str(tmp_path / "new.json"))
+    assert result.returncode == 3
+    assert "releases.json: branch '580' has no known type or no driver_info list" in result.stderr
+    assert not (tmp_path / "new.json").exists()

@@ -265,7 +265,8 @@ def _fetcher(request: RefreshRequest) -> tuple[Fetcher, Mapping[str, str], str]:
     today = (request.today or date.today()).isoformat()
     if request.snapshot is not None:
         info = _load_json(request.snapshot / SNAPSHOT_INFO, "the snapshot's snapshot.json")
-        return SnapshotFetcher(request.snapshot), {**LIVE_CITES, **info.get("cite", {})}, str(info["recorded"])
+        snapshot = SnapshotFetcher(request.snapshot, dict(info.get("bases", {})))
+        return snapshot, {**LIVE_CITES, **info.get("cite", {})}, str(info["recorded"])
     fetcher: Fetcher = HttpFetcher(dict(request.bases), request.timeout, request.retries)
     if request.record is not None:
         fetcher = RecordingFetcher(fetcher, request.record)

@@ -233,6 +233,7 @@ class SnapshotFetcher:
     """A recorded snapshot directory instead of the network (air-gapped sites, tests)."""
 
     root: Path
+    bases: dict[str, str] = field(default_factory=dict)  # the mirrors it was recorded from: links to them resolve
 
     def url(self, index: str, path: str) -> str:
         return f"{self.root}/{index}/{path}"
@@ -257,6 +258,10 @@ class RecordingFetcher:
 
     inner: Fetcher
     root: Path
+
+    @property
+    def bases(self) -> dict[str, str]:
+        return dict(getattr(self.inner, "bases", {}))
 
     def url(self, index: str, path: str) -> str:
         return self.inner.url(index, path)

@@ -323,3 +323,16 @@ def test_a_driver_list_without_types_is_malformed(snapshot: Path, tmp_path: Path
     assert result.returncode == 3
     assert "releases.json: branch '580' has no known type or no driver_info list" in result.stderr
     assert not (tmp_path / "new.json").exists()
+
+
+def test_tag_pages_that_link_the_mirror_record_and_read_back(snapshot: Path, tmp_path: Path) -> None:
+    """A mirror whose `next` links name the mirror itself: followed live, and again from the recording."""
+    recorded, first, second = tmp_path / "recorded", tmp_path / "first.json", tmp_path / "second.json"
+    with serving(snapshot) as server:
+        for page in snapshot.glob("dockerhub/v2/repositories/nvidia/cuda/tags@*"):
+            page.write_text(page.read_text().replace("https://hub.docker.com", f"{server.url}/dockerhub"))
+        result = _refresh_over_http(server, first, "--record", str(recorded))
+    assert result.returncode == 0, result.stderr
+    again = run_gpuenv("kb", "refresh", "--from", str(recorded), "-o", str(second))
+    assert again.returncode == 0, again.stderr
+    assert json.loads(second.read_text())["cuda"] == SHIPPED["cuda"]

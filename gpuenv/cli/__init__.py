@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "build-image": "gpuenv.cli.build_cmd:build_image",
     "verify": "gpuenv.cli.verify_cmd:verify",
     "config": "gpuenv.cli.config_cmd:config_group",
+    "slurm": "gpuenv.cli.slurm_cmd:slurm",
 }
 
 EPILOG = """\b

@@ -12,11 +12,21 @@ from gpuenv.errors import BadRequest
 from gpuenv.slurm import core
 from gpuenv.verify.registry import CHECKS
 
-# hook -> (default level, default checks, default --max-time)
+# hook -> (default level, default checks, default --max-time, help)
 HOOKS = {
-    "health-check": ("quick", (), 50.0),
-    "prolog": ("quick", ("nvml", "stack", "allreduce"), 30.0),
-    "epilog": ("quick", ("nvml",), 30.0),
+    "health-check": ("quick", (), 50.0, "HealthCheckProgram: verify; drain on a failure, resume gpuenv's drains."),
+    "prolog": (
+        "quick",
+        ("nvml", "stack", "allreduce"),
+        30.0,
+        "Prolog: verify the job's GPUs; drain, exit 1 on a failure.",
+    ),
+    "epilog": (
+        "quick",
+        ("nvml",),
+        30.0,
+        "Epilog: what the job left on its GPUs (row remaps pending, processes, XIDs).",
+    ),
 }
 
 
@@ -26,7 +36,7 @@ def slurm() -> None:
 
 
 def _hook_command(hook: str) -> click.Command:
-    level, checks, max_time = HOOKS[hook]
+    level, checks, max_time, doc = HOOKS[hook]
     limit = core.HEALTH_CHECK_MAX_TIME if hook == "health-check" else 3600.0
 
     @click.option("--level", type=click.Choice(["quick", "standard", "deep"]), default=level, show_default=True)
@@ -51,7 +61,7 @@ def _hook_command(hook: str) -> click.Command:
         click.echo(f"gpuenv slurm {hook}: {result.node}: {result.action}: {result.summary}", err=True)
         return result.exit_code
 
-    command.__doc__ = f"Slurm {hook}: verify this node (the job's GPUs in prolog/epilog), drain it on a failure."
+    command.__doc__ = doc
     return slurm.command(hook)(command)
 
 

@@ -347,8 +347,7 @@ def run(ctx: CheckContext) -> CheckResult:
 
 
 def _performance(ctx: CheckContext, devices: list[Any], cuda: bool) -> tuple[dict[str, Any], list[Finding]]:
-    nvml_index = {g.get("cuda_index"): g["index"] for g in ctx.facts.get("gpus", [])}
-    indices = [nvml_index.get(i, i) for i in range(len(devices))]  # CUDA order -> NVML index
+    indices = [ctx.host.nvml_index(i) for i in range(len(devices))]  # CUDA order -> NVML index
     energy_before = _energy(indices) if cuda else {}
     per_device = {}
     dtype = "fp32"

@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -170,9 +171,9 @@ def gather(ctx: CheckContext) -> dict[str, Any]:
         "nccl": None,
         "arch_list": [],
         "nvcc": nvcc_version(),
-        "driver": ctx.facts.get("driver", {}).get("driver"),
-        "cuda_driver": ctx.facts.get("driver", {}).get("cuda_driver"),
-        "gpus": ctx.facts.get("gpus", []),
+        "driver": ctx.host.driver,
+        "cuda_driver": ctx.host.cuda_driver,
+        "gpus": [asdict(g) for g in ctx.host.gpus],
     }
     if torch.version.cuda and torch.cuda.is_available():
         facts["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
@@ -230,7 +231,7 @@ def nvcc_version() -> str | None:
 
 def run(ctx: CheckContext) -> CheckResult:
     facts = gather(ctx)
-    ctx.facts["stack"] = {k: v for k, v in facts.items() if k != "gpus"}
+    ctx.provided["stack"] = {k: v for k, v in facts.items() if k != "gpus"}
     kb = load_kb(Path(ctx.kb) if ctx.kb else None)
     findings = evaluate(facts, kb, device=ctx.device)
     build = f"CUDA {facts['torch_cuda']}" if facts["torch_cuda"] else "CPU build"

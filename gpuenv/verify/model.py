@@ -87,22 +87,6 @@ def readable(data: object) -> bool:
     return isinstance(data, dict) and data.get("schema") in READABLE_SCHEMAS
 
 
-def info(message: str, *, item: str | None = None, gpu: GpuRef | None = None) -> Finding:
-    return Finding("info", message, item=item, gpu=gpu)
-
-
-def warn(
-    message: str, remediation: str, *, action: Action = "monitor", item: str | None = None, gpu: GpuRef | None = None
-) -> Finding:
-    return Finding("warn", message, remediation, action, gpu, item)
-
-
-def fail(
-    message: str, remediation: str, *, action: Action, item: str | None = None, gpu: GpuRef | None = None
-) -> Finding:
-    return Finding("fail", message, remediation, action, gpu, item)
-
-
 @dataclass
 class CheckResult:
     name: str

@@ -114,16 +114,23 @@ def launch(target: str, *, check: str, world: int, device: str, params: dict[str
 
 def rank_main(rank: int, job: RankJob) -> None:
     import datetime
+    import inspect
 
     import torch
     import torch.distributed as dist
 
     from gpuenv.verify import faults
+    from gpuenv.verify.procs import die_with_parent
 
+    die_with_parent(os.getppid())  # the forkserver, which ends when the worker does
     backend = "nccl" if job.device == "cuda" else "gloo"
+    device_id: dict[str, Any] = {}
     if job.device == "cuda":
         torch.cuda.set_device(rank)
-    else:
+    if job.device == "cuda" and "device_id" in inspect.signature(dist.init_process_group).parameters:
+        # NCCL binds to this device at once: barriers do not guess, subgroups split the communicator
+        device_id["device_id"] = torch.device("cuda", rank)
+    if job.device == "cpu":
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // job.world))
     dist.init_process_group(
         backend,
@@ -131,11 +138,10 @@ def rank_main(rank: int, job: RankJob) -> None:
         rank=rank,
         world_size=job.world,
         timeout=datetime.timedelta(minutes=30),
+        **device_id,
     )
     try:
-        fault = faults.active(job.check, rank=rank)
-        if fault in ("hang", "abort"):
-            faults.trigger(fault)
+        fault = faults.inject(job.check, rank)
         module, name = job.target.split(":")
         params = {**job.params, "fault": fault}
         result = getattr(import_module(module), name)(rank, job.world, job.device, params)

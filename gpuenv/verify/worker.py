@@ -22,10 +22,11 @@ from importlib import import_module
 from typing import Any
 
 from gpuenv.verify import faults
+from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks.common import CudaUnusable, unusable_finding
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.facts import HostFacts
-from gpuenv.verify.model import CheckResult, fail
+from gpuenv.verify.model import CheckResult
 
 FD_ENV = "GPUENV_VERIFY_FD"
 PARENT_ENV = "GPUENV_VERIFY_PARENT"
@@ -53,9 +54,7 @@ def run_check(name: str, ctx: CheckContext) -> CheckResult:
 
 
 def _run(name: str, ctx: CheckContext) -> CheckResult:
-    kind = faults.active(name)
-    if kind in ("hang", "abort"):
-        faults.trigger(kind)
+    faults.inject(name)
     try:
         module = import_module(f"gpuenv.verify.checks.{name}")
         result: CheckResult = module.run(ctx)
@@ -71,13 +70,7 @@ def _run(name: str, ctx: CheckContext) -> CheckResult:
 def _import_failed(name: str, ctx: CheckContext, exc: ImportError) -> CheckResult:
     what = f"cannot import {exc.name or 'a module'}: {exc}"
     if ctx.device == "cuda":
-        finding = fail(
-            what,
-            "install the pinned stack (gpuenv resolve --driver auto) on this GPU node",
-            action="reinstall-stack",
-            item="import",
-        )
-        return CheckResult(name, "fail", summary=what, findings=[finding])
+        return CheckResult(name, "fail", summary=what, findings=[finding("verify.import-failed", what)])
     return CheckResult(name, "error", summary=what, detail={"hint": "install torch (pip install 'gpuenv[verify]')"})
 
 

@@ -10,14 +10,16 @@ import contextlib
 import json
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from gpuenv.errors import BadRequest
 from gpuenv.resources import data_file
+from gpuenv.verify import catalogue
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.facts import GpuInfo, HostFacts, NvmlSnapshot, visible
-from gpuenv.verify.model import CheckResult, Finding, GpuRef, info, status_from_findings, summarize
+from gpuenv.verify.model import CheckResult, Finding, GpuRef, status_from_findings, summarize
 
 POLICY_SCHEMA = "gpuenv.nvml-policy/1"
 FABRIC_NOT_SUPPORTED, FABRIC_COMPLETED = 0, 3
@@ -27,8 +29,14 @@ LINK_POLL_S = 2.0  # links retrain within milliseconds of load; poll briefly for
 
 
 def load_policy(path: Path | None = None) -> dict[str, Any]:
-    """The shipped policy, with a user's file laid over it (rules merge one by one)."""
+    """The shipped policy and the catalogue's nvml.* rules, with a user's file laid over them
+    (rules merge one by one)."""
     policy: dict[str, Any] = json.loads(data_file("nvml-policy.json").read_text())
+    policy["rules"] = {
+        r.code.split(".", 1)[1]: {"severity": r.severity, "action": r.action, "remediation": r.remediation}
+        for r in catalogue.rules().values()
+        if r.check == "nvml"
+    }
     if path is None:
         return policy
     try:
@@ -55,9 +63,14 @@ def load_policy(path: Path | None = None) -> dict[str, Any]:
     return policy
 
 
-def _finding(policy: dict[str, Any], rule: str, message: str, gpu: GpuRef | None) -> Finding:
+def _finding(policy: dict[str, Any], rule: str, message: str, gpu: GpuRef | None, **fields: Any) -> Finding:
+    """The nvml.RULE finding, with the policy's severity, action and remediation for it."""
     r = policy["rules"][rule]
-    return Finding(r["severity"], message, r.get("remediation"), r.get("action", "none"), gpu, rule)
+    code = f"nvml.{rule}"
+    entry = catalogue.Rule(
+        code, r["severity"], r.get("action", "none"), r.get("remediation"), catalogue.rules()[code].item
+    )
+    return catalogue.finding(code, message, gpu=gpu, rule=entry, **fields)
 
 
 def ref(gpu: dict[str, Any]) -> GpuRef:
@@ -255,30 +268,24 @@ def xid_findings(
     fatal = set(policy["fatal_xids"])
     for index, xid in events:
         g = by_index[index].ref() if index in by_index else GpuRef(index)
-        action = policy["xid_actions"].get(str(xid), "reset-gpu")
+        message = f"{g.label()}: XID {xid} during {during}"
         if xid in fatal:
+            action = policy["xid_actions"].get(str(xid), "reset-gpu")
+            rule = catalogue.rules()["nvml.xid"]
             out.append(
-                Finding(
-                    "fail",
-                    f"{g.label()}: XID {xid} during {during}",
-                    f"XID {xid} is fatal: {action.replace('-', ' ')}, then rerun verify; drain if it recurs",
-                    action,
-                    g,
-                    "xid",
+                catalogue.finding(
+                    "nvml.xid",
+                    message,
+                    gpu=g,
+                    rule=replace(rule, action=action),
+                    xid=xid,
+                    action=action.replace("-", " "),
                 )
             )
         else:
             other = policy["other_xid"]
-            out.append(
-                Finding(
-                    other["severity"],
-                    f"{g.label()}: XID {xid} during {during}",
-                    "watch the kernel log (dmesg) for further XIDs",
-                    other["action"],
-                    g,
-                    "xid",
-                )
-            )
+            rule = replace(catalogue.rules()["nvml.xid-other"], severity=other["severity"], action=other["action"])
+            out.append(catalogue.finding("nvml.xid-other", message, gpu=g, rule=rule))
     return out
 
 
@@ -288,7 +295,9 @@ def unknown_findings(snap: NvmlSnapshot) -> list[Finding]:
     for gpu in snap.gpus:
         for key, why in gpu.get("unknown", {}).items():
             items.setdefault(f"{key} ({why})", []).append(str(gpu["index"]))
-    return [info(f"unknown on GPU {', '.join(idx)}: {what}", item="unknown") for what, idx in items.items()]
+    return [
+        catalogue.finding("nvml.unknown", f"unknown on GPU {', '.join(idx)}: {what}") for what, idx in items.items()
+    ]
 
 
 # ---- the part that talks to NVML (runs in the worker) -------------------------------------
@@ -318,9 +327,10 @@ def run(ctx: CheckContext) -> CheckResult:
     )
     findings += unknown_findings(snap)
     if load_note:
-        findings.append(info(load_note, item="pcie"))
+        findings.append(catalogue.finding("nvml.pcie-not-judged", load_note))
     if ctx.host.pci_reference is None and ctx.host.pci_nvidia:
-        findings.append(info(f"GPUs on the PCI bus not compared with NVML: {ctx.host.pci_scope}", item="gpu_missing"))
+        message = f"in a {ctx.host.pci_scope}: GPUs on the host's PCI bus not compared with NVML"
+        findings.append(catalogue.finding("nvml.bus-not-compared", message))
     names = sorted({g.get("name") or "?" for g in gpus})
     modes = sorted(
         {COMPUTE_MODES.get(int(g["compute_mode"]), "unknown") for g in gpus if g.get("compute_mode") is not None}
@@ -347,13 +357,8 @@ def _no_nvml(ctx: CheckContext, policy: dict[str, Any], problem: str) -> CheckRe
 
 
 def init_finding(message: str, problem: str) -> Finding:
-    if problem == "driver-not-loaded":
-        fix = "load the NVIDIA kernel module (modprobe nvidia; check dmesg) or reinstall the driver"
-    elif problem == "library-not-found":
-        fix = "install the NVIDIA driver (it ships libnvidia-ml.so.1)"
-    else:
-        fix = "reinstall the NVIDIA driver so library and kernel module match, then reboot"
-    return Finding("fail", message, fix, "reinstall-driver", None, "init")
+    known = {"driver-not-loaded": "nvml.driver-not-loaded", "library-not-found": "nvml.library-not-found"}
+    return catalogue.finding(known.get(problem, "nvml.init-failed"), message)
 
 
 def read_links_under_load(

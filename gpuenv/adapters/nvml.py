@@ -22,18 +22,6 @@ def _pynvml() -> Any:
     return pynvml
 
 
-def probe() -> str:
-    """ "ok" when NVML initialises and sees a GPU, else why not (library-not-found, ...)."""
-    problem = init()
-    if problem is not None:
-        return problem
-    nv = _pynvml()
-    try:
-        return "ok" if nv.nvmlDeviceGetCount() > 0 else "no GPU"
-    finally:
-        nv.nvmlShutdown()
-
-
 def init_error_name(exc: Exception) -> str:
     names = {9: "driver-not-loaded", 12: "library-not-found", 18: "library/driver version mismatch", 4: "no-permission"}
     value = getattr(exc, "value", None)

@@ -207,6 +207,7 @@ class Run:
         self.cpu_only = True
         self.device_note = ""
         self.timings: dict[str, float] = {}
+        self.xid_unwatched: list[str] = []  # GPUs NVML would not register for XID events
 
     def start_worker(self, *, forkserver: bool) -> Worker:
         started = time.monotonic()
@@ -271,9 +272,17 @@ class Run:
             return {"nvml": "NVML probe hung or crashed"}
         if answer.get("nvml") == "ok":
             self.watcher = worker
+            self.xid_unwatched = list(answer.get("xid_unwatched", []))
         else:
             worker.kill()
         return answer
+
+    def note_unwatched(self, result: CheckResult) -> None:
+        if result.name == "nvml" and self.xid_unwatched:
+            from gpuenv.verify.catalogue import finding
+
+            message = f"XID events not watched on {', '.join(self.xid_unwatched)}"
+            result.findings.append(finding("nvml.xid-unwatched", message))
 
     def drain_xids(self, result: CheckResult) -> None:
         """XIDs since the last look, named with their action: on the check that just crashed or
@@ -365,6 +374,7 @@ class Run:
                     torch_follows = any(s.needs_torch for s in specs[i:])
                     result = self.run_check(spec, torch_follows)
                     self.results.append(result)
+                    self.note_unwatched(result)
                     self.drain_xids(result)
                     self.add_time(f"check:{spec.name}", result.duration_s)
                     self.on_result(result)

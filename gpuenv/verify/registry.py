@@ -101,13 +101,13 @@ CHECKS: tuple[CheckSpec, ...] = (
 )
 
 
-def select(level: str, names: tuple[str, ...], catalogue: tuple[CheckSpec, ...] = CHECKS) -> list[CheckSpec]:
+def select(level: str, names: tuple[str, ...]) -> list[CheckSpec]:
     """The checks of a level, or exactly the named ones, in the order they must run."""
     if names:
-        chosen = [c for c in catalogue if c.name in names]
+        chosen = [c for c in CHECKS if c.name in names]
     else:
         upto = LEVELS.index(level)  # type: ignore[arg-type]
-        chosen = [c for c in catalogue if LEVELS.index(c.first_level) <= upto]
+        chosen = [c for c in CHECKS if LEVELS.index(c.first_level) <= upto]
     return order(chosen)
 
 

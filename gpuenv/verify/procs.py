@@ -42,3 +42,36 @@ def die_with_parent(parent: int) -> None:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def exit_with(owner: int) -> None:
+    """SIGKILL this process when process `owner` ends, though it is not our parent: a rank's
+    parent is the forkserver, which lives as long as any rank holds its "alive" pipe, so only
+    watching the worker itself breaks that circle. A daemon thread waits on a pidfd."""
+    import select
+    import threading
+
+    def wait() -> None:
+        try:
+            fd = os.pidfd_open(owner)
+        except ProcessLookupError:
+            fd = None
+        except OSError:  # no pidfd (old kernel): poll
+            while _alive(owner):
+                select.select([], [], [], 0.5)
+            fd = None
+        if fd is not None:
+            select.select([fd], [], [])
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=wait, name="gpuenv-exit-with-worker", daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -2,7 +2,9 @@
 
 Ranks are forked from a multiprocessing forkserver that has imported torch once, so a rank
 starts in a fraction of a second instead of importing torch again. The forkserver and every rank
-live in the worker's process group: the engine's watchdog kills them all together.
+live in the worker's process group: the engine's watchdog kills them all together. If the worker
+itself is killed (its parent gpuenv was SIGKILLed), the forkserver dies with it (PR_SET_PDEATHSIG)
+and every rank with it too (a thread waiting on the worker's pidfd).
 Each rank writes its result as JSON into a scratch directory; a rank that dies or raises makes
 `launch` raise, and the worker reports the check as a crash.
 """
@@ -18,8 +20,9 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any
 
-# torch._dynamo: DDP, the profiler and checkpointing import it on first use (over a second).
-PRELOAD = ["torch", "torch.distributed", "torch._dynamo", "gpuenv.verify.ranks"]
+# The guard first (the forkserver dies with the worker); torch._dynamo: DDP, the profiler and
+# checkpointing import it on first use (over a second).
+PRELOAD = ["gpuenv.verify.forkserver_guard", "torch", "torch.distributed", "torch._dynamo", "gpuenv.verify.ranks"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,7 @@ class RankJob:
     port: int
     outdir: str
     params: dict[str, Any] = field(default_factory=dict)
+    owner: int = 0  # the worker: every rank dies with it
 
 
 def start_forkserver() -> None:
@@ -102,7 +106,7 @@ def start(target: str, *, check: str, world: int, device: str, params: dict[str,
     start_processes = import_module("torch.multiprocessing.spawn").start_processes
     start_forkserver()
     outdir = tempfile.TemporaryDirectory(prefix="gpuenv-ranks-")
-    job = RankJob(target, check, world, device, free_port(), outdir.name, params)
+    job = RankJob(target, check, world, device, free_port(), outdir.name, params, os.getpid())
     context = start_processes(rank_main, args=(job,), nprocs=world, join=False, start_method="forkserver")
     return RankRun(context, outdir, world, device)
 
@@ -120,9 +124,9 @@ def rank_main(rank: int, job: RankJob) -> None:
     import torch.distributed as dist
 
     from gpuenv.verify import faults
-    from gpuenv.verify.procs import die_with_parent
+    from gpuenv.verify.procs import exit_with
 
-    die_with_parent(os.getppid())  # the forkserver, which ends when the worker does
+    exit_with(job.owner)
     backend = "nccl" if job.device == "cuda" else "gloo"
     device_id: dict[str, Any] = {}
     if job.device == "cuda":

@@ -28,7 +28,7 @@ from typing import IO, Any
 from gpuenv import __version__
 from gpuenv.verify import registry
 from gpuenv.verify.facts import HostFacts, PciScope, bus_reference, gpu_infos
-from gpuenv.verify.model import CheckResult, Report, decide, status_from_findings
+from gpuenv.verify.model import CheckResult, DeviceChoice, Level, Report, decide, status_from_findings
 from gpuenv.verify.procs import group_members
 from gpuenv.verify.worker import FD_ENV, PARENT_ENV
 
@@ -42,9 +42,9 @@ XID_TIMEOUT = 10.0
 
 @dataclass(frozen=True)
 class VerifyOptions:
-    level: str = "quick"
+    level: Level = "quick"
     checks: tuple[str, ...] = ()
-    device: str = "auto"
+    device: DeviceChoice = "auto"
     expect_gpus: int | None = None
     strict: bool = False
     artifacts_dir: str | None = None

@@ -191,3 +191,15 @@ def test_exclusive_process_mode_is_reported(fake_nvml_dir: Path) -> None:
 def test_prohibited_mode_fails() -> None:
     [finding] = nvml.gpu_findings({"index": 1, "compute_mode": 2}, nvml.load_policy())
     assert finding.item == "compute_prohibited" and finding.severity == "fail"
+
+
+# ---- the engine's own probe: --check never adds checks ------------------------------------
+
+
+def test_a_single_check_gets_the_gpus_from_the_engines_probe(fake_nvml_dir: Path) -> None:
+    code, report, _ = verify_json("--check", "stack", env=scenario_env(fake_nvml_dir, "healthy-8xh100"))
+    assert code == 1  # this torch is a CPU build on what NVML says is a GPU node
+    assert [c["name"] for c in report["checks"]] == ["stack"]  # nvml was not added to name the GPUs
+    assert [g["uuid"] for g in report["host"]["gpus"]][-1] == "GPU-00000000-0000-0000-0000-000000000007"
+    assert report["stack"]["driver"] == "580.65.06"  # from the probe, not from an nvml check
+    assert "probe" in report["timings"]

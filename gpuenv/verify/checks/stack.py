@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from gpuenv.compat import KnowledgeBase, load_kb
+from gpuenv.compat import KnowledgeBase, cubin_runs_on, load_kb, ptx_runs_on
 from gpuenv.errors import BadRequest
 from gpuenv.verify.catalogue import finding
 from gpuenv.verify.context import CheckContext
@@ -65,12 +65,15 @@ def _arch(token: str) -> tuple[str, int, int, str] | None:
 
 
 def runs_natively(token: str, major: int, minor: int) -> bool:
-    """Whether cubins of this entry run on a GPU of compute capability major.minor: the same
-    major and a minor no higher (sm_100 runs on sm_103); `a` variants only on their own."""
+    """Whether cubins of this entry run on a GPU of compute capability major.minor: compat's
+    one rule (same major, a minor no higher: sm_103 runs sm_100 code); `a` variants
+    (sm_90a, architecture-specific features) only on their own compute capability."""
     arch = _arch(token)
-    if arch is None or arch[0] != "sm" or arch[1] != major:
+    if arch is None or arch[0] != "sm":
         return False
-    return arch[2] == minor if arch[3] == "a" else arch[2] <= minor
+    if arch[3] == "a":
+        return (arch[1], arch[2]) == (major, minor)
+    return cubin_runs_on(f"{arch[1]}.{arch[2]}", f"{major}.{minor}")
 
 
 def runs_as_ptx(token: str, major: int, minor: int) -> bool:
@@ -80,7 +83,7 @@ def runs_as_ptx(token: str, major: int, minor: int) -> bool:
         return False
     if arch[3] == "a":
         return (arch[1], arch[2]) == (major, minor)
-    return (arch[1], arch[2]) <= (major, minor)
+    return ptx_runs_on(f"{arch[1]}.{arch[2]}", f"{major}.{minor}")
 
 
 def _arches(facts: dict[str, Any]) -> list[Finding]:
@@ -94,7 +97,7 @@ def _arches(facts: dict[str, Any]) -> list[Finding]:
         digits = f"{major}{minor}"
         label = f"GPU {gpu.get('cuda_index', gpu.get('index'))} ({gpu.get('name')}, sm_{digits})"
         if any(runs_natively(a, major, minor) for a in arch_list):
-            continue
+            continue  # its own SASS, or a same-major cubin it runs (sm_89 runs sm_86 code)
         ptx = [a for a in arch_list if runs_as_ptx(a, major, minor)]
         if ptx:
             message = (

@@ -60,7 +60,7 @@ def failure_reason(report: dict[str, Any]) -> str:
 
 
 def could_not_run_reason(why: str) -> str:
-    return reason("could not run:", why)
+    return reason("could not run:", why.removeprefix("could not run: "))
 
 
 def job_gpus(env: dict[str, str]) -> str | None:

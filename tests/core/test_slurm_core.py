@@ -61,6 +61,8 @@ def test_a_timeout_without_findings_names_the_check_and_status() -> None:
 
 def test_could_not_run_reason() -> None:
     assert core.could_not_run_reason("torch missing") == "gpuenv: could not run: torch missing"
+    # verify's own verdict already says so: not twice
+    assert core.could_not_run_reason("could not run: stack (1 error)") == "gpuenv: could not run: stack (1 error)"
 
 
 def test_job_gpus_prefer_cuda_visible_devices_then_slurm_job_gpus() -> None:

@@ -154,7 +154,11 @@ def _verify_env(req: HookRequest) -> dict[str, str]:
 
 
 def run_verify(args: list[str], max_time: float, report: Path | None, env: dict[str, str]) -> VerifyRun:
-    """`gpuenv verify` in its own process group, killed with all it started at the deadline."""
+    """`gpuenv verify` in its own process group, killed with all it started at the deadline.
+
+    Meant for the one-shot `gpuenv slurm` process: it makes that process a subreaper and, after
+    verify, kills every child it has left.
+    """
     _become_subreaper()  # orphans of verify (its worker has its own session) come back to us
     with tempfile.TemporaryDirectory(prefix="gpuenv-slurm-") as tmp:
         out = report or Path(tmp) / "report.json"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -24,11 +25,14 @@ def health_check(slurm: Slurm, *args: str, fault: str = "", mark: str = "", time
 
 
 def test_a_failing_health_check_drains_and_the_next_passing_one_resumes(idle: Slurm) -> None:
-    code, err = health_check(idle, "--check", "nvml", "--expect-gpus", "8")
+    reports = idle.root / "reports"
+    code, err = health_check(idle, "--check", "nvml", "--expect-gpus", "8", "--reports-dir", str(reports))
     assert code == 1, err
     state, reason = idle.node()
     assert "drain" in state
     assert reason.startswith("gpuenv: nvml"), reason
+    report = json.loads((reports / f"{NODE}-health-check.json").read_text())  # where fleet report reads it
+    assert report["verdict"]["exit_code"] == 1
     assert "8" in reason
     first = idle.reason_line()
     code, err = health_check(idle, "--check", "nvml", "--expect-gpus", "8")  # idempotent: changes nothing

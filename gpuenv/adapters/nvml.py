@@ -141,12 +141,19 @@ def _gpu(nv: Any, index: int) -> dict[str, Any]:
         ),
         "nvlink_down": _nvlink_down(nv, h, unknown),
         "processes": [p.pid for p in (read("processes", lambda: nv.nvmlDeviceGetComputeRunningProcesses(h)) or [])],
+        "memory_used_mib": _memory_used_mib(nv, h, unknown),
         "mig": (read("mig", lambda: nv.nvmlDeviceGetMigMode(h)) or [None])[0],
         "compute_mode": read("compute_mode", lambda: nv.nvmlDeviceGetComputeMode(h)),
         "fabric": _fabric(nv, h, unknown),
     }
     gpu["unknown"] = unknown
     return gpu
+
+
+def _memory_used_mib(nv: Any, h: Any, unknown: dict[str, str]) -> int | None:
+    """Memory in use, less what the driver and firmware reserve (MemoryInfo v2; v1 counts both)."""
+    info = _read(unknown, "memory", lambda: nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2))
+    return None if info is None else int(info.used) // (1 << 20)
 
 
 def _nvlink_down(nv: Any, h: Any, unknown: dict[str, str]) -> list[int] | None:

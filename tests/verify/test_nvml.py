@@ -63,12 +63,31 @@ def test_ecc_errors_fail_naming_gpu_uuid_and_bus(fake_nvml_dir: Path) -> None:
         ("row-remap-pending", [("remapped_rows_pending", "fail", 6), ("remapped_rows_failure", "fail", 7)]),
         ("nvlink-down", [("nvlink_down", "fail", 4)]),
         ("xid", [("xid", "fail", 2), ("xid", "warn", 4)]),
+        ("memory-held", [("memory_held", "fail", 3), ("leftover_processes", "warn", 5)]),
     ],
 )
 def test_faults_fail_naming_the_gpu(fake_nvml_dir: Path, scenario: str, expected: list[Any]) -> None:
     code, result = run_nvml(fake_nvml_dir, scenario)
     assert code == 1 and result["status"] == "fail"
     assert problems(result) == expected
+
+
+def test_memory_held_without_a_process_is_judged_against_the_threshold() -> None:
+    policy = nvml.load_policy()
+    limit = policy["memory_held_mib"]
+
+    def items(**gpu: Any) -> list[str]:
+        return [f.item for f in nvml.gpu_findings({"index": 0, **gpu}, policy)]
+
+    held = items(memory_used_mib=limit + 1, processes=[])
+    assert held == ["memory_held"]
+    [finding] = nvml.gpu_findings({"index": 0, "memory_used_mib": 900, "processes": []}, policy)
+    assert finding.severity == "fail" and finding.action == "drain" and "900 MiB" in finding.message
+    assert items(memory_used_mib=limit, processes=[]) == []  # the driver's own few MiB
+    assert items(memory_used_mib=900, processes=[1234]) == ["leftover_processes"]
+    assert items(memory_used_mib=900, processes=[], unknown={"processes": "NOT_SUPPORTED"}) == []
+    assert items(memory_used_mib=900, processes=[], mig=1) == ["mig_enabled"]
+    assert items(memory_used_mib=None, processes=[]) == []
 
 
 def test_a_missing_gpu_fails_against_expect_gpus(fake_nvml_dir: Path) -> None:

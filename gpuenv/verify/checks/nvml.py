@@ -57,7 +57,14 @@ def load_policy(path: Path | None = None) -> dict[str, Any]:
                 hint=f"rules: {', '.join(sorted(policy['rules']))}",
             )
         policy["rules"][name] = {**policy["rules"][name], **rule}
-    for key in ("fatal_xids", "xid_actions", "other_xid", "problem_clock_events", "temperature_margin_c"):
+    for key in (
+        "fatal_xids",
+        "xid_actions",
+        "other_xid",
+        "problem_clock_events",
+        "temperature_margin_c",
+        "memory_held_mib",
+    ):
         if key in user:
             policy[key] = user[key]
     return policy
@@ -168,6 +175,7 @@ def gpu_findings(
     if leftovers:
         pids = ", ".join(str(p) for p in leftovers)
         out.append(_finding(policy, "leftover_processes", f"{label}: compute processes still running: {pids}", g))
+    out += _memory_held(gpu, policy, g, label)
     if gpu.get("mig") == 1:
         out.append(_finding(policy, "mig_enabled", f"{label}: MIG mode enabled", g))
     out += _compute_mode(gpu, policy, g, label)
@@ -188,6 +196,17 @@ def gpu_findings(
             )
         )
     return out
+
+
+def _memory_held(gpu: dict[str, Any], policy: dict[str, Any], g: GpuRef, label: str) -> list[Finding]:
+    """Memory in use while NVML lists no compute process at all (not even gpuenv's own): a context
+    the driver kept after its process ended. MIG GPUs list processes per instance: not judged."""
+    used = gpu.get("memory_used_mib")
+    unread = "processes" in (gpu.get("unknown") or {})
+    if used is None or unread or gpu.get("processes") or gpu.get("mig") == 1 or used <= policy["memory_held_mib"]:
+        return []
+    text = f"{label}: {used} MiB of GPU memory in use with no compute process"
+    return [_finding(policy, "memory_held", text, g)]
 
 
 def _compute_mode(gpu: dict[str, Any], policy: dict[str, Any], g: GpuRef, label: str) -> list[Finding]:

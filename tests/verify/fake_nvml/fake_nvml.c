@@ -6,7 +6,8 @@
  * Fabric info answers only where a scenario sets fabric_state (else FUNCTION_NOT_FOUND, as before
  * R550); pcie_idle_reads makes the first N generation reads per GPU answer pcie_gen_idle (a link
  * trained down at idle that comes up under load); proc_self lists the calling process and its
- * parent (gpuenv itself) as compute processes. */
+ * parent (gpuenv itself) as compute processes; mem_used_mib is the memory in use (MemoryInfo_v2),
+ * with or without processes. */
 #include <stdio.h>
 #include <unistd.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 #define E_FUNCTION_NOT_FOUND 13
 #define E_VERSION_MISMATCH 25
 #define FABRIC_INFO_V2 0x02000024u
+#define MEMORY_V2 0x02000028u
 
 typedef struct {
     int index;
@@ -32,12 +34,13 @@ typedef struct {
     int pcie_gen, pcie_max_gen, pcie_width, pcie_max_width;
     int persistence, temp, slowdown_temp, nvlinks, nvlink_down, procs, mig;
     int fabric_state, fabric_status, fabric_clique, compute_mode, pcie_gen_idle, pcie_idle_reads, proc_self;
-    int gen_reads;
+    int gen_reads, mem_used_mib;
 } gpu_t;
 
 typedef struct { void *device; unsigned long long type, data; unsigned gi, ci; } event_t;
 typedef struct { char legacy[16]; unsigned domain, bus, device, id, subsys; char busId[32]; } pci_t;
 typedef struct { unsigned pid; unsigned long long mem; unsigned gi, ci; } proc_t;
+typedef struct { unsigned version; unsigned long long total, reserved, free, used; } memory_v2_t;
 typedef struct {
     unsigned version; unsigned char clusterUuid[16]; unsigned status, cliqueId, state, healthMask;
 } fabric_v2_t;
@@ -76,7 +79,7 @@ static void set(gpu_t *g, const char *key, const char *val) {
     INT(remap_failure) INT(pcie_gen) INT(pcie_max_gen) INT(pcie_width) INT(pcie_max_width)
     INT(persistence) INT(temp) INT(slowdown_temp) INT(nvlinks) INT(nvlink_down) INT(procs) INT(mig)
     INT(fabric_state) INT(fabric_status) INT(fabric_clique) INT(compute_mode) INT(pcie_gen_idle)
-    INT(pcie_idle_reads) INT(proc_self)
+    INT(pcie_idle_reads) INT(proc_self) INT(mem_used_mib)
 }
 
 static void load(void) {
@@ -171,6 +174,11 @@ int nvmlDeviceGetComputeRunningProcesses_v3(void *h, unsigned *n, proc_t *procs)
         procs[i].mem = 1 << 30; procs[i].gi = procs[i].ci = 0;
     }
     *n = total; return OK;
+}
+int nvmlDeviceGetMemoryInfo_v2(void *h, memory_v2_t *m) {
+    GPU(h) if (m->version != MEMORY_V2) return E_VERSION_MISMATCH;
+    m->total = 80ULL << 30; m->reserved = 512ULL << 20; m->used = (unsigned long long)g->mem_used_mib << 20;
+    m->free = m->total - m->reserved - m->used; return OK;
 }
 int nvmlDeviceGetComputeMode(void *h, int *mode) { GPU(h) *mode = g->compute_mode; return OK; }
 int nvmlDeviceGetGpuFabricInfoV(void *h, fabric_v2_t *info) {

@@ -50,3 +50,8 @@ def drain(node: str, reason: str) -> None:
 
 def resume(node: str) -> None:
     _run(["scontrol", "update", f"nodename={node}", "state=resume"])
+
+
+def show_job(job_id: str) -> str:
+    """`scontrol -o show job ID`: the job's record on one line."""
+    return _run(["scontrol", "-o", "show", "job", job_id])

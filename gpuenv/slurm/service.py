@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuenv.errors import CannotRun
-from gpuenv.slurm import core, scontrol
+from gpuenv.slurm import core, kernel_xids, scontrol
+from gpuenv.verify.model import Finding
 
 TERM_GRACE = 3.0  # seconds verify gets after SIGTERM to write its partial report
 SLACK = 5.0  # seconds kept back from the budget for the kill, the drain and the exit
@@ -74,6 +75,12 @@ def run_hook(req: HookRequest) -> HookResult:
     run = run_verify(_verify_args(req, report_path), req.max_time, report_path, _verify_env(req))
     if run.over_budget:
         return _drain(node, core.reason("verify.budget", f"verify ran past {req.max_time:.0f} s"), 1, report_path)
+    if run.code == 0 and req.hook == "epilog" and run.report is not None:
+        found, note = job_kernel_xids(run.report, _verify_env(req))
+        fatal = [f for f in found if f.severity == "fail"]
+        if fatal:
+            return _drain(node, _finding_reason(fatal[0]), 1, report_path)
+        return _healthy(node, run, req, report_path, note)
     if run.code == 0:
         return _healthy(node, run, req, report_path)
     if run.code == 3 and run.report is not None and _nothing_to_check(run.report):
@@ -86,8 +93,9 @@ def run_hook(req: HookRequest) -> HookResult:
     return _drain(node, core.could_not_run_reason(why), 3, report_path)
 
 
-def _healthy(node: str, run: VerifyRun, req: HookRequest, report: Path | None) -> HookResult:
+def _healthy(node: str, run: VerifyRun, req: HookRequest, report: Path | None, note: str | None = None) -> HookResult:
     summary = str((run.report or {}).get("verdict", {}).get("summary", "certified"))
+    summary += f"; {note}" if note else ""
     if req.hook != "health-check":  # prolog and epilog never resume: that is the health check's call
         return HookResult(0, node, "none", None, summary, report)
     state = scontrol.node_state(node)
@@ -96,6 +104,49 @@ def _healthy(node: str, run: VerifyRun, req: HookRequest, report: Path | None) -
         return HookResult(0, node, "resumed", state.reason, summary, report)
     kept = state is not None and state.drained
     return HookResult(0, node, "kept" if kept else "none", state.reason if state else None, summary, report)
+
+
+def job_kernel_xids(
+    report: dict[str, Any], env: dict[str, str], kmsg: Path = Path("/dev/kmsg")
+) -> tuple[list[Finding], str | None]:
+    """XIDs the kernel logged on the job's GPUs since the job started, judged like the nvml
+    check's; the note says what was not read (or the warnings), else None."""
+    from gpuenv.verify.checks import nvml
+    from gpuenv.verify.facts import GpuInfo, visible
+
+    snap = next(
+        (c.get("detail", {}).get("snapshot") for c in report.get("checks", []) if c.get("name") == "nvml"), None
+    )
+    if not snap:
+        return [], "kernel log not read: the report has no NVML snapshot to name the job's GPUs"
+    gpus = visible(snap.get("gpus", []), env.get("CUDA_VISIBLE_DEVICES"))
+    try:
+        start = _job_start(env)
+        lines = kernel_xids.read_kmsg(kmsg)
+    except (CannotRun, OSError) as exc:
+        return [], f"kernel log not read: {exc}"
+    if start is None:
+        return [], "kernel log not read: the job's start time is unknown"
+    since_boot = start - (time.time() - time.monotonic())
+    events = kernel_xids.job_events(kernel_xids.parse_kmsg(lines), since_boot, gpus)
+    infos = tuple(GpuInfo(g["index"], uuid=g.get("uuid"), pci_bus_id=g.get("pci_bus_id")) for g in gpus)
+    found = nvml.xid_findings(events, infos, nvml.load_policy(), during="the job (kernel log)")
+    warned = [f.message for f in found if f.severity != "fail"]
+    return found, "; ".join(warned) or None
+
+
+def _job_start(env: dict[str, str]) -> float | None:
+    """The job's start (Unix time): slurmd's SLURM_JOB_START_TIME where set, else slurmctld's record."""
+    value = env.get("SLURM_JOB_START_TIME", "").strip()
+    if value.isdigit():
+        return float(value)
+    job = env.get("SLURM_JOB_ID", "").strip()
+    return kernel_xids.start_from_scontrol(scontrol.show_job(job)) if job else None
+
+
+def _finding_reason(finding: Finding) -> str:
+    gpu = f"GPU{finding.gpu.index}" if finding.gpu is not None else None
+    return core.reason(finding.code, gpu, finding.message)
 
 
 def _drain(node: str, reason: str, code: int, report: Path | None) -> HookResult:

@@ -142,3 +142,20 @@ def test_the_epilog_on_a_cpu_only_node_skips_and_does_not_drain(idle: Slurm) -> 
     assert proc.returncode == 0, proc.stderr
     assert "skip: nvml" in proc.stderr
     assert idle.node()[0] == "idle"
+
+
+def test_the_epilog_knows_when_the_job_started(idle: Slurm, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The start the kernel-log XIDs are read from. Slurm 22.05's slurmd sets no
+    SLURM_JOB_START_TIME in the epilog's environment: scontrol's StartTime of the finished job it is."""
+    from gpuenv.slurm import service
+
+    submitted = time.time()
+    job = _job(idle)
+    idle.wait_for(lambda: _job_field(idle, job, "JobState") == "COMPLETED", 180, f"job {job} did not complete")
+    idle.wait_for(lambda: idle.node()[0] == "idle", 60, "the node did not return to idle after the epilog")
+    lines = (idle.root / "epilog.env").read_text().splitlines()
+    env = dict(line.split("=", 1) for line in lines if "=" in line)
+    assert env["SLURM_JOB_ID"] == job
+    monkeypatch.setenv("SLURM_CONF", env["SLURM_CONF"])
+    start = service._job_start(env)
+    assert start is not None and int(submitted) <= start <= time.time()

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuenv.errors import BadRequest, BadResult, CannotRun
+from gpuenv.types import DEVICES, Device, Level
 
 log = logging.getLogger(__name__)
 
@@ -358,8 +359,8 @@ def _wait(container: Any, timeout: float, image: str) -> int:
 def run_verify_in_image(
     tag: str,
     *,
-    level: str,
-    device: str,
+    level: Level,
+    device: Device,
     timeout: float,
     extra_args: list[str],
     on_note: Callable[[str], None] | None = None,
@@ -371,7 +372,7 @@ def run_verify_in_image(
     The report, when stdout holds one, gains an "image_run" entry saying how it was run.
     """
     note = on_note or (lambda text: log.warning("%s", text))
-    if device not in ("auto", "cuda", "cpu"):
+    if device not in DEVICES:
         raise BadRequest(f"unknown device {device!r}", hint="auto, cuda or cpu")
     client = connect()
     command = ["gpuenv", "verify", "--level", level, "--json"]

@@ -10,6 +10,7 @@ import click
 
 from gpuenv import validate
 from gpuenv.errors import BadRequest, BadResult, CannotRun
+from gpuenv.types import Device, Level
 from gpuenv.verify.registry import CHECKS, LEVELS
 
 EPILOG = """\b
@@ -110,9 +111,9 @@ def _in_file(ctx: click.Context, param: click.Parameter, value: str | None) -> P
 @click.pass_context
 def verify(
     ctx: click.Context,
-    level: str,
+    level: Level,
     checks: tuple[str, ...],
-    device: str,
+    device: Device,
     expect_gpus: int | None,
     strict: bool,
     as_json: bool,
@@ -220,7 +221,14 @@ def _image_args(ctx: click.Context) -> list[str]:
 
 
 def _in_image(
-    tag: str, *, level: str, device: str, timeout: float | None, as_json: bool, report: Path | None, args: list[str]
+    tag: str,
+    *,
+    level: Level,
+    device: Device,
+    timeout: float | None,
+    as_json: bool,
+    report: Path | None,
+    args: list[str],
 ) -> int:
     from gpuenv.adapters.docker import run_verify_in_image
     from gpuenv.verify import outputs

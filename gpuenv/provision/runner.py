@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuenv.errors import BadRequest
+from gpuenv.provision import INVENTORY_FILE
 
 SITE = "site.yml"
 PLAN = "plan_driver.yml"
@@ -53,7 +54,7 @@ def runner_arguments(req: RunRequest) -> dict[str, Any]:
         "private_data_dir": str(req.private_data_dir),
         "project_dir": str(req.project_dir),
         "playbook": req.playbook,
-        "inventory": str(req.project_dir / "inventory" / "hosts.yml"),
+        "inventory": str(req.project_dir / INVENTORY_FILE),
         "forks": req.forks,
         "envvars": {
             "PATH": req.path,

@@ -12,10 +12,12 @@ from typing import Any
 
 from gpuenv.compat import KnowledgeBase, driver_runs_cuda
 from gpuenv.errors import BadRequest
+from gpuenv.requirements import gpuenv_requirements
 from gpuenv.stack import Stack
+from gpuenv.types import DEVICES, LEVELS, Device, Level
 
-VERIFY_LEVELS = ("quick", "standard", "deep")
-VERIFY_DEVICES = ("auto", "cuda", "cpu")
+VERIFY_LEVELS = LEVELS
+VERIFY_DEVICES = DEVICES
 DRIVER_SOURCES = ("auto", "distro", "cuda-repo")
 KERNEL_MODULES = ("auto", "open", "proprietary")
 DEBIAN_NONFREE_BRANCH = "R535"  # what Debian 12's non-free component ships
@@ -37,8 +39,8 @@ class ProvisionOptions:
     reboot: bool = True
     container_toolkit: bool = False
     verify: bool = True
-    verify_level: str = "quick"
-    verify_device: str = "auto"
+    verify_level: Level = "quick"
+    verify_device: Device = "auto"
     reports_dir: str = "reports"  # on the controller (absolute)
     min_free_gb: int = 10
 
@@ -102,6 +104,7 @@ def variables(stack: Stack, options: ProvisionOptions, facts: KbFacts) -> dict[s
         "pytorch_index_url": "" if options.wheelhouse else (options.index_url or stack.index_url),
         "pytorch_wheelhouse": options.wheelhouse or "",
         "pytorch_gpuenv_wheel": options.gpuenv_wheel or "",
+        "pytorch_gpuenv_requirements": list(gpuenv_requirements()),
         "verify_enabled": options.verify,
         "verify_level": options.verify_level,
         "verify_device": options.verify_device,

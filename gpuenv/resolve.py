@@ -61,7 +61,7 @@ def resolve(kb: KnowledgeBase, request: Request) -> Stack:
             f"unknown CUDA version {request.cuda}",
             hint=f"known: {', '.join(c.version for c in kb.cuda)}",
         )
-    if request.torch and not any(_torch_matches(t.version, request.torch) for t in kb.torch):
+    if request.torch and not any(torch_matches(t.version, request.torch) for t in kb.torch):
         raise BadRequest(
             f"unknown torch version {request.torch}",
             hint=f"known: {', '.join(t.version for t in kb.torch)}",
@@ -102,7 +102,7 @@ def _arch(kb: KnowledgeBase, gpu: str) -> Architecture:
     return arch
 
 
-def _torch_matches(version: str, wanted: str) -> bool:
+def torch_matches(version: str, wanted: str) -> bool:
     """'2.4' matches any 2.4.x; '2.0.1' matches exactly."""
     return version == wanted or version.startswith(wanted + ".")
 
@@ -120,7 +120,7 @@ def _candidates(
     survivors: list[Candidate] = []
     rejected: list[tuple[TorchRelease, Rejected]] = []
     for torch in kb.torch:
-        if request.torch and not _torch_matches(torch.version, request.torch):
+        if request.torch and not torch_matches(torch.version, request.torch):
             continue
         for build in torch.builds:
             cuda = kb.cuda_by_build[build]
@@ -354,7 +354,7 @@ def _nearest(kb: KnowledgeBase, request: Request) -> str:
             continue
         tried.append(f"without --{name}: torch {stack.torch}+{stack.cuda_build} ({kept})")
     if request.torch and request.cuda:
-        builds = sorted({b for t in kb.torch if _torch_matches(t.version, request.torch) for b in t.builds})
+        builds = sorted({b for t in kb.torch if torch_matches(t.version, request.torch) for b in t.builds})
         tried.append(f"torch {request.torch} is built for {', '.join(builds)}")
     if request.cuda and (row := kb.find_cuda(request.cuda)):
         releases = [t.version for t in kb.torch if row.build in t.builds]

@@ -146,7 +146,9 @@ def verify(
     load_policy(policy)
     if artifacts is None and report is not None:
         artifacts = report.parent / f"{report.stem}.artifacts"
-    settings = ctx.obj
+    from gpuenv.cli import settings as settings_of
+
+    settings = settings_of(ctx)
     opts = VerifyOptions(
         level=level,
         checks=checks,
@@ -156,10 +158,10 @@ def verify(
         artifacts_dir=str(artifacts) if artifacts else None,
         baseline=str(baseline) if baseline else None,
         policy=str(policy) if policy else None,
-        kb=str(settings.data) if settings and settings.data else None,
+        kb=str(settings.data) if settings.data else None,
         timeout=timeout,
     )
-    quiet = bool(settings and settings.quiet)
+    quiet = settings.quiet
     result = run_verify(opts, on_result=None if (as_json or quiet) else _progress)
     _write_outputs(result, report=report, junit=junit, prometheus=prometheus)
     _present(result, as_json=as_json, quiet=quiet)

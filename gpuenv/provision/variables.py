@@ -7,7 +7,7 @@ JSON (which YAML reads the same), after a last check that none could be taken fo
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from gpuenv.compat import KnowledgeBase, driver_runs_cuda
@@ -53,7 +53,6 @@ class KbFacts:
     open_modules_policy: dict[str, str]
     debian_nonfree_ok: bool
     debian_nonfree_branch: str = "535"
-    notes: tuple[str, ...] = field(default_factory=tuple)
 
 
 def kb_facts(kb: KnowledgeBase, stack: Stack) -> KbFacts:
@@ -70,7 +69,6 @@ def kb_facts(kb: KnowledgeBase, stack: Stack) -> KbFacts:
         open_modules_policy=policy,
         debian_nonfree_ok=bool(verdict and verdict.ok),
         debian_nonfree_branch=DEBIAN_NONFREE_BRANCH[1:],
-        notes=(verdict.message,) if verdict else (),
     )
 
 

@@ -1,0 +1,55 @@
+"""Where a command's Stack comes from: a stack file written by `gpuenv resolve --json`, or the resolver.
+
+The application service behind `gpuenv resolve`, and the first step of build-image and provision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuenv import validate
+from gpuenv.errors import BadRequest, CannotRun
+from gpuenv.resolve import Request
+from gpuenv.stack import Stack
+
+
+@dataclass(frozen=True)
+class StackRequest:
+    """The constraints of a stack (driver "auto": this machine's), or a stack file; never both."""
+
+    constraints: Request = field(default_factory=Request)
+    stack_file: Path | None = None
+
+
+def stack_for(request: StackRequest, *, kb_path: Path | None) -> Stack:
+    """The Stack the request asks for: read from the stack file, or resolved from the constraints."""
+    from gpuenv.compat import load_kb
+    from gpuenv.resolve import resolve
+    from gpuenv.stack import load_stack
+
+    constraints = request.constraints
+    if request.stack_file is not None:
+        if constraints.given():
+            raise BadRequest(
+                "--stack cannot be combined with --torch/--cuda/--driver/--python/--gpu/--os",
+                hint="edit the stack file, or resolve again with the constraints",
+            )
+        return load_stack(request.stack_file)
+    if constraints.driver == "auto":
+        constraints = Request(**{**constraints.given(), "driver": local_driver_version()})
+    return resolve(load_kb(kb_path), constraints)
+
+
+def local_driver_version() -> str:
+    """This machine's NVIDIA driver version, read through NVML."""
+    from gpuenv.adapters import nvml
+
+    problem = nvml.init()
+    driver = None if problem else nvml.driver_versions()["driver"]
+    if driver is None:
+        raise CannotRun(
+            f"--driver auto: no NVIDIA driver found on this machine ({problem or 'NVML gave no version'})",
+            hint="install the driver, or give the target's driver with --driver VERSION",
+        )
+    return validate.driver(driver)

@@ -53,3 +53,31 @@ def local_driver_version() -> str:
             hint="install the driver, or give the target's driver with --driver VERSION",
         )
     return validate.driver(driver)
+
+
+def describe(stack: Stack, *, quiet: bool) -> list[str]:
+    """The stack as text: one line per pinned value with the reason for it (left out when quiet)."""
+    rows = [
+        ("torch", stack.torch, "torch"),
+        ("torchvision", stack.torchvision or "-", None),
+        ("torchaudio", stack.torchaudio or "- (no release)", None),
+        ("CUDA build", stack.cuda_build, "cuda_build"),
+        ("CUDA toolkit", stack.cuda, "cuda"),
+        ("cuDNN", stack.cudnn or "unknown", "cudnn"),
+        ("Python", f"{stack.python} ({stack.python_source.via})", "python"),
+        ("OS", stack.os, "os"),
+        ("wheel index", stack.index_url, None),
+        ("driver min", stack.driver_min, "driver_min"),
+        ("driver floor", stack.driver_floor, "driver_floor"),
+        ("driver branch", stack.driver_branch, "driver_branch"),
+        *((f"image {variant}", ref, None) for variant, ref in stack.base_images.items()),
+    ]
+    width = max(len(str(value)) for _, value, _ in rows)
+    lines = [f"gpuenv stack: torch {stack.torch} + {stack.cuda_build} on {stack.os}"]
+    for label, value, reason in rows:
+        why = "" if quiet or reason is None else f"  {stack.reasons.get(reason, '')}"
+        lines.append(f"  {label:<20} {value:<{width}}{why}".rstrip())
+    if not quiet:
+        lines += [f"  {key}: {stack.reasons[key]}" for key in ("driver", "gpu") if key in stack.reasons]
+        lines += [f"  rejected {rejected.choice}: {rejected.why}" for rejected in stack.rejected]
+    return lines

@@ -17,6 +17,21 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("GPUENV_TEST_CACHE", "/var/cache/gpuenv-test"))
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+# Fixtures that start real services (root: dockerd, a registry, SSH hosts) or need the cached
+# rootfs and wheelhouse: a test using one is an integration test (nox -s integration).
+INTEGRATION_FIXTURES = frozenset(
+    {"dockerd", "docker_env", "docker_client", "standin_image", "registry", "ssh_hosts", "provisioned"}
+    | {"bookworm_rootfs_tar", "wheelhouse"}
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked docker or ssh, or using a service fixture, are marked integration."""
+    for item in items:
+        uses = set(getattr(item, "fixturenames", ()))
+        if item.get_closest_marker("docker") or item.get_closest_marker("ssh") or uses & INTEGRATION_FIXTURES:
+            item.add_marker(pytest.mark.integration)
 
 
 def require(available: bool, reason: str) -> None:

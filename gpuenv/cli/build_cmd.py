@@ -14,104 +14,62 @@ from click.core import ParameterSource
 from gpuenv import validate
 from gpuenv.cli import settings
 from gpuenv.cli.output import console, emit_json
-from gpuenv.cli.params import checked, stack_options, stack_request
-from gpuenv.render.dockerfile import FLAVORS
+from gpuenv.cli.params import checked, choice, grammar, stack_options, stack_request
+from gpuenv.render.dockerfile import DEFAULT_WITH, FLAVORS
 
 SPEC_OVERRIDABLE = ("flavor", "cudnn", "with_", "slim")  # None unless given: a spec's value applies
 DIR = click.Path(file_okay=False, path_type=Path)
+HELP = {
+    "flavor": "runtime: the CUDA runtime base; devel: the cuDNN devel base with nvcc, for extensions.",
+    "with": "Companions pinned with torch: torchvision, torchaudio (comma-separated or repeated); 'none'.",
+    "tag": "Name the image (repeatable); default gpuenv/pytorch:<torch>-<build>-py<python>-<os>-<flavor>.",
+    "render_only": "Write the Dockerfile and build context into DIR and build nothing (no Docker needed).",
+    "base_image": "Use this base instead of the stack's (an internal mirror, a digest-pinned reference).",
+    "index_url": "A mirror of the stack's PyTorch wheel index.",
+    "wheelhouse": "Install every wheel from this directory with --no-index (air-gapped sites).",
+    "pip": "Extra package to install, e.g. transformers==4.44.2 (repeatable); torch stays pinned.",
+    "app": "Copy this project into /app, last (its requirements.txt is installed before it).",
+    "build_arg": "NAME=VALUE passed to the build, e.g. HTTP_PROXY=http://proxy:3128 (repeatable).",
+    "verify": "Run `gpuenv verify --level quick` in the new image (with the host's GPUs if it has any).",
+}
 
 
 @click.command("build-image")
 @stack_options
 @click.option("--spec", metavar="NAME|FILE", help="A curated image spec by name, or a TOML spec file (see images/).")
-@click.option(
-    "--flavor",
-    type=click.Choice(FLAVORS),
-    default="runtime",
-    show_default=True,
-    help="runtime: the CUDA runtime base; devel: the cuDNN devel base with nvcc, for extensions.",
-)
+@click.option("--flavor", **choice(FLAVORS, "runtime"), help=HELP["flavor"])
 @click.option("--cudnn", is_flag=True, help="Use the cuDNN variant of the runtime base image.")
 @click.option(
-    "--with",
-    "with_",
-    multiple=True,
-    metavar="PKGS",
-    default=("torchvision",),
-    show_default=True,
-    help="Companions pinned with torch: torchvision, torchaudio (comma-separated or repeated); 'none'.",
+    "--with", "with_", multiple=True, metavar="PKGS", default=DEFAULT_WITH, show_default=True, help=HELP["with"]
 )
 @click.option("--slim", is_flag=True, help="Leave out the C compiler and Python headers torch.compile needs.")
 @click.option(
-    "--tag",
-    "tags",
-    multiple=True,
-    metavar="REF",
-    callback=checked(lambda v: validate.image_ref(v, "--tag")),
-    help="Name the image (repeatable); default gpuenv/pytorch:<torch>-<build>-py<python>-<os>-<flavor>.",
+    "--tag", "tags", multiple=True, metavar="REF", callback=grammar(validate.image_ref, "--tag"), help=HELP["tag"]
 )
-@click.option(
-    "--render-only",
-    "render_dir",
-    metavar="DIR",
-    type=DIR,
-    help="Write the Dockerfile and build context into DIR and build nothing (no Docker needed).",
-)
+@click.option("--render-only", "render_dir", metavar="DIR", type=DIR, help=HELP["render_only"])
 @click.option("--force", is_flag=True, help="With --render-only: replace gpuenv's files in a non-empty DIR.")
 @click.option(
-    "--base-image",
-    metavar="REF",
-    callback=checked(lambda v: validate.image_ref(v, "--base-image")),
-    help="Use this base instead of the stack's (an internal mirror, a digest-pinned reference).",
+    "--base-image", metavar="REF", callback=grammar(validate.image_ref, "--base-image"), help=HELP["base_image"]
 )
 @click.option("--pin-base", is_flag=True, help="Look up the base image's digest now and build FROM it by digest.")
+@click.option("--index-url", metavar="URL", callback=grammar(validate.url, "--index-url"), help=HELP["index_url"])
 @click.option(
-    "--index-url",
-    metavar="URL",
-    callback=checked(lambda v: validate.url(v, "--index-url")),
-    help="A mirror of the stack's PyTorch wheel index.",
+    "--wheelhouse", metavar="DIR", callback=grammar(validate.existing_dir, "--wheelhouse"), help=HELP["wheelhouse"]
 )
-@click.option(
-    "--wheelhouse",
-    metavar="DIR",
-    callback=checked(lambda v: validate.existing_dir(v, "--wheelhouse")),
-    help="Install every wheel from this directory with --no-index (air-gapped sites).",
-)
-@click.option(
-    "--pip",
-    multiple=True,
-    metavar="PKG",
-    callback=checked(validate.pip_requirement),
-    help="Extra package to install, e.g. transformers==4.44.2 (repeatable); torch stays pinned.",
-)
-@click.option(
-    "--app",
-    metavar="DIR",
-    callback=checked(lambda v: validate.existing_dir(v, "--app")),
-    help="Copy this project into /app, last (its requirements.txt is installed before it).",
-)
+@click.option("--pip", multiple=True, metavar="PKG", callback=checked(validate.pip_requirement), help=HELP["pip"])
+@click.option("--app", metavar="DIR", callback=grammar(validate.existing_dir, "--app"), help=HELP["app"])
 @click.option(
     "--build-arg",
     "build_args",
     multiple=True,
     metavar="NAME=VALUE",
     callback=checked(validate.build_arg),
-    help="NAME=VALUE passed to the build, e.g. HTTP_PROXY=http://proxy:3128 (repeatable).",
+    help=HELP["build_arg"],
 )
-@click.option(
-    "--network",
-    type=click.Choice(["default", "host", "none"]),
-    default="default",
-    show_default=True,
-    help="Network for the build's RUN steps.",
-)
+@click.option("--network", **choice(["default", "host", "none"], "default"), help="Network for the build's RUN steps.")
 @click.option("--no-cache", is_flag=True, help="Rebuild every layer.")
 @click.option("--push", is_flag=True, help="Push every tag after the build and report the digests.")
-@click.option(
-    "--verify",
-    is_flag=True,
-    help="Run `gpuenv verify --level quick` in the new image (with the host's GPUs if it has any).",
-)
+@click.option("--verify", is_flag=True, help=HELP["verify"])
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @click.pass_context
 def build_image(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
@@ -137,7 +95,8 @@ def build_image(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
     quiet, verbose = settings(ctx).quiet, settings(ctx).verbose
     prepared = prepare(plan_image(request, kb_path=settings(ctx).data))
     say = _sayer(quiet)
-    _say_rendered(prepared, say)
+    for line in prepared.messages():
+        say(line)
     if request.render_dir is not None:
         written = write_rendered(prepared)
         if as_json:
@@ -156,20 +115,6 @@ def build_image(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
 def _sayer(quiet: bool) -> Callable[[str], None]:
     """Progress and notes go to stderr, so that stdout carries only the result (or the JSON)."""
     return (lambda text: None) if quiet else (lambda text: click.echo(text, err=True))
-
-
-def _say_rendered(prepared: Any, say: Callable[[str], None]) -> None:
-    rendered, stack = prepared.rendered, prepared.plan.stack
-    say(f"base image: {rendered.base_image}")
-    for note in rendered.notes:
-        say(f"note: {note}")
-    for warning in rendered.warnings:
-        say(f"warning: {warning}")
-    if stack.base_image_eol and "@sha256:" not in rendered.base_image:
-        say(
-            "warning: pin the base by digest while it still exists: add --pin-base, or "
-            "--base-image REF@sha256:<digest> from your mirror"
-        )
 
 
 @contextmanager

@@ -36,6 +36,16 @@ def version_of(what: str, *, strip: str = "") -> Callable[[click.Context, click.
     return checked(lambda v: validate.version(v.lstrip(strip), what))
 
 
+def choice(values: tuple[str, ...] | list[str], default: str) -> dict[str, Any]:
+    """Option settings for one of VALUES, DEFAULT shown in the help."""
+    return {"type": click.Choice(values), "default": default, "show_default": True}
+
+
+def grammar(check: Callable[[str, str], Any], what: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A callback running a validator that names what it checks, e.g. grammar(validate.url, "--index-url")."""
+    return checked(lambda v: check(v, what))
+
+
 def stack_options(func: F) -> F:
     """Add --torch --cuda --driver --python --gpu --os --stack to a command."""
     os_help = "ubuntu20.04, ubuntu22.04 (default), ubuntu24.04, debian12, rockylinux8, rockylinux9."

@@ -11,8 +11,8 @@ import click
 from gpuenv import validate
 from gpuenv.cli import settings
 from gpuenv.cli.output import console, emit_json, table
-from gpuenv.cli.params import checked, stack_options, stack_request, version_of
-from gpuenv.provision.runner import check_limit
+from gpuenv.cli.params import checked, choice, grammar, stack_options, stack_request, version_of
+from gpuenv.provision.runner import Progress, ProgressBoard, check_limit
 from gpuenv.provision.variables import DRIVER_SOURCES, KERNEL_MODULES
 from gpuenv.types import DEVICES, LEVELS
 
@@ -32,6 +32,10 @@ FILE = click.Path(dir_okay=False, path_type=Path)
 DIR = click.Path(file_okay=False, path_type=Path)
 COLUMNS = ("host", "status", "ok", "changed", "failed", "unreachable", "verify", "report")
 HELP = {
+    "inventory": "Ansible inventory, INI or YAML (instead of HOST arguments).",
+    "index_url": "A mirror of the stack's PyTorch wheel index.",
+    "reports_dir": "Where verify reports land, as HOST.json.",
+    "timeout": "Seconds the whole run may take.",
     "user": "SSH user for hosts the inventory leaves unset [default: root].",
     "become_password_file": "File holding the become password (never put it on the command line).",
     "driver_branch": "Driver branch to install, e.g. 580 [default: the stack's].",
@@ -50,33 +54,17 @@ HELP = {
 
 @click.command(epilog=EPILOG)
 @click.argument("hosts", nargs=-1, callback=lambda c, p, v: tuple(v))
-@click.option(
-    "-i", "--inventory", "inventory_file", type=FILE, help="Ansible inventory, INI or YAML (instead of HOST arguments)."
-)
+@click.option("-i", "--inventory", "inventory_file", type=FILE, help=HELP["inventory"])
 @click.option("--user", callback=checked(validate.user), help=HELP["user"])
 @click.option("--port", callback=checked(validate.port), help="SSH port for hosts the inventory leaves unset.")
 @click.option("--ssh-key", type=FILE, help="SSH private key file.")
-@click.option(
-    "--become-method",
-    type=click.Choice(["sudo", "su"]),
-    default="sudo",
-    show_default=True,
-    help="How a non-root user becomes root.",
-)
+@click.option("--become-method", **choice(["sudo", "su"], "sudo"), help="How a non-root user becomes root.")
 @click.option("--become-password-file", type=FILE, help=HELP["become_password_file"])
 @click.option("--ask-become-pass", "-K", is_flag=True, help="Prompt for the become password.")
 @stack_options
 @click.option("--driver-branch", callback=version_of("driver branch", strip="Rr"), help=HELP["driver_branch"])
-@click.option(
-    "--driver-source", type=click.Choice(DRIVER_SOURCES), default="auto", show_default=True, help=HELP["driver_source"]
-)
-@click.option(
-    "--kernel-modules",
-    type=click.Choice(KERNEL_MODULES),
-    default="auto",
-    show_default=True,
-    help="Open or proprietary NVIDIA kernel modules.",
-)
+@click.option("--driver-source", **choice(DRIVER_SOURCES, "auto"), help=HELP["driver_source"])
+@click.option("--kernel-modules", **choice(KERNEL_MODULES, "auto"), help="Open or proprietary NVIDIA kernel modules.")
 @click.option("--allow-secure-boot", is_flag=True, help=HELP["allow_secure_boot"])
 @click.option("--no-reboot", is_flag=True, help="Never reboot; verify fails until you reboot yourself.")
 @click.option("--skip-driver", is_flag=True, help="Leave the NVIDIA driver alone.")
@@ -86,38 +74,21 @@ HELP = {
     "--venv",
     default="/opt/gpuenv/venv",
     show_default=True,
-    callback=checked(lambda v: validate.safe_path(v, "--venv")),
+    callback=grammar(validate.safe_path, "--venv"),
     help="Venv on the hosts.",
 )
 @click.option("--wheelhouse", type=DIR, help=HELP["wheelhouse"])
-@click.option(
-    "--index-url",
-    callback=checked(lambda v: validate.url(v, "--index-url")),
-    help="A mirror of the stack's PyTorch wheel index.",
-)
+@click.option("--index-url", callback=grammar(validate.url, "--index-url"), help=HELP["index_url"])
 @click.option("--gpuenv-wheel", type=FILE, help=HELP["gpuenv_wheel"])
 @click.option("--torch-only", is_flag=True, help=HELP["torch_only"])
-@click.option("--verify-level", type=click.Choice(LEVELS), default="quick", show_default=True)
-@click.option(
-    "--verify-device", type=click.Choice(DEVICES), default="auto", show_default=True, help=HELP["verify_device"]
-)
-@click.option(
-    "--reports-dir",
-    type=DIR,
-    default=Path("reports"),
-    show_default=True,
-    help="Where verify reports land, as HOST.json.",
-)
+@click.option("--verify-level", **choice(LEVELS, "quick"))
+@click.option("--verify-device", **choice(DEVICES, "auto"), help=HELP["verify_device"])
+@click.option("--reports-dir", type=DIR, default=Path("reports"), show_default=True, help=HELP["reports_dir"])
 @click.option("--min-free-gb", type=click.IntRange(1, 10000), default=10, show_default=True, help=HELP["min_free_gb"])
 @click.option("--forks", type=click.IntRange(1, 200), default=10, show_default=True, help="Hosts provisioned at once.")
 @click.option("--limit", callback=checked(check_limit), help="Only these hosts or groups (Ansible pattern).")
 @click.option(
-    "--timeout",
-    "timeout_s",
-    type=click.IntRange(60, 86400),
-    default=4 * 3600,
-    show_default=True,
-    help="Seconds the whole run may take.",
+    "--timeout", "timeout_s", type=click.IntRange(60, 86400), default=4 * 3600, show_default=True, help=HELP["timeout"]
 )
 @click.option("--dry-run", "--check", "dry_run", is_flag=True, help="Ansible check mode with diffs: change nothing.")
 @click.option("--plan", "plan_only", is_flag=True, help=HELP["plan_only"])
@@ -172,8 +143,7 @@ class ProgressView:
     """Live per-host progress on stderr: a table on a terminal, otherwise one line per change or failure."""
 
     def __init__(self, *, enabled: bool) -> None:
-        self.enabled = enabled
-        self.rows: dict[str, dict[str, Any]] = {}
+        self.enabled, self.board = enabled, ProgressBoard()
         self.live: Any = None
 
     def __enter__(self) -> ProgressView:
@@ -188,23 +158,14 @@ class ProgressView:
         if self.live is not None:
             self.live.__exit__(None, None, None)
 
-    def update(self, p: Any) -> None:
+    def update(self, p: Progress) -> None:
         if not self.enabled:
             return
-        row = self.rows.setdefault(p.host, {"task": "", "ok": 0, "changed": 0, "failed": 0, "state": "running"})
-        row["task"] = p.task
-        if p.status in ("ok", "changed", "failed"):
-            row[p.status] += 1
-        if p.status in ("failed", "unreachable"):
-            row["state"] = p.status
+        worth_a_line = self.board.add(p)
         if self.live is not None:
             self.live.update(self._table())
-        elif p.status in ("changed", "failed", "unreachable"):
+        elif worth_a_line:
             click.echo(f"{p.host}: {p.status}: {p.task}", err=True)
 
     def _table(self) -> Any:
-        rows = (
-            [h, r["task"][:60], str(r["ok"]), str(r["changed"]), str(r["failed"]), r["state"]]
-            for h, r in self.rows.items()
-        )
-        return table(("host", "task", "ok", "changed", "failed", "state"), rows, box=None)
+        return table(ProgressBoard.COLUMNS, self.board.table_rows(), box=None)

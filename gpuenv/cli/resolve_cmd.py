@@ -9,7 +9,6 @@ import click
 from gpuenv.cli import settings
 from gpuenv.cli.output import console, emit_json, table
 from gpuenv.cli.params import stack_options, stack_request, version_of
-from gpuenv.stack import Stack
 
 
 @click.command()
@@ -32,7 +31,7 @@ def resolve(ctx: click.Context, /, as_json: bool, fmt: str, **options: Any) -> i
       gpuenv resolve --driver 535.104.05 --gpu H100 --json > stack.json
       gpuenv resolve --torch 2.4 --format requirements > requirements.txt
     """
-    from gpuenv.stacks import stack_for
+    from gpuenv.stacks import describe, stack_for
 
     stack = stack_for(stack_request(options), kb_path=settings(ctx).data)
     if as_json or fmt == "json":
@@ -40,39 +39,10 @@ def resolve(ctx: click.Context, /, as_json: bool, fmt: str, **options: Any) -> i
     elif fmt == "requirements":
         click.echo("\n".join(stack.requirements()))
     else:
-        _print_stack(stack, quiet=settings(ctx).quiet)
+        click.echo("\n".join(describe(stack, quiet=settings(ctx).quiet)))
+        for warning in stack.warnings:
+            click.secho(f"warning: {warning}", fg="yellow", err=True)
     return 0
-
-
-def _print_stack(stack: Stack, *, quiet: bool) -> None:
-    rows = [
-        ("torch", stack.torch, "torch"),
-        ("torchvision", stack.torchvision or "-", None),
-        ("torchaudio", stack.torchaudio or "- (no release)", None),
-        ("CUDA build", stack.cuda_build, "cuda_build"),
-        ("CUDA toolkit", stack.cuda, "cuda"),
-        ("cuDNN", stack.cudnn or "unknown", "cudnn"),
-        ("Python", f"{stack.python} ({stack.python_source.via})", "python"),
-        ("OS", stack.os, "os"),
-        ("wheel index", stack.index_url, None),
-        ("driver min", stack.driver_min, "driver_min"),
-        ("driver floor", stack.driver_floor, "driver_floor"),
-        ("driver branch", stack.driver_branch, "driver_branch"),
-        *((f"image {variant}", ref, None) for variant, ref in stack.base_images.items()),
-    ]
-    width = max(len(str(value)) for _, value, _ in rows)
-    click.echo(f"gpuenv stack: torch {stack.torch} + {stack.cuda_build} on {stack.os}")
-    for label, value, reason in rows:
-        why = "" if quiet or reason is None else f"  {stack.reasons.get(reason, '')}"
-        click.echo(f"  {label:<20} {value:<{width}}{why}".rstrip())
-    if not quiet:
-        for key in ("driver", "gpu"):
-            if key in stack.reasons:
-                click.echo(f"  {key}: {stack.reasons[key]}")
-        for rejected in stack.rejected:
-            click.echo(f"  rejected {rejected.choice}: {rejected.why}")
-    for warning in stack.warnings:
-        click.secho(f"warning: {warning}", fg="yellow", err=True)
 
 
 @click.command()

@@ -25,6 +25,17 @@ class Prepared:
     rendered: RenderedImage
     client: Any = None
 
+    def messages(self) -> list[str]:
+        """What the user should know before the build: the base image, notes and warnings."""
+        lines = [f"base image: {self.rendered.base_image}", *(f"note: {note}" for note in self.rendered.notes)]
+        lines += [f"warning: {warning}" for warning in self.rendered.warnings]
+        if self.plan.stack.base_image_eol and "@sha256:" not in self.rendered.base_image:
+            lines.append(
+                "warning: pin the base by digest while it still exists: add --pin-base, or "
+                "--base-image REF@sha256:<digest> from your mirror"
+            )
+        return lines
+
 
 @dataclass(frozen=True)
 class Written:

@@ -104,6 +104,30 @@ def progress_from_event(event: dict[str, Any]) -> Progress | None:
 
 
 @dataclass
+class ProgressBoard:
+    """Each host's current task and counts, as progress arrives (what a live view draws)."""
+
+    COLUMNS = ("host", "task", "ok", "changed", "failed", "state")
+    rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def add(self, p: Progress) -> bool:
+        """Record one step; True when it is worth a line of its own (a change, a failure)."""
+        row = self.rows.setdefault(p.host, {"task": "", "ok": 0, "changed": 0, "failed": 0, "state": "running"})
+        row["task"] = p.task
+        if p.status in ("ok", "changed", "failed"):
+            row[p.status] += 1
+        if p.status in ("failed", "unreachable"):
+            row["state"] = p.status
+        return p.status in ("changed", "failed", "unreachable")
+
+    def table_rows(self) -> list[tuple[str, ...]]:
+        return [
+            (host, r["task"][:60], str(r["ok"]), str(r["changed"]), str(r["failed"]), r["state"])
+            for host, r in self.rows.items()
+        ]
+
+
+@dataclass
 class HostSummary:
     host: str
     ok: int = 0

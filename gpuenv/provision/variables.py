@@ -14,10 +14,8 @@ from gpuenv.compat import KnowledgeBase, driver_runs_cuda
 from gpuenv.errors import BadRequest
 from gpuenv.requirements import gpuenv_requirements
 from gpuenv.stack import Stack
-from gpuenv.types import DEVICES, LEVELS, Device, Level
+from gpuenv.types import Device, Level
 
-VERIFY_LEVELS = LEVELS
-VERIFY_DEVICES = DEVICES
 DRIVER_SOURCES = ("auto", "distro", "cuda-repo")
 KERNEL_MODULES = ("auto", "open", "proprietary")
 DEBIAN_NONFREE_BRANCH = "R535"  # what Debian 12's non-free component ships

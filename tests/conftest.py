@@ -17,11 +17,12 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("GPUENV_TEST_CACHE", "/var/cache/gpuenv-test"))
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-# Fixtures that start real services (root: dockerd, a registry, SSH hosts) or need the cached
-# rootfs and wheelhouse: a test using one is an integration test (nox -s integration).
+# Fixtures that start real services (root: dockerd, a registry, SSH hosts), need the cached rootfs,
+# wheelhouse or Debian's libnvidia-ml, or compile the fake one and run the whole CLI over it:
+# a test using one is an integration test (nox -s integration).
 INTEGRATION_FIXTURES = frozenset(
     {"dockerd", "docker_env", "docker_client", "standin_image", "registry", "ssh_hosts", "provisioned"}
-    | {"bookworm_rootfs_tar", "wheelhouse"}
+    | {"bookworm_rootfs_tar", "wheelhouse", "fake_nvml_dir", "debian_nvml_dir"}
 )
 
 

@@ -64,8 +64,7 @@ def driver_advice(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
 
 
 # 4. Registration: the lazy group imports the command only when it runs.
-@pytest.fixture()
-def registered(monkeypatch: pytest.MonkeyPatch) -> None:
+def _register(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(cli.COMMANDS, "driver-advice", f"{__name__}:driver_advice")
 
 
@@ -75,7 +74,8 @@ def _main(*args: str) -> int:
     return int(exited.value.code or 0)
 
 
-def test_new_command_is_listed_and_runs(registered: None, capsys: pytest.CaptureFixture[str]) -> None:
+def test_new_command_is_listed_and_runs(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    _register(monkeypatch)
     assert _main("--help") == 0
     assert "driver-advice" in capsys.readouterr().out
     assert _main("driver-advice", "--cuda", "12.4", "--json") == 0
@@ -84,8 +84,9 @@ def test_new_command_is_listed_and_runs(registered: None, capsys: pytest.Capture
 
 
 def test_new_command_gets_bad_requests_and_settings_the_common_way(
-    registered: None, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
+    _register(monkeypatch)
     assert _main("driver-advice", "--cuda", "11.7", "--level", "deep") == 2
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("gpuenv: error: driver floor 450.") and err[1].startswith("  hint: ")

@@ -61,7 +61,7 @@ def test_minimum_branches_follow_the_first_cuda_of_each_generation() -> None:
         assert cuda is not None, arch
         branch = int(cuda.bundled_driver.split(".")[0])
         expected[arch.family] = max(expected.get(arch.family, 0), branch)
-    assert expected == FILTERS._MIN_BRANCH
+    assert expected == FILTERS.MIN_BRANCH
 
 
 def test_open_module_policy_and_debian_branch_defaults_match() -> None:

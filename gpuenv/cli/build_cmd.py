@@ -15,7 +15,8 @@ from gpuenv import validate
 from gpuenv.cli import settings
 from gpuenv.cli.output import console, emit_json
 from gpuenv.cli.params import checked, choice, grammar, stack_options, stack_request
-from gpuenv.render.dockerfile import DEFAULT_WITH, FLAVORS
+from gpuenv.image.plan import DEFAULTS, BuildRequest, plan_image
+from gpuenv.render.dockerfile import FLAVORS
 
 SPEC_OVERRIDABLE = ("flavor", "cudnn", "with_", "slim")  # None unless given: a spec's value applies
 DIR = click.Path(file_okay=False, path_type=Path)
@@ -37,10 +38,16 @@ HELP = {
 @click.command("build-image")
 @stack_options
 @click.option("--spec", metavar="NAME|FILE", help="A curated image spec by name, or a TOML spec file (see images/).")
-@click.option("--flavor", **choice(FLAVORS, "runtime"), help=HELP["flavor"])
+@click.option("--flavor", **choice(FLAVORS, DEFAULTS["flavor"]), help=HELP["flavor"])
 @click.option("--cudnn", is_flag=True, help="Use the cuDNN variant of the runtime base image.")
 @click.option(
-    "--with", "with_", multiple=True, metavar="PKGS", default=DEFAULT_WITH, show_default=True, help=HELP["with"]
+    "--with",
+    "with_",
+    multiple=True,
+    metavar="PKGS",
+    default=DEFAULTS["with_packages"],
+    show_default=True,
+    help=HELP["with"],
 )
 @click.option("--slim", is_flag=True, help="Leave out the C compiler and Python headers torch.compile needs.")
 @click.option(
@@ -66,7 +73,11 @@ HELP = {
     callback=checked(validate.build_arg),
     help=HELP["build_arg"],
 )
-@click.option("--network", **choice(["default", "host", "none"], "default"), help="Network for the build's RUN steps.")
+@click.option(
+    "--network",
+    **choice(["default", "host", "none"], BuildRequest().network),
+    help="Network for the build's RUN steps.",
+)
 @click.option("--no-cache", is_flag=True, help="Rebuild every layer.")
 @click.option("--push", is_flag=True, help="Push every tag after the build and report the digests.")
 @click.option("--verify", is_flag=True, help=HELP["verify"])
@@ -86,7 +97,6 @@ def build_image(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
     3 Docker unreachable.
     """
     from gpuenv.image.build import build, prepare, write_rendered
-    from gpuenv.image.plan import BuildRequest, plan_image
 
     for name in SPEC_OVERRIDABLE:
         if ctx.get_parameter_source(name) != ParameterSource.COMMANDLINE:

@@ -12,6 +12,7 @@ from gpuenv import validate
 from gpuenv.cli import settings
 from gpuenv.cli.output import console, emit_json, table
 from gpuenv.cli.params import checked, choice, grammar, stack_options, stack_request, version_of
+from gpuenv.provision.project import SCHEMA, ProvisionRequest, prepare_project, render_project, run_project
 from gpuenv.provision.runner import Progress, ProgressBoard, check_limit
 from gpuenv.provision.variables import DRIVER_SOURCES, KERNEL_MODULES
 from gpuenv.types import DEVICES, LEVELS
@@ -28,6 +29,7 @@ Examples:
 Exit codes: 0 all hosts provisioned (and certified), 1 a host failed or was unreachable,
 2 bad request, 3 Ansible missing or broken on this machine.
 """
+DEFAULT = ProvisionRequest()  # the request's defaults are the options' defaults
 FILE = click.Path(dir_okay=False, path_type=Path)
 DIR = click.Path(file_okay=False, path_type=Path)
 COLUMNS = ("host", "status", "ok", "changed", "failed", "unreachable", "verify", "report")
@@ -58,13 +60,19 @@ HELP = {
 @click.option("--user", callback=checked(validate.user), help=HELP["user"])
 @click.option("--port", callback=checked(validate.port), help="SSH port for hosts the inventory leaves unset.")
 @click.option("--ssh-key", type=FILE, help="SSH private key file.")
-@click.option("--become-method", **choice(["sudo", "su"], "sudo"), help="How a non-root user becomes root.")
+@click.option(
+    "--become-method", **choice(["sudo", "su"], DEFAULT.become_method), help="How a non-root user becomes root."
+)
 @click.option("--become-password-file", type=FILE, help=HELP["become_password_file"])
 @click.option("--ask-become-pass", "-K", is_flag=True, help="Prompt for the become password.")
 @stack_options
 @click.option("--driver-branch", callback=version_of("driver branch", strip="Rr"), help=HELP["driver_branch"])
-@click.option("--driver-source", **choice(DRIVER_SOURCES, "auto"), help=HELP["driver_source"])
-@click.option("--kernel-modules", **choice(KERNEL_MODULES, "auto"), help="Open or proprietary NVIDIA kernel modules.")
+@click.option("--driver-source", **choice(DRIVER_SOURCES, DEFAULT.driver_source), help=HELP["driver_source"])
+@click.option(
+    "--kernel-modules",
+    **choice(KERNEL_MODULES, DEFAULT.kernel_modules),
+    help="Open or proprietary NVIDIA kernel modules.",
+)
 @click.option("--allow-secure-boot", is_flag=True, help=HELP["allow_secure_boot"])
 @click.option("--no-reboot", is_flag=True, help="Never reboot; verify fails until you reboot yourself.")
 @click.option("--skip-driver", is_flag=True, help="Leave the NVIDIA driver alone.")
@@ -72,7 +80,7 @@ HELP = {
 @click.option("--with-container-toolkit", is_flag=True, help=HELP["with_container_toolkit"])
 @click.option(
     "--venv",
-    default="/opt/gpuenv/venv",
+    default=DEFAULT.venv,
     show_default=True,
     callback=grammar(validate.safe_path, "--venv"),
     help="Venv on the hosts.",
@@ -81,14 +89,27 @@ HELP = {
 @click.option("--index-url", callback=grammar(validate.url, "--index-url"), help=HELP["index_url"])
 @click.option("--gpuenv-wheel", type=FILE, help=HELP["gpuenv_wheel"])
 @click.option("--torch-only", is_flag=True, help=HELP["torch_only"])
-@click.option("--verify-level", **choice(LEVELS, "quick"))
-@click.option("--verify-device", **choice(DEVICES, "auto"), help=HELP["verify_device"])
-@click.option("--reports-dir", type=DIR, default=Path("reports"), show_default=True, help=HELP["reports_dir"])
-@click.option("--min-free-gb", type=click.IntRange(1, 10000), default=10, show_default=True, help=HELP["min_free_gb"])
-@click.option("--forks", type=click.IntRange(1, 200), default=10, show_default=True, help="Hosts provisioned at once.")
+@click.option("--verify-level", **choice(LEVELS, DEFAULT.verify_level))
+@click.option("--verify-device", **choice(DEVICES, DEFAULT.verify_device), help=HELP["verify_device"])
+@click.option("--reports-dir", type=DIR, default=DEFAULT.reports_dir, show_default=True, help=HELP["reports_dir"])
+@click.option(
+    "--min-free-gb",
+    type=click.IntRange(1, 10000),
+    default=DEFAULT.min_free_gb,
+    show_default=True,
+    help=HELP["min_free_gb"],
+)
+@click.option(
+    "--forks", type=click.IntRange(1, 200), default=DEFAULT.forks, show_default=True, help="Hosts provisioned at once."
+)
 @click.option("--limit", callback=checked(check_limit), help="Only these hosts or groups (Ansible pattern).")
 @click.option(
-    "--timeout", "timeout_s", type=click.IntRange(60, 86400), default=4 * 3600, show_default=True, help=HELP["timeout"]
+    "--timeout",
+    "timeout_s",
+    type=click.IntRange(60, 86400),
+    default=DEFAULT.timeout_s,
+    show_default=True,
+    help=HELP["timeout"],
 )
 @click.option("--dry-run", "--check", "dry_run", is_flag=True, help="Ansible check mode with diffs: change nothing.")
 @click.option("--plan", "plan_only", is_flag=True, help=HELP["plan_only"])
@@ -98,8 +119,6 @@ HELP = {
 @click.pass_context
 def provision(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
     """Install the NVIDIA driver, PyTorch and gpuenv on HOSTS, then certify them."""
-    from gpuenv.provision.project import SCHEMA, ProvisionRequest, prepare_project, render_project, run_project
-
     request = ProvisionRequest(stack=stack_request(params), **params)
     project = prepare_project(request, kb_path=settings(ctx).data, prompt=_prompt)
     if request.render_only is not None:

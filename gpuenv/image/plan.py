@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,6 +14,7 @@ from gpuenv.stack import Stack
 from gpuenv.stacks import StackRequest, stack_for
 
 Network = Literal["default", "host", "none"]
+SPEC_OVERRIDABLE = ("flavor", "cudnn", "slim", "with_packages")  # a spec sets them; the command line wins
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,8 @@ class Plan:
         return dict(arg.split("=", 1) for arg in self.request.build_args)
 
 
-DEFAULTS = {"flavor": "runtime", "cudnn": False, "slim": False, "with_packages": ("torchvision",)}
+# What an option neither given nor set by a spec falls back to: ImageOptions' own defaults.
+DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(ImageOptions) if f.name in SPEC_OVERRIDABLE}
 
 
 def plan_image(request: BuildRequest, *, kb_path: Path | None) -> Plan:

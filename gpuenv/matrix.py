@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
-from gpuenv.compat import CudaRelease, KnowledgeBase, TorchRelease
+from gpuenv.compat import CudaRelease, KnowledgeBase, TorchRelease, kb_age_days, kb_age_line, staleness_warning
 from gpuenv.errors import BadRequest
 from gpuenv.resolve import torch_matches
+from gpuenv.stacks import Warn
 
 TORCH_COLUMNS = ("torch", "torchvision", "torchaudio", "CUDA builds", "PyPI default", "Python", "unconfirmed")
 CUDA_COLUMNS = ("CUDA", "toolkit", "bundled driver", "floor", "cuDNN", "images", "EOL", "unconfirmed")
@@ -23,9 +25,17 @@ class MatrixRequest:
 class Matrix:
     torches: tuple[TorchRelease, ...]
     cudas: tuple[CudaRelease, ...]
+    generated: str  # when the knowledge base was made
+    age_days: int
+    age_line: str  # "knowledge base: shipped, generated ... (N days old)"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"torch": [_torch_dict(t) for t in self.torches], "cuda": [_cuda_dict(c) for c in self.cudas]}
+        return {
+            "generated": self.generated,
+            "age_days": self.age_days,
+            "torch": [_torch_dict(t) for t in self.torches],
+            "cuda": [_cuda_dict(c) for c in self.cudas],
+        }
 
     def torch_rows(self) -> list[tuple[str, ...]]:
         return [
@@ -57,8 +67,14 @@ class Matrix:
         ]
 
 
-def matrix(kb: KnowledgeBase, request: MatrixRequest) -> Matrix:
-    """The torch releases and CUDA rows that match the request; BadRequest when nothing does."""
+def matrix(kb: KnowledgeBase, request: MatrixRequest, *, today: date, on_warning: Warn | None = None) -> Matrix:
+    """The torch releases and CUDA rows that match the request; BadRequest when nothing does.
+
+    on_warning hears that the knowledge base is stale, before anything else.
+    """
+    warning = staleness_warning(kb, today)
+    if warning and on_warning is not None:
+        on_warning(warning)
     cuda_row = kb.find_cuda(request.cuda) if request.cuda else None
     if request.cuda and cuda_row is None:
         known = ", ".join(c.version for c in kb.cuda)
@@ -77,7 +93,7 @@ def matrix(kb: KnowledgeBase, request: MatrixRequest) -> Matrix:
         for c in kb.cuda
         if (cuda_row is None or c is cuda_row) and (not request.torch or any(c.build in t.builds for t in torches))
     )
-    return Matrix(torches, cudas)
+    return Matrix(torches, cudas, kb.generated, kb_age_days(kb, today), kb_age_line(kb, today))
 
 
 def _torch_dict(t: TorchRelease) -> dict[str, Any]:
@@ -87,7 +103,9 @@ def _torch_dict(t: TorchRelease) -> dict[str, Any]:
         "torchaudio": t.torchaudio,
         "builds": list(t.builds),
         "default_build": t.default_build,
+        "arch": {build: str(code) for build, code in t.arch.items()},
         "python": list(t.python),
+        "python_experimental": list(t.python_experimental),
         "source": t.provenance.source,
         "checked": t.provenance.checked,
         "unconfirmed": list(t.provenance.unconfirmed),

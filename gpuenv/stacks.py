@@ -5,13 +5,17 @@ The application service behind `gpuenv resolve`, and the first step of build-ima
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 
 from gpuenv import validate
 from gpuenv.errors import BadRequest, CannotRun
 from gpuenv.resolve import Request
 from gpuenv.stack import Stack
+
+Warn = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -22,9 +26,12 @@ class StackRequest:
     stack_file: Path | None = None
 
 
-def stack_for(request: StackRequest, *, kb_path: Path | None) -> Stack:
-    """The Stack the request asks for: read from the stack file, or resolved from the constraints."""
-    from gpuenv.compat import load_kb
+def stack_for(request: StackRequest, *, kb_path: Path | None, on_warning: Warn | None = None) -> Stack:
+    """The Stack the request asks for: read from the stack file, or resolved from the constraints.
+
+    on_warning hears that the knowledge base is stale, before it is used.
+    """
+    from gpuenv.compat import load_kb, staleness_warning
     from gpuenv.resolve import resolve
     from gpuenv.stack import load_stack
 
@@ -38,7 +45,11 @@ def stack_for(request: StackRequest, *, kb_path: Path | None) -> Stack:
         return load_stack(request.stack_file)
     if constraints.driver == "auto":
         constraints = Request(**{**constraints.given(), "driver": local_driver_version()})
-    return resolve(load_kb(kb_path), constraints)
+    kb = load_kb(kb_path)
+    warning = staleness_warning(kb, date.today())
+    if warning and on_warning is not None:
+        on_warning(warning)
+    return resolve(kb, constraints)
 
 
 def local_driver_version() -> str:

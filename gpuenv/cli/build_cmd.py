@@ -13,7 +13,7 @@ from click.core import ParameterSource
 
 from gpuenv import validate
 from gpuenv.cli import settings
-from gpuenv.cli.output import console, emit_json
+from gpuenv.cli.output import console, emit_json, warn
 from gpuenv.cli.params import checked, choice, grammar, stack_options, stack_request
 from gpuenv.image.plan import DEFAULTS, BuildRequest, plan_image
 from gpuenv.render.dockerfile import FLAVORS
@@ -103,7 +103,7 @@ def build_image(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
             params[name] = None
     request = BuildRequest(stack=stack_request(params), **params)
     quiet, verbose = settings(ctx).quiet, settings(ctx).verbose
-    prepared = prepare(plan_image(request, kb_path=settings(ctx).data))
+    prepared = prepare(plan_image(request, kb_path=settings(ctx).data, on_warning=warn))
     say = _sayer(quiet)
     for line in prepared.messages():
         say(line)

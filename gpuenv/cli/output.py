@@ -15,6 +15,11 @@ def emit_json(obj: Any) -> None:
     click.echo(json.dumps(obj, indent=2, sort_keys=False))
 
 
+def warn(text: str) -> None:
+    """A warning on stderr, whatever --quiet says."""
+    click.secho(f"warning: {text}", fg="yellow", err=True)
+
+
 def console(*, stderr: bool = False) -> Any:
     from rich.console import Console
 

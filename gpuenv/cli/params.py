@@ -48,10 +48,11 @@ def grammar(check: Callable[[str, str], Any], what: str) -> Callable[[click.Cont
 
 def stack_options(func: F) -> F:
     """Add --torch --cuda --driver --python --gpu --os --stack to a command."""
+    torch_help = "PyTorch version, e.g. 2.4, 2.4.0 or 2.4.0+cu121 (the local version picks the CUDA build)."
     os_help = "ubuntu20.04, ubuntu22.04 (default), ubuntu24.04, debian12, rockylinux8, rockylinux9."
     driver_help = "NVIDIA driver the stack must run on, e.g. 535.104.05; 'auto' reads this machine's."
     options = [
-        click.option("--torch", callback=version_of("torch version"), help="PyTorch version, e.g. 2.4 or 2.0.1."),
+        click.option("--torch", callback=checked(validate.torch_version), help=torch_help),
         click.option("--cuda", callback=version_of("CUDA version"), help="CUDA version, e.g. 11.7 or 12.4.1."),
         click.option("--driver", callback=checked(validate.driver), help=driver_help),
         click.option("--python", callback=version_of("Python version"), help="Python version, e.g. 3.11."),

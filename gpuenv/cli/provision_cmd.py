@@ -10,7 +10,7 @@ import click
 
 from gpuenv import validate
 from gpuenv.cli import settings
-from gpuenv.cli.output import console, emit_json, table
+from gpuenv.cli.output import console, emit_json, table, warn
 from gpuenv.cli.params import checked, choice, grammar, stack_options, stack_request, version_of
 from gpuenv.provision.project import SCHEMA, ProvisionRequest, prepare_project, render_project, run_project
 from gpuenv.provision.runner import Progress, ProgressBoard, check_limit
@@ -120,7 +120,7 @@ HELP = {
 def provision(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
     """Install the NVIDIA driver, PyTorch and gpuenv on HOSTS, then certify them."""
     request = ProvisionRequest(stack=stack_request(params), **params)
-    project = prepare_project(request, kb_path=settings(ctx).data, prompt=_prompt)
+    project = prepare_project(request, kb_path=settings(ctx).data, prompt=_prompt, on_warning=warn)
     if request.render_only is not None:
         dest = render_project(project, request.render_only)
         if as_json:

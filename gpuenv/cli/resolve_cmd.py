@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
 import click
 
+from gpuenv import validate
 from gpuenv.cli import settings
-from gpuenv.cli.output import console, emit_json, table
-from gpuenv.cli.params import stack_options, stack_request, version_of
+from gpuenv.cli.output import console, emit_json, table, warn
+from gpuenv.cli.params import checked, stack_options, stack_request, version_of
 
 
 @click.command()
@@ -31,22 +33,26 @@ def resolve(ctx: click.Context, /, as_json: bool, fmt: str, **options: Any) -> i
       gpuenv resolve --driver 535.104.05 --gpu H100 --json > stack.json
       gpuenv resolve --torch 2.4 --format requirements > requirements.txt
     """
+    from gpuenv.compat import kb_age_line, load_kb
     from gpuenv.stacks import describe, stack_for
 
-    stack = stack_for(stack_request(options), kb_path=settings(ctx).data)
+    request, quiet = stack_request(options), settings(ctx).quiet
+    stack = stack_for(request, kb_path=settings(ctx).data, on_warning=warn)
     if as_json or fmt == "json":
         emit_json(stack.to_dict())
     elif fmt == "requirements":
         click.echo("\n".join(stack.requirements()))
     else:
-        click.echo("\n".join(describe(stack, quiet=settings(ctx).quiet)))
+        click.echo("\n".join(describe(stack, quiet=quiet)))
         for warning in stack.warnings:
-            click.secho(f"warning: {warning}", fg="yellow", err=True)
+            warn(warning)
+        if request.stack_file is None and not quiet:
+            click.echo(f"  {kb_age_line(load_kb(settings(ctx).data), date.today())}")
     return 0
 
 
 @click.command()
-@click.option("--torch", callback=version_of("torch version"), help="Only this torch.")
+@click.option("--torch", callback=checked(validate.torch_version), help="Only this torch.")
 @click.option("--cuda", callback=version_of("CUDA version"), help="Only this CUDA.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 @click.pass_context
@@ -63,11 +69,13 @@ def matrix(ctx: click.Context, torch: str | None, cuda: str | None, as_json: boo
     from gpuenv.matrix import CUDA_COLUMNS, TORCH_COLUMNS, MatrixRequest
     from gpuenv.matrix import matrix as query
 
-    found = query(load_kb(settings(ctx).data), MatrixRequest(torch=torch, cuda=cuda))
+    kb = load_kb(settings(ctx).data)
+    found = query(kb, MatrixRequest(torch=torch, cuda=cuda), today=date.today(), on_warning=warn)
     if as_json:
         emit_json(found.to_dict())
         return 0
     out = console()
     out.print(table(TORCH_COLUMNS, found.torch_rows(), title="PyTorch releases"))
     out.print(table(CUDA_COLUMNS, found.cuda_rows(), title="CUDA"))
+    click.echo(found.age_line)
     return 0

@@ -11,7 +11,7 @@ from gpuenv.errors import BadRequest
 from gpuenv.render.dockerfile import ImageOptions
 from gpuenv.resolve import Request
 from gpuenv.stack import Stack
-from gpuenv.stacks import StackRequest, stack_for
+from gpuenv.stacks import StackRequest, Warn, stack_for
 
 Network = Literal["default", "host", "none"]
 SPEC_OVERRIDABLE = ("flavor", "cudnn", "slim", "with_packages")  # a spec sets them; the command line wins
@@ -61,10 +61,10 @@ class Plan:
 DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(ImageOptions) if f.name in SPEC_OVERRIDABLE}
 
 
-def plan_image(request: BuildRequest, *, kb_path: Path | None) -> Plan:
+def plan_image(request: BuildRequest, *, kb_path: Path | None, on_warning: Warn | None = None) -> Plan:
     """Validate the request's combinations, resolve its stack and work out the image options and tags."""
     _check_combinations(request)
-    stack, spec_values, spec_tag = _stack(request, kb_path=kb_path)
+    stack, spec_values, spec_tag = _stack(request, kb_path=kb_path, on_warning=on_warning)
     options = _options(request, spec_values)
     if request.push and not request.tags and not spec_tag:
         raise BadRequest(
@@ -85,16 +85,19 @@ def _check_combinations(request: BuildRequest) -> None:
         raise BadRequest("--force only applies to --render-only", hint="add --render-only DIR")
 
 
-def _stack(request: BuildRequest, *, kb_path: Path | None) -> tuple[Stack, dict[str, Any], str | None]:
+def _stack(
+    request: BuildRequest, *, kb_path: Path | None, on_warning: Warn | None
+) -> tuple[Stack, dict[str, Any], str | None]:
     if request.spec is None:
-        return stack_for(request.stack, kb_path=kb_path), {}, None
+        return stack_for(request.stack, kb_path=kb_path, on_warning=on_warning), {}, None
     from gpuenv.render.images import find_spec, load_spec, spec_options
 
     if request.stack.stack_file is not None:
         raise BadRequest("--spec and --stack both name a stack", hint="give one of them")
     spec = load_spec(find_spec(request.spec))
     constraints = Request(**{**spec.stack, **request.stack.constraints.given()})  # the command line wins
-    return stack_for(replace(request.stack, constraints=constraints), kb_path=kb_path), spec_options(spec), spec.tag
+    stack = stack_for(replace(request.stack, constraints=constraints), kb_path=kb_path, on_warning=on_warning)
+    return stack, spec_options(spec), spec.tag
 
 
 def _options(request: BuildRequest, spec_values: dict[str, Any]) -> ImageOptions:

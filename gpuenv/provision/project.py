@@ -25,7 +25,7 @@ from gpuenv.provision.inventory import Inventory, hosts_from_args, parse_invento
 from gpuenv.provision.runner import PLAN, SITE, HostSummary, Progress, RunRequest
 from gpuenv.provision.variables import ProvisionOptions
 from gpuenv.stack import Stack
-from gpuenv.stacks import StackRequest
+from gpuenv.stacks import StackRequest, Warn
 from gpuenv.types import Device, Level
 
 SCHEMA = "gpuenv.provision/1"
@@ -111,7 +111,9 @@ class ProvisionResult:
         return doc
 
 
-def prepare_project(request: ProvisionRequest, *, kb_path: Path | None, prompt: Callable[[str], str]) -> Project:
+def prepare_project(
+    request: ProvisionRequest, *, kb_path: Path | None, prompt: Callable[[str], str], on_warning: Warn | None = None
+) -> Project:
     """Check the request and render the variables file and the inventory; prompt asks for the become password."""
     from gpuenv import __version__
     from gpuenv.compat import load_kb
@@ -121,7 +123,7 @@ def prepare_project(request: ProvisionRequest, *, kb_path: Path | None, prompt: 
 
     inventory = _inventory(request)
     password = _become_password(request, prompt)
-    stack = stack_for(request.stack, kb_path=kb_path)
+    stack = stack_for(request.stack, kb_path=kb_path, on_warning=on_warning)
     options = _options(request)
     wheel = _gpuenv_wheel(request.gpuenv_wheel)
     options = replace(options, gpuenv_wheel=wheel.name if wheel else f"gpuenv-{__version__}-py3-none-any.whl")

@@ -32,8 +32,8 @@ _GENERATION_BY_ID_PREFIX = {
     0x2F: "Blackwell",
 }
 # Lowest driver branch that supports each generation: the branch of the driver bundled with the first
-# CUDA release that knows it (Hopper and Ada: CUDA 11.8, driver 520.61.05; Blackwell: CUDA 12.8, R570),
-# as gpuenv's knowledge base records it (tests/provision/test_playbook_facts.py keeps them in step).
+# CUDA release that knows its first member (Hopper and Ada: CUDA 11.8, driver 520.61.05; Blackwell:
+# CUDA 12.8, R570), as gpuenv's knowledge base records it (tests/provision/test_playbook_facts.py).
 MIN_BRANCH = {"Hopper": 520, "Ada": 520, "Blackwell": 570}
 _OPEN_DEFAULT_FROM_BRANCH = 560  # NVIDIA's installers default to the open modules from R560
 _PCI_LINE = re.compile(r"^(\S+)\s+0x([0-9a-fA-F]{4})\s+0x([0-9a-fA-F]{4,6})(?:\t(.*))?$")

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from gpuenv.compat import load_kb
+from gpuenv.compat import V, load_kb
 from gpuenv.provision.variables import DEBIAN_NONFREE_BRANCH, ProvisionOptions, kb_facts, variables
 from gpuenv.requirements import gpuenv_requirements
 from gpuenv.resolve import Request, resolve
@@ -53,14 +53,16 @@ def test_driver_plan_accepts_exactly_the_knowledge_base_hosts() -> None:
 
 
 def test_minimum_branches_follow_the_first_cuda_of_each_generation() -> None:
+    """A generation's floor is the lowest branch any of its members needs (the filter tells only families apart)."""
+    oldest = min(V(c.version) for c in KB.cuda)
     expected: dict[str, int] = {}
     for arch in KB.architectures:
-        if arch.min_cuda is None:
-            continue
+        if arch.min_cuda is None or V(arch.min_cuda) < oldest:
+            continue  # runs every CUDA gpuenv resolves: no floor beyond the stack's own driver
         cuda = KB.find_cuda(arch.min_cuda)
         assert cuda is not None, arch
         branch = int(cuda.bundled_driver.split(".")[0])
-        expected[arch.family] = max(expected.get(arch.family, 0), branch)
+        expected[arch.family] = min(expected.get(arch.family, branch), branch)
     assert expected == FILTERS.MIN_BRANCH
 
 

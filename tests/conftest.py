@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("GPUENV_TEST_CACHE", "/var/cache/gpuenv-test"))
+SUITE_VARIABLES = ("GPUENV_TEST_", "GPUENV_UPDATE_GOLDEN")  # the suite's own, not gpuenv settings
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 # Fixtures that start real services (root: dockerd, a registry, SSH hosts), need the cached rootfs,
 # wheelhouse or Debian's libnvidia-ml, or compile the fake one and run the whole CLI over it:
@@ -33,6 +35,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         uses = set(getattr(item, "fixturenames", ()))
         if item.get_closest_marker("docker") or item.get_closest_marker("ssh") or uses & INTEGRATION_FIXTURES:
             item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def deaf_to_the_users_settings() -> Iterator[None]:
+    """The suite ignores the settings of whoever runs it: their GPUENV_* variables and config file.
+
+    Every gpuenv the tests start inherits this. A test that exercises the file passes `--config FILE`
+    (which beats GPUENV_NO_CONFIG), or GPUENV_NO_CONFIG="" in its environment to try the lookup.
+    """
+    saved = dict(os.environ)
+    for key in [k for k in os.environ if k.startswith("GPUENV_") and not k.startswith(SUITE_VARIABLES)]:
+        del os.environ[key]
+    os.environ["GPUENV_NO_CONFIG"] = "1"
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
 
 
 def require(available: bool, reason: str) -> None:

@@ -18,7 +18,7 @@ from gpuenv.cli.params import checked, choice, grammar, stack_options, stack_req
 from gpuenv.image.plan import DEFAULTS, BuildRequest, plan_image
 from gpuenv.render.dockerfile import FLAVORS
 
-SPEC_OVERRIDABLE = ("flavor", "cudnn", "with_", "slim")  # None unless given: a spec's value applies
+SPEC_OVERRIDABLE = ("flavor", "cudnn", "with_", "slim")  # None unless set: a spec's value applies
 DIR = click.Path(file_okay=False, path_type=Path)
 HELP = {
     "flavor": "runtime: the CUDA runtime base; devel: the cuDNN devel base with nvcc, for extensions.",
@@ -98,8 +98,8 @@ def build_image(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
     """
     from gpuenv.image.build import build, prepare, write_rendered
 
-    for name in SPEC_OVERRIDABLE:
-        if ctx.get_parameter_source(name) != ParameterSource.COMMANDLINE:
+    for name in SPEC_OVERRIDABLE:  # flag > environment > config file > spec > default
+        if ctx.get_parameter_source(name) == ParameterSource.DEFAULT:
             params[name] = None
     request = BuildRequest(stack=stack_request(params), **params)
     quiet, verbose = settings(ctx).quiet, settings(ctx).verbose

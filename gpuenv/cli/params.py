@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
 
 from gpuenv import validate
+from gpuenv.errors import BadRequest
 from gpuenv.resolve import Request
 from gpuenv.stacks import StackRequest
 
@@ -19,14 +21,20 @@ STACK_KEYS = ("torch", "cuda", "driver", "python", "gpu", "os", "stack_file")
 
 
 def checked(check: Callable[[str], Any]) -> Callable[[click.Context, click.Parameter, Any], Any]:
-    """A Click callback running a gpuenv.validate grammar over an option's value (each one, if repeated)."""
+    """A Click callback running a gpuenv.validate grammar over an option's value (each one, if repeated).
+
+    The same callback checks a value from the command line, the environment or the config file.
+    """
 
     def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
         if value is None:
             return None
-        if isinstance(value, tuple):
-            return tuple(check(v) for v in value)
-        return check(value)
+        try:
+            return tuple(check(v) for v in value) if isinstance(value, tuple) else check(value)
+        except BadRequest as exc:
+            if ctx.get_parameter_source(param.name or "") == ParameterSource.ENVIRONMENT:
+                raise BadRequest(f"{param.envvar}: {exc.message}", hint=exc.hint) from exc
+            raise
 
     return callback
 

@@ -19,7 +19,7 @@ SPEC_OVERRIDABLE = ("flavor", "cudnn", "slim", "with_packages")  # a spec sets t
 
 @dataclass(frozen=True)
 class BuildRequest:
-    """What build-image was asked. None for flavor/cudnn/slim/with_: not given, so a spec's value or the default."""
+    """What build-image was asked. None for flavor/cudnn/slim/with_: not set, so a spec's value or the default."""
 
     stack: StackRequest = field(default_factory=StackRequest)
     spec: str | None = None

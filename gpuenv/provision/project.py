@@ -174,7 +174,7 @@ def _become_password(request: ProvisionRequest, prompt: Callable[[str], str]) ->
         return prompt("BECOME password")
     if path is None:
         return None
-    file = validate.existing_file(str(path), "--become-password-file")
+    file = validate.private_file(str(path), "--become-password-file")
     try:
         lines = file.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:

@@ -9,9 +9,10 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 Level = Literal["quick", "standard", "deep"]
-Device = Literal["auto", "cuda", "cpu"]
+DeviceChoice = Literal["auto", "cuda", "cpu"]  # what a user asks for
+Device = Literal["cuda", "cpu"]  # what a run settled on
 Status = Literal["pass", "warn", "fail", "skip", "timeout", "crash", "error"]
 
 LEVELS: tuple[Level, ...] = get_args(Level)
-DEVICES: tuple[Device, ...] = get_args(Device)
+DEVICE_CHOICES: tuple[DeviceChoice, ...] = get_args(DeviceChoice)
 STATUSES: tuple[Status, ...] = get_args(Status)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuenv.errors import BadRequest, BadResult, CannotRun
-from gpuenv.types import DEVICES, Device, Level
+from gpuenv.types import DEVICE_CHOICES, DeviceChoice, Level
 
 log = logging.getLogger(__name__)
 
@@ -351,7 +351,7 @@ def run_verify_in_image(
     tag: str,
     *,
     level: Level,
-    device: Device,
+    device: DeviceChoice,
     timeout: float,
     extra_args: list[str],
     on_note: Callable[[str], None] | None = None,
@@ -363,7 +363,7 @@ def run_verify_in_image(
     The report, when stdout holds one, gains an "image_run" entry saying how it was run.
     """
     note = on_note or (lambda text: log.warning("%s", text))
-    if device not in DEVICES:
+    if device not in DEVICE_CHOICES:
         raise BadRequest(f"unknown device {device!r}", hint="auto, cuda or cpu")
     client = connect()
     command = ["gpuenv", "verify", "--level", level, "--json"]

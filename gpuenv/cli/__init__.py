@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "provision": "gpuenv.cli.provision_cmd:provision",
     "build-image": "gpuenv.cli.build_cmd:build_image",
     "verify": "gpuenv.cli.verify_cmd:verify",
+    "kb": "gpuenv.cli.kb_cmd:kb",
     "config": "gpuenv.cli.config_cmd:config_group",
 }
 
@@ -38,6 +39,7 @@ Examples:
   gpuenv build-image --cuda 11.7 --verify # build a matched image and certify it
   gpuenv provision gpu01 --cuda 12.4      # install and certify a host over SSH
   gpuenv verify --level standard          # certify this node
+  gpuenv kb refresh -o new.json           # a newer knowledge base from the indexes
   gpuenv config show verify               # each setting of verify and where it came from
 
 Exit codes: 0 ok, 1 the thing checked is bad, 2 bad request, 3 gpuenv could not run.

@@ -15,7 +15,7 @@ from gpuenv.cli.params import checked, choice, grammar, stack_options, stack_req
 from gpuenv.provision.project import SCHEMA, ProvisionRequest, prepare_project, render_project, run_project
 from gpuenv.provision.runner import Progress, ProgressBoard, check_limit
 from gpuenv.provision.variables import DRIVER_SOURCES, KERNEL_MODULES
-from gpuenv.types import DEVICES, LEVELS
+from gpuenv.types import DEVICE_CHOICES, LEVELS
 
 EPILOG = """\b
 Examples:
@@ -90,7 +90,7 @@ HELP = {
 @click.option("--gpuenv-wheel", type=FILE, help=HELP["gpuenv_wheel"])
 @click.option("--torch-only", is_flag=True, help=HELP["torch_only"])
 @click.option("--verify-level", **choice(LEVELS, DEFAULT.verify_level))
-@click.option("--verify-device", **choice(DEVICES, DEFAULT.verify_device), help=HELP["verify_device"])
+@click.option("--verify-device", **choice(DEVICE_CHOICES, DEFAULT.verify_device), help=HELP["verify_device"])
 @click.option("--reports-dir", type=DIR, default=DEFAULT.reports_dir, show_default=True, help=HELP["reports_dir"])
 @click.option(
     "--min-free-gb",

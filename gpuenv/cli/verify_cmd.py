@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
 from gpuenv import validate
-from gpuenv.errors import BadRequest, BadResult, CannotRun
-from gpuenv.types import Device, Level
-from gpuenv.verify.registry import CHECKS, LEVELS
+from gpuenv.cli import settings as settings_of
+from gpuenv.errors import BadRequest
+from gpuenv.verify.model import DEVICE_CHOICES, LEVELS
+from gpuenv.verify.registry import CHECKS
 
 EPILOG = """\b
 Examples:
@@ -47,10 +50,16 @@ def _in_file(ctx: click.Context, param: click.Parameter, value: str | None) -> P
     return None if value is None else validate.existing_file(value, f"--{param.name}")
 
 
+def _image(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    return None if value is None else validate.image_ref(value, "--image")
+
+
+def _out_option(name: str, help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option(name, type=click.Path(path_type=Path), metavar="FILE", callback=_out_path, help=help_text)
+
+
 @click.command("verify", epilog=EPILOG)
-@click.option(
-    "--level", type=click.Choice(LEVELS), default="quick", show_default=True, help="How thorough (and long) the run is."
-)
+@click.option("--level", type=click.Choice(LEVELS), default="quick", show_default=True, help="How thorough the run is.")
 @click.option(
     "--check",
     "checks",
@@ -60,7 +69,7 @@ def _in_file(ctx: click.Context, param: click.Parameter, value: str | None) -> P
 )
 @click.option(
     "--device",
-    type=click.Choice(["auto", "cuda", "cpu"]),
+    type=click.Choice(DEVICE_CHOICES),
     default="auto",
     show_default=True,
     help="auto: CUDA when an NVIDIA GPU is on the PCI bus or NVML loads, else CPU only.",
@@ -68,27 +77,9 @@ def _in_file(ctx: click.Context, param: click.Parameter, value: str | None) -> P
 @click.option("--expect-gpus", type=click.IntRange(min=1), metavar="N", help="Fail when fewer GPUs are visible.")
 @click.option("--strict", is_flag=True, help="Treat warnings as failures (exit 1).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
-@click.option(
-    "--report",
-    type=click.Path(path_type=Path),
-    metavar="FILE",
-    callback=_out_path,
-    help="Write the JSON report here (atomically, also when interrupted).",
-)
-@click.option(
-    "--junit",
-    type=click.Path(path_type=Path),
-    metavar="FILE",
-    callback=_out_path,
-    help="Write JUnit XML here (one testcase per check).",
-)
-@click.option(
-    "--prometheus",
-    type=click.Path(path_type=Path),
-    metavar="FILE",
-    callback=_out_path,
-    help="Write a node_exporter textfile here (atomically, world-readable).",
-)
+@_out_option("--report", "Write the JSON report here (atomically, also when interrupted).")
+@_out_option("--junit", "Write JUnit XML here (one testcase per check).")
+@_out_option("--prometheus", "Write a node_exporter textfile here (atomically, world-readable).")
 @click.option(
     "--artifacts",
     type=click.Path(path_type=Path, file_okay=False),
@@ -107,156 +98,45 @@ def _in_file(ctx: click.Context, param: click.Parameter, value: str | None) -> P
     metavar="SECONDS",
     help="Seconds allowed to each check (default: per check and level).",
 )
-@click.option("--image", metavar="TAG", help="Run the same verify inside this Docker image instead of on the host.")
+@click.option("--image", metavar="TAG", callback=_image, help="Run the same verify inside this Docker image instead.")
 @click.pass_context
-def verify(
-    ctx: click.Context,
-    level: Level,
-    checks: tuple[str, ...],
-    device: Device,
-    expect_gpus: int | None,
-    strict: bool,
-    as_json: bool,
-    report: Path | None,
-    junit: Path | None,
-    prometheus: Path | None,
-    artifacts: Path | None,
-    baseline: Path | None,
-    policy: Path | None,
-    timeout: float | None,
-    image: str | None,
-) -> int:
+def verify(ctx: click.Context, /, as_json: bool, **options: Any) -> int:
     """Certify this node (or, with --image, an image) for PyTorch work."""
-    _check_fault_switch()
-    if image is not None:
-        return _in_image(
-            validate.image_ref(image, "--image"),
-            level=level,
-            device=device,
-            timeout=timeout,
-            as_json=as_json,
-            report=report,
-            args=_image_args(ctx),
-        )
-    from gpuenv.verify.baselines import load_baselines
-    from gpuenv.verify.checks.nvml import load_policy
-    from gpuenv.verify.engine import VerifyOptions, run_verify
-
-    load_baselines(baseline)  # bad files are a bad request, before anything runs
-    load_policy(policy)
-    if artifacts is None and report is not None:
-        artifacts = report.parent / f"{report.stem}.artifacts"
-    from gpuenv.cli import settings as settings_of
+    from gpuenv.verify.service import VerifyRequest
+    from gpuenv.verify.service import verify as run
 
     settings = settings_of(ctx)
-    opts = VerifyOptions(
-        level=level,
-        checks=checks,
-        device=device,
-        expect_gpus=expect_gpus,
-        strict=strict,
-        artifacts_dir=str(artifacts) if artifacts else None,
-        baseline=str(baseline) if baseline else None,
-        policy=str(policy) if policy else None,
-        kb=str(settings.data) if settings.data else None,
-        timeout=timeout,
-    )
     quiet = settings.quiet
-    result = run_verify(opts, on_result=None if (as_json or quiet) else _progress)
-    _write_outputs(result, report=report, junit=junit, prometheus=prometheus)
-    _present(result, as_json=as_json, quiet=quiet)
-    code: int = result.verdict.exit_code
-    return code
-
-
-def _check_fault_switch() -> None:
-    from gpuenv.verify import faults
-
-    value = __import__("os").environ.get(faults.ENV, "")
-    try:
-        faults.parse(value)
-    except ValueError as exc:
-        raise BadRequest(str(exc), hint=f"unset {faults.ENV}: it is for gpuenv's own tests") from exc
+    request = VerifyRequest(kb=settings.data, **options)
+    outcome = run(request, on_result=None if (as_json or quiet or request.image) else _progress)
+    if outcome.report is not None:
+        _present(outcome.report, as_json=as_json, quiet=quiet)
+    elif outcome.image_report is not None:
+        _present_image(str(request.image), outcome.image_report, outcome.exit_code, as_json=as_json)
+    return outcome.exit_code
 
 
 def _progress(result: Any) -> None:
     click.echo(f"  {result.name:<10} {result.status:<8} {result.duration_s:6.1f}s  {result.summary}", err=True)
 
 
-def _write_outputs(result: Any, *, report: Path | None, junit: Path | None, prometheus: Path | None) -> None:
-    from gpuenv.verify import outputs
-
-    if report is not None:
-        outputs.write_atomic(report, outputs.to_json(result))
-    if junit is not None:
-        outputs.write_atomic(junit, outputs.to_junit(result))
-    if prometheus is not None:
-        outputs.write_atomic(prometheus, outputs.to_prometheus(result))
-
-
-def _present(result: Any, *, as_json: bool, quiet: bool) -> None:
+def _present(report: Any, *, as_json: bool, quiet: bool) -> None:
     from gpuenv.cli.output import console
     from gpuenv.verify import outputs
 
     if as_json:
-        sys.stdout.write(outputs.to_json(result))
+        sys.stdout.write(outputs.to_json(report))
     elif quiet:
-        if not result.verdict.certified:
-            click.echo(result.verdict.summary, err=True)
+        if not report.verdict.certified:
+            click.echo(report.verdict.summary, err=True)
     else:
-        outputs.render_table(result, console())
+        outputs.render_table(report, console())
 
 
-def _image_args(ctx: click.Context) -> list[str]:
-    """The options to pass on to the verify inside the image (files stay on the host)."""
-    args: list[str] = []
-    params = ctx.params
-    for name in params.get("checks", ()):
-        args += ["--check", name]
-    if params.get("expect_gpus"):
-        args += ["--expect-gpus", str(params["expect_gpus"])]
-    if params.get("strict"):
-        args.append("--strict")
-    if params.get("timeout"):
-        args += ["--timeout", str(params["timeout"])]
-    return args
-
-
-def _in_image(
-    tag: str,
-    *,
-    level: Level,
-    device: Device,
-    timeout: float | None,
-    as_json: bool,
-    report: Path | None,
-    args: list[str],
-) -> int:
-    from gpuenv.adapters.docker import run_verify_in_image
-    from gpuenv.verify import outputs
-
-    budget = (timeout or 600.0) * 10
-    code, data = run_verify_in_image(tag, level=level, device=device, timeout=budget, extra_args=args)
-    if data is None:
-        if code in (0, 1):
-            raise BadResult(
-                f"verify inside {tag} gave no report (exit {code})",
-                hint=f"run it by hand: docker run --rm {tag} gpuenv verify",
-            )
-        raise CannotRun(
-            f"verify could not run inside {tag} (exit {code})",
-            hint="is gpuenv[verify] installed in the image? (gpuenv build-image installs it)",
-        )
-    import json
-
-    text = json.dumps(data, indent=2) + "\n"
-    if report is not None:
-        outputs.write_atomic(report, text)
+def _present_image(tag: str, data: dict[str, Any], code: int, *, as_json: bool) -> None:
     if as_json:
-        sys.stdout.write(text)
-    else:
-        verdict = data.get("verdict", {})
-        for check in data.get("checks", []):
-            click.echo(f"  {check['name']:<10} {check['status']:<8} {check.get('summary', '')}")
-        click.echo(f"{tag}: {verdict.get('summary', f'exit {code}')}")
-    return code
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        return
+    for check in data.get("checks", []):
+        click.echo(f"  {check['name']:<10} {check['status']:<8} {check.get('summary', '')}")
+    click.echo(f"{tag}: {data.get('verdict', {}).get('summary', f'exit {code}')}")

@@ -26,7 +26,7 @@ from gpuenv.provision.runner import PLAN, SITE, HostSummary, Progress, RunReques
 from gpuenv.provision.variables import ProvisionOptions
 from gpuenv.stack import Stack
 from gpuenv.stacks import StackRequest, Warn
-from gpuenv.types import Device, Level
+from gpuenv.types import DeviceChoice, Level
 
 SCHEMA = "gpuenv.provision/1"
 
@@ -58,7 +58,7 @@ class ProvisionRequest:
     gpuenv_wheel: Path | None = None
     torch_only: bool = False
     verify_level: Level = "quick"
-    verify_device: Device = "auto"
+    verify_device: DeviceChoice = "auto"
     reports_dir: Path = Path("reports")
     min_free_gb: int = 10
     forks: int = 10

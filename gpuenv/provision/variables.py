@@ -14,7 +14,7 @@ from gpuenv.compat import KnowledgeBase, driver_runs_cuda
 from gpuenv.errors import BadRequest
 from gpuenv.requirements import gpuenv_requirements
 from gpuenv.stack import Stack
-from gpuenv.types import Device, Level
+from gpuenv.types import DeviceChoice, Level
 
 DRIVER_SOURCES = ("auto", "distro", "cuda-repo")
 KERNEL_MODULES = ("auto", "open", "proprietary")
@@ -38,7 +38,7 @@ class ProvisionOptions:
     container_toolkit: bool = False
     verify: bool = True
     verify_level: Level = "quick"
-    verify_device: Device = "auto"
+    verify_device: DeviceChoice = "auto"
     reports_dir: str = "reports"  # on the controller (absolute)
     min_free_gb: int = 10
 

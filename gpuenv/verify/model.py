@@ -9,10 +9,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-SCHEMA = "gpuenv.verify-report/1"
+# Levels, device choices and statuses live in gpuenv.types; re-exported for verify's modules.
+from gpuenv.types import DEVICE_CHOICES as DEVICE_CHOICES
+from gpuenv.types import LEVELS as LEVELS
+from gpuenv.types import STATUSES as STATUSES
+from gpuenv.types import Device as Device
+from gpuenv.types import DeviceChoice as DeviceChoice
+from gpuenv.types import Level as Level
+from gpuenv.types import Status as Status
 
-Status = Literal["pass", "warn", "fail", "skip", "timeout", "crash", "error"]
-STATUSES: tuple[Status, ...] = ("pass", "warn", "fail", "skip", "timeout", "crash", "error")
+SCHEMA = "gpuenv.verify-report/2"
+READABLE_SCHEMAS = ("gpuenv.verify-report/1", SCHEMA)  # what readers of reports accept
+
 Severity = Literal["info", "warn", "fail"]
 # What an operator should do about a finding (DCGM-like: monitor / reset / isolate ...).
 Action = Literal[
@@ -54,6 +62,7 @@ class Finding:
     action: Action = "none"
     gpu: GpuRef | None = None
     item: str | None = None  # the sub-check it comes from, e.g. "ecc", "pcie", "fp16-gradscaler"
+    code: str | None = None  # stable `<check>.<rule>` from the findings catalogue
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -70,23 +79,13 @@ class Finding:
             action=data.get("action", "none"),
             gpu=GpuRef(**gpu) if gpu else None,
             item=data.get("item"),
+            code=data.get("code"),
         )
 
 
-def info(message: str, *, item: str | None = None, gpu: GpuRef | None = None) -> Finding:
-    return Finding("info", message, item=item, gpu=gpu)
-
-
-def warn(
-    message: str, remediation: str, *, action: Action = "monitor", item: str | None = None, gpu: GpuRef | None = None
-) -> Finding:
-    return Finding("warn", message, remediation, action, gpu, item)
-
-
-def fail(
-    message: str, remediation: str, *, action: Action, item: str | None = None, gpu: GpuRef | None = None
-) -> Finding:
-    return Finding("fail", message, remediation, action, gpu, item)
+def readable(data: object) -> bool:
+    """Whether a parsed report is one this gpuenv can read (schema /1 or /2)."""
+    return isinstance(data, dict) and data.get("schema") in READABLE_SCHEMAS
 
 
 @dataclass
@@ -191,6 +190,7 @@ class Report:
     partial: bool = False
     interrupted: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per phase of the run
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -208,4 +208,5 @@ class Report:
             "stack": self.stack,
             "checks": [c.to_dict() for c in self.checks],
             "verdict": asdict(self.verdict),
+            "timings": self.timings,
         }

@@ -105,7 +105,7 @@ def test_config_show_names_every_source(tmp_path: Path) -> None:
     # every command is listed when none is named; the config command itself has no settings
     everything = run_gpuenv("--config", str(file), "config", "show", "--json")
     commands = {s["command"] for s in json.loads(everything.stdout)["settings"]}
-    assert commands == {"build-image", "matrix", "provision", "resolve", "verify"}
+    assert commands == {"build-image", "kb refresh", "matrix", "provision", "resolve", "verify"}
 
 
 @pytest.mark.parametrize(

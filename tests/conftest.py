@@ -24,16 +24,16 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 # a test using one is an integration test (nox -s integration).
 INTEGRATION_FIXTURES = frozenset(
     {"dockerd", "docker_env", "docker_client", "standin_image", "registry", "ssh_hosts", "provisioned"}
-    | {"bookworm_rootfs_tar", "wheelhouse", "fake_nvml_dir", "debian_nvml_dir"}
+    | {"bookworm_rootfs_tar", "wheelhouse", "fake_nvml_dir", "debian_nvml_dir", "slurm"}
 )
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked docker or ssh, or using a service fixture, are marked integration."""
+    """Tests marked docker, ssh or slurm, or using a service fixture, are marked integration."""
     for item in items:
         uses = set(getattr(item, "fixturenames", ()))
-        if item.get_closest_marker("docker") or item.get_closest_marker("ssh") or uses & INTEGRATION_FIXTURES:
+        if any(item.get_closest_marker(m) for m in ("docker", "ssh", "slurm")) or uses & INTEGRATION_FIXTURES:
             item.add_marker(pytest.mark.integration)
 
 

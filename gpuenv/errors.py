@@ -1,4 +1,4 @@
-"""The errors gpuenv raises, each carrying its exit code (see DESIGN.md).
+"""The errors gpuenv raises, each carrying its exit code (see docs/architecture.md).
 
 The library never prints and never exits: it raises one of these, and the CLI turns it into
 one line on stderr, a hint, and the exit code.

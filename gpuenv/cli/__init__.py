@@ -59,6 +59,12 @@ class Settings:
     config: config.ConfigFile | None = None
 
 
+def settings(ctx: click.Context) -> Settings:
+    """The one way a command reads the settings (a command invoked on its own gets the defaults)."""
+    found = ctx.find_object(Settings)
+    return found if found is not None else Settings()
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)

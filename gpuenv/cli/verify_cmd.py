@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from gpuenv import validate
+from gpuenv.cli import settings as settings_of
 from gpuenv.errors import BadRequest
 from gpuenv.verify.model import DEVICE_CHOICES, LEVELS
 from gpuenv.verify.registry import CHECKS
@@ -104,9 +105,9 @@ def verify(ctx: click.Context, /, as_json: bool, **options: Any) -> int:
     from gpuenv.verify.service import VerifyRequest
     from gpuenv.verify.service import verify as run
 
-    settings = ctx.obj
-    quiet = bool(settings and settings.quiet)
-    request = VerifyRequest(kb=settings.data if settings else None, **options)
+    settings = settings_of(ctx)
+    quiet = settings.quiet
+    request = VerifyRequest(kb=settings.data, **options)
     outcome = run(request, on_result=None if (as_json or quiet or request.image) else _progress)
     if outcome.report is not None:
         _present(outcome.report, as_json=as_json, quiet=quiet)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuenv.errors import BadRequest
+from gpuenv.provision import INVENTORY_FILE
 
 SITE = "site.yml"
 PLAN = "plan_driver.yml"
@@ -53,7 +54,7 @@ def runner_arguments(req: RunRequest) -> dict[str, Any]:
         "private_data_dir": str(req.private_data_dir),
         "project_dir": str(req.project_dir),
         "playbook": req.playbook,
-        "inventory": str(req.project_dir / "inventory" / "hosts.yml"),
+        "inventory": str(req.project_dir / INVENTORY_FILE),
         "forks": req.forks,
         "envvars": {
             "PATH": req.path,
@@ -100,6 +101,30 @@ def progress_from_event(event: dict[str, Any]) -> Progress | None:
     if kind == "runner_on_unreachable":
         return Progress(host, task, "unreachable")
     return None
+
+
+@dataclass
+class ProgressBoard:
+    """Each host's current task and counts, as progress arrives (what a live view draws)."""
+
+    COLUMNS = ("host", "task", "ok", "changed", "failed", "state")
+    rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def add(self, p: Progress) -> bool:
+        """Record one step; True when it is worth a line of its own (a change, a failure)."""
+        row = self.rows.setdefault(p.host, {"task": "", "ok": 0, "changed": 0, "failed": 0, "state": "running"})
+        row["task"] = p.task
+        if p.status in ("ok", "changed", "failed"):
+            row[p.status] += 1
+        if p.status in ("failed", "unreachable"):
+            row["state"] = p.status
+        return p.status in ("changed", "failed", "unreachable")
+
+    def table_rows(self) -> list[tuple[str, ...]]:
+        return [
+            (host, r["task"][:60], str(r["ok"]), str(r["changed"]), str(r["failed"]), r["state"])
+            for host, r in self.rows.items()
+        ]
 
 
 @dataclass

@@ -7,15 +7,15 @@ JSON (which YAML reads the same), after a last check that none could be taken fo
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from gpuenv.compat import KnowledgeBase, driver_runs_cuda
 from gpuenv.errors import BadRequest
+from gpuenv.requirements import gpuenv_requirements
 from gpuenv.stack import Stack
+from gpuenv.types import DeviceChoice, Level
 
-VERIFY_LEVELS = ("quick", "standard", "deep")
-VERIFY_DEVICES = ("auto", "cuda", "cpu")
 DRIVER_SOURCES = ("auto", "distro", "cuda-repo")
 KERNEL_MODULES = ("auto", "open", "proprietary")
 DEBIAN_NONFREE_BRANCH = "R535"  # what Debian 12's non-free component ships
@@ -37,8 +37,8 @@ class ProvisionOptions:
     reboot: bool = True
     container_toolkit: bool = False
     verify: bool = True
-    verify_level: str = "quick"
-    verify_device: str = "auto"
+    verify_level: Level = "quick"
+    verify_device: DeviceChoice = "auto"
     reports_dir: str = "reports"  # on the controller (absolute)
     min_free_gb: int = 10
 
@@ -51,7 +51,6 @@ class KbFacts:
     open_modules_policy: dict[str, str]
     debian_nonfree_ok: bool
     debian_nonfree_branch: str = "535"
-    notes: tuple[str, ...] = field(default_factory=tuple)
 
 
 def kb_facts(kb: KnowledgeBase, stack: Stack) -> KbFacts:
@@ -68,7 +67,6 @@ def kb_facts(kb: KnowledgeBase, stack: Stack) -> KbFacts:
         open_modules_policy=policy,
         debian_nonfree_ok=bool(verdict and verdict.ok),
         debian_nonfree_branch=DEBIAN_NONFREE_BRANCH[1:],
-        notes=(verdict.message,) if verdict else (),
     )
 
 
@@ -102,6 +100,7 @@ def variables(stack: Stack, options: ProvisionOptions, facts: KbFacts) -> dict[s
         "pytorch_index_url": "" if options.wheelhouse else (options.index_url or stack.index_url),
         "pytorch_wheelhouse": options.wheelhouse or "",
         "pytorch_gpuenv_wheel": options.gpuenv_wheel or "",
+        "pytorch_gpuenv_requirements": list(gpuenv_requirements()),
         "verify_enabled": options.verify,
         "verify_level": options.verify_level,
         "verify_device": options.verify_device,

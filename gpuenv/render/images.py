@@ -148,12 +148,3 @@ def with_packages(values: list[str] | tuple[str, ...]) -> tuple[str, ...]:
             raise BadRequest("--with none cannot be combined with packages", hint="--with none, or list the packages")
         return ()
     return tuple(dict.fromkeys(names))
-
-
-def render_spec(kb: Any, spec: ImageSpec) -> Any:
-    """Resolve a spec's stack and render its image (what images/NAME.Dockerfile holds)."""
-    from gpuenv.render.dockerfile import ImageOptions, render_image
-    from gpuenv.resolve import Request, resolve
-
-    stack = resolve(kb, Request(**spec.stack))
-    return render_image(stack, ImageOptions(**spec_options(spec)))

@@ -228,9 +228,9 @@ def test_plan_refuses_impossible_module_choices() -> None:
 
 
 def test_progress_without_a_terminal_prints_changes_and_failures(capsys: pytest.CaptureFixture[str]) -> None:
-    from gpuenv.cli.provision_cmd import _ProgressView
+    from gpuenv.cli.provision_cmd import ProgressView
 
-    view = _ProgressView(enabled=True, total=2)
+    view = ProgressView(enabled=True)
     with view:
         for progress in (
             Progress("h1", "Install torch", "changed"),
@@ -241,4 +241,5 @@ def test_progress_without_a_terminal_prints_changes_and_failures(capsys: pytest.
             view.update(progress)
     err = capsys.readouterr().err.splitlines()
     assert err == ["h1: changed: Install torch", "h2: unreachable: Gathering Facts", "h1: failed: apt"]
-    assert view.rows["h1"]["ok"] == 1 and view.rows["h1"]["changed"] == 1 and view.rows["h1"]["state"] == "failed"
+    rows = view.board.rows
+    assert rows["h1"]["ok"] == 1 and rows["h1"]["changed"] == 1 and rows["h1"]["state"] == "failed"

@@ -9,7 +9,8 @@ from typing import Any
 import click
 
 from gpuenv import validate
-from gpuenv.errors import BadRequest, BadResult, CannotRun
+from gpuenv.errors import EXIT_BAD_RESULT, EXIT_CANNOT_RUN, BadRequest, BadResult, CannotRun
+from gpuenv.files import Output, check_output, write_output
 from gpuenv.verify.registry import CHECKS, LEVELS
 
 EPILOG = """\b
@@ -29,17 +30,9 @@ interrupted, gpuenv crashed).
 """
 
 
-def _out_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
-    if value is None:
-        return None
-    if value.is_dir():
-        raise BadRequest(f"--{param.name} {value} is a directory", hint="give a file path")
-    if not value.parent.is_dir():
-        raise BadRequest(
-            f"--{param.name}: folder {value.parent} does not exist",
-            hint="create it first, or give a path in an existing folder",
-        )
-    return value
+def _out_path(ctx: click.Context, param: click.Parameter, value: str | None) -> Output | None:
+    """Every output is checked before the first check runs (see gpuenv.files for the rule)."""
+    return None if value is None else check_output(value, f"--{param.name}")
 
 
 def _in_file(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
@@ -69,24 +62,21 @@ def _in_file(ctx: click.Context, param: click.Parameter, value: str | None) -> P
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @click.option(
     "--report",
-    type=click.Path(path_type=Path),
     metavar="FILE",
     callback=_out_path,
-    help="Write the JSON report here (atomically, also when interrupted).",
+    help="Write the JSON report here (atomically, also when interrupted; - for stdout).",
 )
 @click.option(
     "--junit",
-    type=click.Path(path_type=Path),
     metavar="FILE",
     callback=_out_path,
-    help="Write JUnit XML here (one testcase per check).",
+    help="Write JUnit XML here (one testcase per check; - for stdout).",
 )
 @click.option(
     "--prometheus",
-    type=click.Path(path_type=Path),
     metavar="FILE",
     callback=_out_path,
-    help="Write a node_exporter textfile here (atomically, world-readable).",
+    help="Write a node_exporter textfile here (atomically, world-readable; - for stdout).",
 )
 @click.option(
     "--artifacts",
@@ -116,9 +106,9 @@ def verify(
     expect_gpus: int | None,
     strict: bool,
     as_json: bool,
-    report: Path | None,
-    junit: Path | None,
-    prometheus: Path | None,
+    report: Output | None,
+    junit: Output | None,
+    prometheus: Output | None,
     artifacts: Path | None,
     baseline: Path | None,
     policy: Path | None,
@@ -127,6 +117,7 @@ def verify(
 ) -> int:
     """Certify this node (or, with --image, an image) for PyTorch work."""
     _check_fault_switch()
+    _one_stdout(as_json=as_json, report=report, junit=junit, prometheus=prometheus)
     if image is not None:
         return _in_image(
             validate.image_ref(image, "--image"),
@@ -143,8 +134,8 @@ def verify(
 
     load_baselines(baseline)  # bad files are a bad request, before anything runs
     load_policy(policy)
-    if artifacts is None and report is not None:
-        artifacts = report.parent / f"{report.stem}.artifacts"
+    if artifacts is None and report is not None and report.kind == "atomic" and report.path is not None:
+        artifacts = report.path.parent / f"{report.path.stem}.artifacts"
     settings = ctx.obj
     opts = VerifyOptions(
         level=level,
@@ -160,10 +151,20 @@ def verify(
     )
     quiet = bool(settings and settings.quiet)
     result = run_verify(opts, on_result=None if (as_json or quiet) else _progress)
-    _write_outputs(result, report=report, junit=junit, prometheus=prometheus)
-    _present(result, as_json=as_json, quiet=quiet)
+    on_stdout = any(o is not None and o.is_stdout for o in (report, junit, prometheus))
+    _present(result, as_json=as_json, quiet=quiet, to_stderr=on_stdout)
+    failed = _write_outputs(result, report=report, junit=junit, prometheus=prometheus)
     code: int = result.verdict.exit_code
-    return code
+    if failed and code == 0:
+        return EXIT_CANNOT_RUN  # certified, but the promised file is missing: gpuenv failed its job
+    return code if not failed else max(code, EXIT_BAD_RESULT)
+
+
+def _one_stdout(*, as_json: bool, **outputs: Output | None) -> None:
+    to_stdout = [f"--{name}" for name, o in outputs.items() if o is not None and o.is_stdout]
+    if len(to_stdout) > 1 or (to_stdout and as_json):
+        both = ", ".join(to_stdout + (["--json"] if as_json else []))
+        raise BadRequest(f"{both} would all write to standard output", hint="send one of them to a file")
 
 
 def _check_fault_switch() -> None:
@@ -180,18 +181,29 @@ def _progress(result: Any) -> None:
     click.echo(f"  {result.name:<10} {result.status:<8} {result.duration_s:6.1f}s  {result.summary}", err=True)
 
 
-def _write_outputs(result: Any, *, report: Path | None, junit: Path | None, prometheus: Path | None) -> None:
+def _write_outputs(result: Any, *, report: Output | None, junit: Output | None, prometheus: Output | None) -> list[str]:
+    """Write every output; a failure is named on stderr (the verdict is already shown). Returns the failed."""
+    from gpuenv.errors import GpuenvError
     from gpuenv.verify import outputs
 
-    if report is not None:
-        outputs.write_atomic(report, outputs.to_json(result))
-    if junit is not None:
-        outputs.write_atomic(junit, outputs.to_junit(result))
-    if prometheus is not None:
-        outputs.write_atomic(prometheus, outputs.to_prometheus(result))
+    failed = []
+    for option, target, render in (
+        ("--report", report, outputs.to_json),
+        ("--junit", junit, outputs.to_junit),
+        ("--prometheus", prometheus, outputs.to_prometheus),
+    ):
+        if target is None:
+            continue
+        try:
+            write_output(target, render(result), what=option)
+        except (OSError, GpuenvError) as exc:
+            reason = exc.message if isinstance(exc, GpuenvError) else f"{type(exc).__name__}: {exc.strerror or exc}"
+            click.echo(f"gpuenv: error: {option} {target.given} was not written: {reason}", err=True)
+            failed.append(option)
+    return failed
 
 
-def _present(result: Any, *, as_json: bool, quiet: bool) -> None:
+def _present(result: Any, *, as_json: bool, quiet: bool, to_stderr: bool = False) -> None:
     from gpuenv.cli.output import console
     from gpuenv.verify import outputs
 
@@ -201,7 +213,7 @@ def _present(result: Any, *, as_json: bool, quiet: bool) -> None:
         if not result.verdict.certified:
             click.echo(result.verdict.summary, err=True)
     else:
-        outputs.render_table(result, console())
+        outputs.render_table(result, console(stderr=to_stderr))
 
 
 def _image_args(ctx: click.Context) -> list[str]:
@@ -220,10 +232,9 @@ def _image_args(ctx: click.Context) -> list[str]:
 
 
 def _in_image(
-    tag: str, *, level: str, device: str, timeout: float | None, as_json: bool, report: Path | None, args: list[str]
+    tag: str, *, level: str, device: str, timeout: float | None, as_json: bool, report: Output | None, args: list[str]
 ) -> int:
     from gpuenv.adapters.docker import run_verify_in_image
-    from gpuenv.verify import outputs
 
     budget = (timeout or 600.0) * 10
     code, data = run_verify_in_image(tag, level=level, device=device, timeout=budget, extra_args=args)
@@ -241,7 +252,7 @@ def _in_image(
 
     text = json.dumps(data, indent=2) + "\n"
     if report is not None:
-        outputs.write_atomic(report, text)
+        write_output(report, text, what="--report")
     if as_json:
         sys.stdout.write(text)
     else:

@@ -3,20 +3,29 @@
 Ansible missing or broken on the controller is CannotRun (exit 3); hosts that fail or cannot be
 reached are results, reported per host. The become password goes to ansible-runner's expect
 map only: never into argv, files, events or logs.
+
+Interrupting a run (SIGINT, SIGTERM) stops Ansible and everything it started: ansible-playbook
+runs in its own session (pexpect's), and on a signal its group and every descendant get SIGTERM,
+then SIGKILL after a grace period; the outcome says which signal and which hosts were touched.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuenv import interrupt
 from gpuenv.errors import CannotRun
 from gpuenv.provision.runner import BECOME_PROMPT, HostTally, Progress, progress_from_event
 
 _INSTALL_HINT = "install it on this machine: pip install 'gpuenv[ansible]'"
+STOP_GRACE_S = 5.0  # SIGTERM, then this long for Ansible to stop its workers and ssh, then SIGKILL
+POLL_S = 0.5  # how often ansible-runner asks whether to cancel (its default is 5 s)
 
 
 @dataclass
@@ -25,6 +34,7 @@ class RunOutcome:
     rc: int
     tally: HostTally
     artifact_dir: Path
+    interrupted: str | None = None  # the signal that stopped the run
 
 
 def run_playbook(
@@ -49,19 +59,43 @@ def run_playbook(
             on_progress(progress)
         return True
 
-    extra: dict[str, Any] = {"event_handler": handle}
-    if become_password is not None:
-        extra["passwords"] = {BECOME_PROMPT: become_password}
-    try:
-        runner = ansible_runner.run(**args, **extra)
-    except Exception as exc:  # ansible-runner's own errors: the controller's tooling is broken
-        raise CannotRun(f"ansible-runner failed: {type(exc).__name__}: {exc}", hint=_INSTALL_HINT) from exc
+    with interrupt.Deferred() as signals:
+
+        def cancel() -> bool:
+            if signals.signal is None:
+                return False
+            interrupt.stop_children(grace_s=STOP_GRACE_S)  # ansible-runner itself would only SIGKILL the group
+            return True
+
+        extra: dict[str, Any] = {"event_handler": handle, "cancel_callback": cancel}
+        if become_password is not None:
+            extra["passwords"] = {BECOME_PROMPT: become_password}
+        private = Path(args["private_data_dir"])
+        _runner_settings(private)
+        guarded = {
+            **args,
+            "binary": str(interrupt.guard_script(private, "ansible-playbook", last=(args["playbook"],))),
+            "envvars": {**args["envvars"], interrupt.PARENT_ENV: str(os.getpid())},
+        }
+        try:
+            runner = ansible_runner.run(**guarded, **extra)
+        except Exception as exc:  # ansible-runner's own errors: the controller's tooling is broken
+            raise CannotRun(f"ansible-runner failed: {type(exc).__name__}: {exc}", hint=_INSTALL_HINT) from exc
+    if signals.signal is not None:
+        return RunOutcome("interrupted", 254, tally, Path(runner.config.artifact_dir), signals.signal)
     if not tally.stats_seen and runner.status != "timeout":
         raise CannotRun(
             f"ansible-playbook stopped before running on any host (rc {runner.rc}): {_tail(runner)}",
             hint="rerun with -vv; check that ansible-core works: ansible-playbook --version",
         )
     return RunOutcome(str(runner.status), int(runner.rc or 0), tally, Path(runner.config.artifact_dir))
+
+
+def _runner_settings(private_data_dir: Path) -> None:
+    """ansible-runner reads its poll interval only from env/settings (a settings= argument is dropped)."""
+    env = private_data_dir / "env"
+    env.mkdir(parents=True, exist_ok=True)
+    (env / "settings").write_text(json.dumps({"pexpect_timeout": POLL_S}) + "\n", encoding="utf-8")
 
 
 def _tail(runner: Any, lines: int = 6) -> str:

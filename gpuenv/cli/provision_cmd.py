@@ -17,7 +17,8 @@ from gpuenv import validate
 from gpuenv.cli.output import console, emit_json
 from gpuenv.cli.params import checked
 from gpuenv.cli.resolve_cmd import stack_from_options, stack_options
-from gpuenv.errors import BadRequest
+from gpuenv.errors import BadRequest, Interrupted
+from gpuenv.files import wheelhouse_files
 from gpuenv.provision import INVENTORY_FILE, VARS_FILE, WHEEL_DIR
 from gpuenv.provision.inventory import (
     Inventory,
@@ -84,7 +85,7 @@ Exit codes: 0 all hosts provisioned (and certified), 1 a host failed or was unre
 @stack_options
 @click.option(
     "--driver-branch",
-    callback=checked(lambda v: validate.version(v.lstrip("Rr"), "driver branch")),
+    callback=checked(lambda v: validate.driver_branch(v, "--driver-branch")),
     help="Driver branch to install, e.g. 580 [default: the stack's].",
 )
 @click.option(
@@ -226,6 +227,10 @@ def _become_password(opts: dict[str, Any]) -> str | None:
     if path is not None and ask:
         raise BadRequest("--become-password-file and --ask-become-pass exclude each other", hint="use one")
     if ask:
+        if not sys.stdin.isatty():
+            raise BadRequest(
+                "--ask-become-pass needs a terminal to prompt on", hint="use --become-password-file FILE instead"
+            )
         return str(click.prompt("BECOME password", hide_input=True, err=True))
     if path is None:
         return None
@@ -246,7 +251,7 @@ def _options(opts: dict[str, Any]) -> ProvisionOptions:
     if wheelhouse is not None:
         checked = validate.safe_path(str(wheelhouse), "--wheelhouse")
         wheelhouse = validate.existing_dir(checked, "--wheelhouse").resolve()
-        if not any(wheelhouse.glob("*.whl")):
+        if not any(w.suffix == ".whl" for w in wheelhouse_files(wheelhouse)):
             raise BadRequest(
                 f"--wheelhouse {wheelhouse} holds no wheels",
                 hint="fill it with: pip download -d DIR torch==VERSION ...",
@@ -340,6 +345,7 @@ def _run(
         work = Path(validate.safe_path(str(keep), "--artifacts-dir")).resolve()
     else:
         work = Path(tempfile.mkdtemp(prefix="gpuenv-provision-"))
+    outcome = None
     try:
         project = _write_project(work / "project", files, wheel=wheel)
         request = RunRequest(
@@ -358,8 +364,12 @@ def _run(
         with view:
             outcome = run_playbook(runner_arguments(request), become_password=password, on_progress=view.update)
     finally:
-        if keep is None:
+        touched = outcome is not None and outcome.interrupted is not None and bool(outcome.tally.touched)
+        if keep is None and not touched:
             shutil.rmtree(work, ignore_errors=True)
+    assert outcome is not None  # run_playbook returned, or its exception went past the finally
+    if outcome.interrupted is not None:
+        raise _interrupted(outcome.interrupted, sorted(outcome.tally.touched), inventory, work)
     summaries = list(outcome.tally.hosts.values())
     if not summaries:
         raise BadRequest("no host matched", hint="check --limit against the inventory's host and group names")
@@ -367,6 +377,16 @@ def _run(
         _attach_reports(summaries, reports_dir, since=started)
     _present(stack, summaries, outcome.tally.plans if opts["plan_only"] else None, opts, status=outcome.status)
     return 0 if all(s.succeeded for s in summaries) and outcome.status != "timeout" else 1
+
+
+def _interrupted(signame: str, touched: list[str], inventory: Inventory, work: Path) -> Interrupted:
+    if not touched:
+        return Interrupted(f"interrupted by {signame}: Ansible was stopped before it touched any host")
+    untouched = [h for h in inventory.names if h not in touched]
+    message = f"interrupted by {signame}: Ansible was stopped; state unknown on {', '.join(touched)}"
+    if untouched:
+        message += f"; not started on {', '.join(untouched)}"
+    return Interrupted(message, hint=f"the project and its events are kept in {work}; rerun provision to finish")
 
 
 def _quiet() -> bool:

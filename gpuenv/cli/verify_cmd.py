@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from gpuenv import validate
+from gpuenv import interrupt, validate
 from gpuenv.errors import EXIT_BAD_RESULT, EXIT_CANNOT_RUN, BadRequest, BadResult, CannotRun
 from gpuenv.files import Output, check_output, write_output
 from gpuenv.verify.registry import CHECKS, LEVELS
@@ -150,11 +150,17 @@ def verify(
         timeout=timeout,
     )
     quiet = bool(settings and settings.quiet)
-    result = run_verify(opts, on_result=None if (as_json or quiet) else _progress)
-    on_stdout = any(o is not None and o.is_stdout for o in (report, junit, prometheus))
-    _present(result, as_json=as_json, quiet=quiet, to_stderr=on_stdout)
-    failed = _write_outputs(result, report=report, junit=junit, prometheus=prometheus)
+    # The engine turns the first SIGINT/SIGTERM into a partial report; any signal after it is
+    # only noted, so a second Ctrl-C cannot stop the report the run promised from being written.
+    with interrupt.Deferred() as late:
+        result = run_verify(opts, on_result=None if (as_json or quiet) else _progress)
+        on_stdout = any(o is not None and o.is_stdout for o in (report, junit, prometheus))
+        _present(result, as_json=as_json, quiet=quiet, to_stderr=on_stdout)
+        failed = _write_outputs(result, report=report, junit=junit, prometheus=prometheus)
     code: int = result.verdict.exit_code
+    if late.signal and not result.interrupted:
+        click.echo(f"gpuenv: error: interrupted by {late.signal} after the checks (outputs written)", err=True)
+        return EXIT_CANNOT_RUN
     if failed and code == 0:
         return EXIT_CANNOT_RUN  # certified, but the promised file is missing: gpuenv failed its job
     return code if not failed else max(code, EXIT_BAD_RESULT)

@@ -7,6 +7,7 @@ Patterns use re.ASCII so that look-alike digits (fullwidth '９') are rejected.
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -16,6 +17,7 @@ MAX_LEN = 200
 
 _VERSION = re.compile(r"\d{1,4}(\.\d{1,4}){0,3}", re.ASCII)
 _DRIVER = re.compile(r"\d{3}(\.\d{1,3}){0,2}", re.ASCII)
+_DRIVER_BRANCH = re.compile(r"[Rr]?(\d{3})", re.ASCII)
 _OS = re.compile(r"[a-z]{2,20}\d{1,2}(\.\d{2})?", re.ASCII)
 _SM = re.compile(r"sm_?(\d)(\d{1,2})", re.ASCII | re.IGNORECASE)
 _GPU_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,39}", re.ASCII)
@@ -80,6 +82,14 @@ def driver(value: str) -> str:
     return _match(_DRIVER, value, "driver version", "e.g. 535.104.05, 580 or auto")
 
 
+def driver_branch(value: str, what: str = "driver branch") -> str:
+    """A driver branch: three digits, optionally with NVIDIA's R ('580', 'R580'); returns the digits."""
+    match = _DRIVER_BRANCH.fullmatch(_basic(value, what))
+    if not match:
+        raise BadRequest(f"invalid {what}: {value[:60]!r}", hint="a branch is three digits, e.g. 580 or R580")
+    return match.group(1)
+
+
 def gpu(value: str) -> str:
     """A GPU model name ('H100') or a compute capability ('sm_90', 'sm_120'); case-insensitive."""
     value = _basic(value, "GPU")
@@ -132,9 +142,10 @@ def existing_dir(value: str, what: str = "directory") -> Path:
 
 def existing_file(value: str, what: str = "file") -> Path:
     _basic(value, what)
-    path = Path(value)
+    path = Path(path_length(value, what))
     if not path.is_file():
-        raise BadRequest(f"{what} {value!r} does not exist", hint="give the path of an existing file")
+        problem = "is not a regular file" if path.exists() else "does not exist"
+        raise BadRequest(f"{what} {value!r} {problem}", hint="give the path of an existing file")
     return path
 
 
@@ -147,6 +158,20 @@ def port(value: str | int, what: str = "port") -> int:
     if not re.fullmatch(r"\d{1,5}", text, re.ASCII) or not 1 <= int(text) <= 65535:
         raise BadRequest(f"invalid {what}: {text[:20]!r}", hint="a port is a number from 1 to 65535, e.g. 22")
     return int(text)
+
+
+def path_length(value: str, what: str = "path") -> str:
+    """A path the OS can look up: at most 4096 bytes, each component at most 255 (else ENAMETOOLONG)."""
+    if len(value.encode()) > 4096 or any(len(part.encode()) > 255 for part in value.split("/")):
+        raise BadRequest(f"{what} is too long to be a file name ({len(value)} characters)", hint="check the value")
+    return value
+
+
+def seconds(value: float, what: str = "--timeout", *, most: float = 86400.0) -> float:
+    """A finite number of seconds, from 1 to `most` (nan, inf and 1e300 are not durations)."""
+    if not math.isfinite(value) or not 1 <= value <= most:
+        raise BadRequest(f"invalid {what}: {value!r}", hint=f"a number of seconds from 1 to {most:g}")
+    return value
 
 
 def safe_path(value: str, what: str = "path") -> str:

@@ -94,6 +94,9 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
     interrupt.install()
+    for stream in (sys.stdout, sys.stderr):  # an ASCII-only terminal gets '?' for what it cannot show
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
     try:
         result: Any = cli.main(args=args, prog_name="gpuenv", standalone_mode=False)
     except click.exceptions.Exit as exc:

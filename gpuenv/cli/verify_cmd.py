@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from gpuenv import interrupt, validate
+from gpuenv.cli.params import checked
 from gpuenv.errors import EXIT_BAD_RESULT, EXIT_CANNOT_RUN, BadRequest, BadResult, CannotRun
 from gpuenv.files import Output, check_output, write_output
 from gpuenv.verify.registry import CHECKS, LEVELS
@@ -92,7 +93,8 @@ def _in_file(ctx: click.Context, param: click.Parameter, value: str | None) -> P
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=1),
+    type=float,
+    callback=checked(validate.seconds),
     metavar="SECONDS",
     help="Seconds allowed to each check (default: per check and level).",
 )

@@ -16,6 +16,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import Version
 
 from gpuenv.errors import BadRequest, CannotRun
+from gpuenv.files import wheelhouse_files
 from gpuenv.render.dockerfile import RenderedImage
 
 WHEEL_DIR = "gpuenv-wheel"
@@ -39,7 +40,7 @@ def check_wheelhouse(wheelhouse: Path, pins: dict[str, str], names: tuple[str, .
     """Every pinned package (torch, its companions) must have a wheel there, and every other
     package named some wheel: fail now, not mid-build. (Their dependencies pip checks itself.)"""
     found: dict[str, set[Version]] = {}
-    for wheel in wheelhouse.glob("*.whl"):
+    for wheel in (w for w in wheelhouse_files(wheelhouse) if w.suffix == ".whl"):
         try:
             name, wheel_version, _, _ = parse_wheel_filename(wheel.name)
         except InvalidWheelFilename:
@@ -102,9 +103,7 @@ def _remove(path: Path) -> None:
 def _copy_wheels(source: Path, dest: Path) -> None:
     """Hard-link wheels when the filesystem allows (a torch wheel is large), else copy them."""
     dest.mkdir()
-    for wheel in sorted(source.glob("*.whl")):
-        if not wheel.is_file():
-            continue
+    for wheel in (w for w in wheelhouse_files(source) if w.suffix == ".whl"):
         try:
             os.link(wheel, dest / wheel.name)
         except OSError:

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 
-def checked(check: Callable[[str], Any]) -> Callable[[click.Context, click.Parameter, Any], Any]:
+def checked(check: Callable[[Any], Any]) -> Callable[[click.Context, click.Parameter, Any], Any]:
     """A Click callback running a gpuenv.validate grammar over an option's value (each one, if repeated)."""
 
     def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuenv import interrupt
-from gpuenv.errors import CannotRun
+from gpuenv.errors import BadRequest, CannotRun
 from gpuenv.provision.runner import BECOME_PROMPT, HostTally, Progress, progress_from_event
 
 _INSTALL_HINT = "install it on this machine: pip install 'gpuenv[ansible]'"
@@ -105,3 +105,50 @@ def _tail(runner: Any, lines: int = 6) -> str:
         return "(no output)"
     kept = [ln for ln in text.splitlines() if ln.strip()][-lines:]
     return " | ".join(kept) or "(no output)"
+
+
+def list_inventory(path: Path, *, timeout_s: float) -> dict[str, Any]:
+    """`ansible-inventory --list` over a user's inventory: Ansible's own reading of every format.
+
+    Missing ansible-core is CannotRun (exit 3); an inventory Ansible cannot read, or one whose
+    script does not answer in time, is a bad request (exit 2) with Ansible's own message.
+    """
+    import subprocess
+    import sys
+
+    search = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    program = shutil.which("ansible-inventory", path=search)
+    if program is None:
+        raise CannotRun("ansible-inventory is not on PATH", hint=_INSTALL_HINT)
+    env = {
+        **os.environ,
+        "PATH": search,
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_INVENTORY_UNPARSED_FAILED": "1",  # a file no plugin reads is an error, not an empty inventory
+        "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED": "1",
+    }
+    hint = "check it with: ansible-inventory -i FILE --list"
+    try:
+        done = subprocess.run(
+            [program, "-i", str(path), "--list"],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise BadRequest(f"inventory {path} did not load within {timeout_s:.0f} s", hint=hint) from exc
+    except OSError as exc:
+        raise CannotRun(f"cannot run ansible-inventory: {exc}", hint=_INSTALL_HINT) from exc
+    if done.returncode != 0:
+        lines = [ln.strip() for ln in done.stderr.splitlines() if ln.strip()]
+        errors = [ln for ln in lines if "ERROR" in ln or "Unable to parse" in ln or "Failed to parse" in ln]
+        reason = " ".join((errors or lines or ["(no message)"])[-2:])[:400]
+        raise BadRequest(f"Ansible cannot read the inventory {path}: {reason}", hint=hint)
+    try:
+        data: dict[str, Any] = json.loads(done.stdout)
+    except ValueError as exc:
+        raise CannotRun(f"ansible-inventory printed no JSON: {exc}", hint=_INSTALL_HINT) from exc
+    return data

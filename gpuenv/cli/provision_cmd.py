@@ -23,7 +23,7 @@ from gpuenv.provision import INVENTORY_FILE, VARS_FILE, WHEEL_DIR
 from gpuenv.provision.inventory import (
     Inventory,
     hosts_from_args,
-    parse_inventory,
+    load_inventory,
     render_inventory,
     with_become,
     with_defaults,
@@ -203,12 +203,7 @@ def _inventory(hosts: tuple[str, ...], inventory_file: Path | None, opts: dict[s
     if hosts and inventory_file:
         raise BadRequest("give HOST arguments or -i INVENTORY, not both", hint="put every host in the inventory")
     if inventory_file is not None:
-        path = validate.existing_file(str(inventory_file), "inventory")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise BadRequest(f"cannot read inventory {path}: {exc}", hint="give a readable text file") from exc
-        inventory = parse_inventory(text, source=str(path))
+        inventory = load_inventory(validate.existing_file(str(inventory_file), "inventory"))
     else:
         inventory = hosts_from_args(hosts)
     key = opts["ssh_key"]

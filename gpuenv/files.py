@@ -19,12 +19,15 @@ a runaway file is a bad request instead of a hang.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import stat
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gpuenv.errors import BadRequest
 
@@ -211,3 +214,62 @@ def wheelhouse_files(folder: Path, what: str = "--wheelhouse") -> list[Path]:
             )
         entries.append(Path(entry.path))
     return entries
+
+
+# --- what gpuenv wrote into a directory ------------------------------------------------------
+
+MANIFEST = ".gpuenv-manifest"
+
+
+def owned_entries(folder: Path) -> set[str]:
+    """The top-level entries gpuenv wrote into a folder, from its manifest (none when absent or unreadable)."""
+    try:
+        data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    entries = data.get("entries") if isinstance(data, dict) else None
+    return (
+        {e for e in entries if isinstance(e, str) and "/" not in e and e not in ("", ".", "..")} if entries else set()
+    )
+
+
+def write_manifest(folder: Path, entries: list[str]) -> None:
+    write_atomic(folder / MANIFEST, json.dumps({"written_by": "gpuenv", "entries": sorted(set(entries))}) + "\n")
+
+
+def replace_owned(folder: Path, files: list[str], dirs: list[str]) -> None:
+    """Make room for a new render: remove what the manifest says gpuenv wrote; a file gpuenv renders
+    by name is replaced; anything else in the way (a directory of the user's) is refused, exit 2."""
+    owned = owned_entries(folder)
+    for name in sorted(owned | set(files) | set(dirs)):
+        path = folder / name
+        if not (path.exists() or path.is_symlink()):
+            continue
+        if name not in owned and (name in dirs or not path.is_file() or path.is_symlink()):
+            raise BadRequest(
+                f"{path} is not gpuenv's (its manifest {MANIFEST} does not list it), so --force leaves it alone",
+                hint="move it away, or render into another directory",
+            )
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
+def check_tree(folder: Path, what: str, *, ignore: Any = None) -> None:
+    """Every entry of a tree gpuenv will copy is a folder, a symlink (copied as a link) or a
+    readable regular file: a FIFO would hang the copy, a device or socket cannot be copied (exit 2)."""
+    for root, dirs, names in os.walk(folder):
+        skipped = ignore(root, [*dirs, *names]) if ignore else set()
+        dirs[:] = [d for d in dirs if d not in skipped]
+        for name in names:
+            if name in skipped:
+                continue
+            path = Path(root, name)
+            mode = path.lstat().st_mode
+            if stat.S_ISLNK(mode):
+                continue
+            if not stat.S_ISREG(mode):
+                raise BadRequest(f"{what}: {path} is not a regular file", hint="remove it from the directory")
+            if not os.access(path, os.R_OK):
+                raise BadRequest(f"{what}: {path} is not readable", hint="fix its permissions or remove it")

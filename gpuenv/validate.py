@@ -27,9 +27,10 @@ _HOSTNAME = re.compile(
 )
 _IPV6 = re.compile(r"[0-9A-Fa-f:]{2,39}", re.ASCII)
 _USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}", re.ASCII)
+_REF_SEP = r"(\.|_{1,2}|-+)"  # Docker's separators: one dot, one or two underscores, dashes ('..' is none)
 _IMAGE_REF = re.compile(
-    r"([a-z0-9]+([._-]{1,2}[a-z0-9]+)*(:\d{1,5})?/)?"  # optional registry[:port]/
-    r"[a-z0-9]+([._-]{1,2}[a-z0-9]+)*(/[a-z0-9]+([._-]{1,2}[a-z0-9]+)*)*"  # path
+    rf"([a-z0-9]+({_REF_SEP}[a-z0-9]+)*(:\d{{1,5}})?/)?"  # optional registry[:port]/
+    rf"[a-z0-9]+({_REF_SEP}[a-z0-9]+)*(/[a-z0-9]+({_REF_SEP}[a-z0-9]+)*)*"  # path
     r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"  # :tag
     r"(@sha256:[a-f0-9]{64})?",  # @digest
     re.ASCII,
@@ -99,14 +100,29 @@ def gpu(value: str) -> str:
     return _match(_GPU_NAME, value, "GPU", "a model name such as H100, A100, L4, or sm_90")
 
 
+RESERVED_HOSTS = ("all", "ungrouped")  # Ansible's own group names, not hosts
+
+
 def hostname(value: str) -> str:
     """A DNS name or an IPv4/IPv6 address (nothing else reaches an inventory)."""
     value = _basic(value, "host")
-    if _HOSTNAME.fullmatch(value) or (":" in value and _IPV6.fullmatch(value)):
+    if value in RESERVED_HOSTS:
+        raise BadRequest(f"invalid host: {value!r} is Ansible's name for a group", hint="name the hosts themselves")
+    if _HOSTNAME.fullmatch(value) or (":" in value and _IPV6.fullmatch(value) and _is_ipv6(value)):
         return value
     raise BadRequest(
         f"invalid host: {value[:60]!r}", hint="a host is a DNS name or an IP address, e.g. gpu01 or 10.0.0.5"
     )
+
+
+def _is_ipv6(value: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.IPv6Address(value)
+    except ValueError:
+        return False
+    return True
 
 
 def user(value: str) -> str:
@@ -171,6 +187,14 @@ def seconds(value: float, what: str = "--timeout", *, most: float = 86400.0) -> 
     """A finite number of seconds, from 1 to `most` (nan, inf and 1e300 are not durations)."""
     if not math.isfinite(value) or not 1 <= value <= most:
         raise BadRequest(f"invalid {what}: {value!r}", hint=f"a number of seconds from 1 to {most:g}")
+    return value
+
+
+def absolute_path(value: str, what: str = "path") -> str:
+    """A plain absolute path without '..' (a directory on a host, such as --venv)."""
+    safe_path(value, what)
+    if not value.startswith("/") or ".." in value.split("/"):
+        raise BadRequest(f"{what} must be an absolute path: {value[:60]!r}", hint="e.g. /opt/gpuenv/venv")
     return value
 
 

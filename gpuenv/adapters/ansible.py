@@ -84,8 +84,14 @@ def run_playbook(
     if signals.signal is not None:
         return RunOutcome("interrupted", 254, tally, Path(runner.config.artifact_dir), signals.signal)
     if not tally.stats_seen and runner.status != "timeout":
+        tail = _tail(runner)
+        if "no hosts to target" in tail:
+            raise BadRequest(
+                "no host matched: the inventory and --limit leave Ansible nothing to run on",
+                hint="check --limit against the inventory's host and group names",
+            )
         raise CannotRun(
-            f"ansible-playbook stopped before running on any host (rc {runner.rc}): {_tail(runner)}",
+            f"ansible-playbook stopped before running on any host (rc {runner.rc}): {tail}",
             hint="rerun with -vv; check that ansible-core works: ansible-playbook --version",
         )
     return RunOutcome(str(runner.status), int(runner.rc or 0), tally, Path(runner.config.artifact_dir))

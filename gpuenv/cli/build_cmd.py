@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 import tempfile
 from collections.abc import Callable
@@ -13,7 +14,7 @@ import click
 from click.core import ParameterSource
 
 from gpuenv import validate
-from gpuenv.cli.output import console, emit_json
+from gpuenv.cli.output import console, emit_json, printable
 from gpuenv.cli.params import checked
 from gpuenv.cli.resolve_cmd import stack_from_options, stack_options
 from gpuenv.errors import BadRequest, BadResult
@@ -266,7 +267,7 @@ def _render_only(plan: Plan, rendered: RenderedImage, dest: Path, *, force: bool
         )
         return 0
     click.echo(f"wrote {', '.join(written)} into {dest}")
-    click.echo(f"build it with: docker build -t {plan.tags[0]} {dest}")
+    click.echo(f"build it with: docker build -t {shlex.quote(plan.tags[0])} {shlex.quote(str(dest))}")
     return 0
 
 
@@ -356,11 +357,11 @@ class _Say:
 
     def line(self, text: str) -> None:
         if not self.quiet:
-            click.echo(text, err=True)
+            click.echo(printable(text), err=True)
 
     def warn(self, text: str) -> None:
         if not self.quiet:
-            click.echo(f"warning: {text}", err=True)
+            click.echo(f"warning: {printable(text)}", err=True)
 
     def rendered(self, rendered: RenderedImage, plan: Plan) -> None:
         self.line(f"base image: {rendered.base_image}")

@@ -14,6 +14,11 @@ def emit_json(obj: Any) -> None:
     click.echo(json.dumps(obj, indent=2, sort_keys=False))
 
 
+def printable(text: str) -> str:
+    """Text for a terminal: control characters (escape sequences included) become visible escapes."""
+    return "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in text)
+
+
 def console(*, stderr: bool = False) -> Any:
     from rich.console import Console
 

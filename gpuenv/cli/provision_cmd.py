@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -18,7 +18,7 @@ from gpuenv.cli.output import console, emit_json
 from gpuenv.cli.params import checked
 from gpuenv.cli.resolve_cmd import stack_from_options, stack_options
 from gpuenv.errors import BadRequest, Interrupted
-from gpuenv.files import wheelhouse_files
+from gpuenv.files import owned_entries, wheelhouse_files, write_manifest
 from gpuenv.provision import INVENTORY_FILE, VARS_FILE, WHEEL_DIR
 from gpuenv.provision.inventory import (
     Inventory,
@@ -40,6 +40,7 @@ from gpuenv.provision.variables import (
 )
 
 SCHEMA = "gpuenv.provision/1"
+REPORT_OUTCOMES = ("certified", "not certified", "could not run", "interrupted")
 
 EPILOG = """\b
 Examples:
@@ -111,7 +112,7 @@ Exit codes: 0 all hosts provisioned (and certified), 1 a host failed or was unre
     "--venv",
     default="/opt/gpuenv/venv",
     show_default=True,
-    callback=checked(lambda v: validate.safe_path(v, "--venv")),
+    callback=checked(lambda v: validate.absolute_path(v, "--venv")),
     help="Venv on the hosts.",
 )
 @click.option(
@@ -304,7 +305,20 @@ def _write_project(dest: Path, files: dict[str, str], *, wheel: Path | None) -> 
     else:
         (dest / WHEEL_DIR).mkdir(parents=True, exist_ok=True)
         shutil.copy2(wheel, dest / WHEEL_DIR / wheel.name)
+    write_manifest(dest, [p.name for p in dest.iterdir()])
     return dest
+
+
+def _claim_project(project: Path) -> None:
+    """A project left by an earlier run with the same --artifacts-dir is replaced; anything else is refused."""
+    if not (project.exists() or project.is_symlink()):
+        return
+    if project.is_symlink() or not project.is_dir() or not owned_entries(project):
+        raise BadRequest(
+            f"--artifacts-dir: {project} exists and is not a project gpuenv wrote",
+            hint="give a new --artifacts-dir, or move that directory away",
+        )
+    shutil.rmtree(project)
 
 
 def _render_only(dest: Path, files: dict[str, str], as_json: bool, *, wheel: Path | None) -> int:
@@ -317,7 +331,7 @@ def _render_only(dest: Path, files: dict[str, str], as_json: bool, *, wheel: Pat
     else:
         click.echo(
             f"wrote the Ansible project to {dest}; run it with:\n"
-            f"  cd {dest} && ansible-playbook site.yml          # or plan_driver.yml for the driver plan"
+            f"  cd {shlex.quote(str(dest))} && ansible-playbook site.yml   # or plan_driver.yml for the driver plan"
         )
     return 0
 
@@ -338,6 +352,7 @@ def _run(
     keep = opts["artifacts_dir"]
     if keep:
         work = Path(validate.safe_path(str(keep), "--artifacts-dir")).resolve()
+        _claim_project(work / "project")
     else:
         work = Path(tempfile.mkdtemp(prefix="gpuenv-provision-"))
     outcome = None
@@ -395,12 +410,22 @@ def _attach_reports(summaries: list[HostSummary], reports_dir: Path, *, since: f
         if not path.is_file() or path.stat().st_mtime < since - 1:
             continue
         s.report = str(path)
-        try:
-            verdict = json.loads(path.read_text(encoding="utf-8")).get("verdict")
-        except (OSError, ValueError):
-            s.verdict = "unreadable report"
-            continue
-        s.verdict = verdict.get("outcome") if isinstance(verdict, dict) else str(verdict)
+        s.verdict = _report_outcome(path)
+
+
+def _report_outcome(path: Path) -> str:
+    """The verdict a host's report gives; a host's file is input like any other: capped, and checked."""
+    from gpuenv.errors import GpuenvError
+    from gpuenv.files import read_text
+    from gpuenv.schema import parse_json
+
+    try:
+        data = parse_json(read_text(path, "host report"))
+    except (GpuenvError, ValueError):
+        return "unreadable report"
+    verdict = data.get("verdict") if isinstance(data, dict) else None
+    outcome = verdict.get("outcome") if isinstance(verdict, dict) else None
+    return outcome if outcome in REPORT_OUTCOMES else "unreadable report"
 
 
 def _host_row(s: HostSummary) -> dict[str, Any]:

@@ -35,7 +35,7 @@ class RunRequest:
 
 
 def check_limit(value: str) -> str:
-    if not _LIMIT.fullmatch(value):
+    if not _LIMIT.fullmatch(value) or value.startswith("-"):  # "-vvv" would be read as an option
         raise BadRequest(
             f"invalid --limit {value[:60]!r}", hint="host or group names separated by commas, e.g. gpu01,gpu02"
         )

@@ -23,7 +23,9 @@ from tests.conftest import require
 
 @pytest.fixture(autouse=True)
 def _ansible_inventory() -> None:
-    found = shutil.which("ansible-inventory") or shutil.which("ansible-inventory", path=str(Path(sys.executable).parent))
+    found = shutil.which("ansible-inventory") or shutil.which(
+        "ansible-inventory", path=str(Path(sys.executable).parent)
+    )
     require(found is not None, "ansible-core is not installed (ansible-inventory)")
 
 
@@ -35,6 +37,7 @@ def parse_inventory(text: str, *, source: str, folder: Path | None = None) -> In
     path = base / source
     path.write_text(text)
     return load_inventory(path)
+
 
 INI = """\
 # fleet
@@ -121,7 +124,11 @@ def test_ini_errors_name_the_host_and_variable(text: str, where: str, words: str
 @pytest.mark.parametrize(
     ("text", "where", "words"),
     [
-        ("all:\n  hosts:\n    gpu01:\n      ansible_port: [1, 2]\n", "host gpu01, variable ansible_port", "plain value"),
+        (
+            "all:\n  hosts:\n    gpu01:\n      ansible_port: [1, 2]\n",
+            "host gpu01, variable ansible_port",
+            "plain value",
+        ),
         (
             "all:\n  hosts:\n    gpu01:\n      ansible_become_password: x\n",
             "host gpu01, variable ansible_become_password",

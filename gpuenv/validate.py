@@ -51,7 +51,7 @@ def _basic(value: str, what: str) -> str:
         raise BadRequest(f"{what} is empty", hint=f"give a value for {what}")
     if len(value) > MAX_LEN:
         raise BadRequest(f"{what} is too long ({len(value)} characters)", hint="check the value")
-    if any(not (32 < ord(c) < 127) and c != " " for c in value):
+    if not (value.isascii() and value.isprintable()):  # printable ASCII and the space only
         raise BadRequest(
             f"{what} {value[:40]!r} holds characters outside printable ASCII",
             hint="type the value in plain ASCII, without newlines or control characters",

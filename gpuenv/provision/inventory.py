@@ -10,6 +10,7 @@ value is refused before anything runs, and errors name the host and the variable
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -94,7 +95,13 @@ def _check_var(name: str, value: Any) -> Any:
         )
     if isinstance(value, (dict, list)) or value is None:
         raise BadRequest(f"{name} must be a plain value", hint=_HINT)
-    return check(str(value).lower() if isinstance(value, bool) else str(value))
+    return _checked(name, str(value).lower() if isinstance(value, bool) else str(value))
+
+
+@functools.lru_cache(maxsize=65536)
+def _checked(name: str, text: str) -> Any:
+    """A fleet repeats its users, ports and interpreters: each distinct value is checked once."""
+    return HOST_VARS[name](text)
 
 
 def hosts_from_args(names: Iterable[str]) -> Inventory:

@@ -3,13 +3,13 @@
 Pure: takes a KnowledgeBase and a Request, returns a Stack or raises BadRequest naming the
 nearest valid choices. Candidates are every (torch release, CUDA build, Python) the knowledge
 base allows on the OS; each constraint filters them with a reason, and the survivors are ranked:
-newest torch first, then a build the driver runs natively, then torch's default build, then the
-newest build.
+with no --torch, releases fit for a default first (builds confirmed, a torchvision released);
+then newest torch, a build the driver runs natively, torch's default build, the newest build.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import NamedTuple
 
 from packaging.version import Version
@@ -22,8 +22,8 @@ from gpuenv.compat import (
     TorchRelease,
     V,
     driver_runs_cuda,
+    gpu_code_for,
     recommended_branch,
-    sm_in_range,
 )
 from gpuenv.errors import BadRequest
 from gpuenv.stack import Rejected, Stack
@@ -36,7 +36,7 @@ PYTHON_SOURCE_RANK = {"system": 0, "distro": 1, "appstream": 1, "deadsnakes": 2}
 
 @dataclass(frozen=True)
 class Request:
-    torch: str | None = None
+    torch: str | None = None  # "2.4", "2.4.0" or "2.4.0+cu121" (the local version picks the build)
     cuda: str | None = None
     driver: str | None = None
     python: str | None = None
@@ -54,6 +54,7 @@ class Candidate(NamedTuple):
 
 
 def resolve(kb: KnowledgeBase, request: Request) -> Stack:
+    request = _split_local_version(kb, request)
     os_info = _os(kb, request.os or DEFAULT_OS)
     arch = _arch(kb, request.gpu) if request.gpu else None
     if request.cuda and kb.find_cuda(request.cuda) is None:
@@ -64,7 +65,7 @@ def resolve(kb: KnowledgeBase, request: Request) -> Stack:
     if request.torch and not any(_torch_matches(t.version, request.torch) for t in kb.torch):
         raise BadRequest(
             f"unknown torch version {request.torch}",
-            hint=f"known: {', '.join(t.version for t in kb.torch)}",
+            hint=f"known: {_release_lines(kb)}",
         )
     survivors, rejected = _candidates(kb, request, os_info, arch)
     if not survivors:
@@ -74,6 +75,33 @@ def resolve(kb: KnowledgeBase, request: Request) -> Stack:
 
 
 # --- inputs ------------------------------------------------------------------------------------
+
+
+def _split_local_version(kb: KnowledgeBase, request: Request) -> Request:
+    """--torch 2.4.0+cu121 is --torch 2.4.0 --cuda cu121 (refused if --cuda says otherwise)."""
+    if not request.torch or "+" not in request.torch:
+        return request
+    version, build = request.torch.split("+", 1)
+    row = kb.find_cuda(build)
+    if row is None:
+        raise BadRequest(
+            f"unknown CUDA build {build} in torch version {request.torch}",
+            hint=f"known builds: {', '.join(c.build for c in kb.cuda)}",
+        )
+    if request.cuda and not _cuda_matches(row, request.cuda):
+        raise BadRequest(
+            f"--torch {request.torch} names build {build}, but --cuda asks for {request.cuda}",
+            hint=f"drop --cuda, or ask for --torch {version}",
+        )
+    return replace(request, torch=version, cuda=row.build)
+
+
+def _release_lines(kb: KnowledgeBase) -> str:
+    """'1.13.0–1.13.1, 2.0.0–2.0.1, …': every known release, by release line."""
+    lines: dict[str, list[str]] = {}
+    for t in kb.torch:
+        lines.setdefault(".".join(t.version.split(".")[:2]), []).append(t.version)
+    return ", ".join(v[0] if len(v) == 1 else f"{v[0]}–{v[-1]}" for v in lines.values())
 
 
 def _os(kb: KnowledgeBase, name: str) -> OsInfo:
@@ -103,7 +131,8 @@ def _arch(kb: KnowledgeBase, gpu: str) -> Architecture:
 
 
 def _torch_matches(version: str, wanted: str) -> bool:
-    """'2.4' matches any 2.4.x; '2.0.1' matches exactly."""
+    """'2.4' matches any 2.4.x; '2.0.1' matches exactly; '2.4.0+cu121' matches 2.4.0."""
+    wanted = wanted.split("+", 1)[0]
     return version == wanted or version.startswith(wanted + ".")
 
 
@@ -154,19 +183,16 @@ def _why_not(
         compat = driver_runs_cuda(kb, request.driver, cuda.build)
         if not compat.ok:
             return compat.message
-    if arch is not None:
-        if arch.min_cuda and V(cuda.version) < V(arch.min_cuda):
-            return f"{arch.family} (sm_{arch.sm.replace('.', '')}) needs CUDA ≥ {arch.min_cuda}"
-        if arch.min_torch and V(torch.version) < V(arch.min_torch):
-            return f"{arch.family} (sm_{arch.sm.replace('.', '')}) needs torch ≥ {arch.min_torch}"
-        if cuda.wheel_sm and not sm_in_range(arch.sm, cuda.wheel_sm):
-            low, high = cuda.wheel_sm
-            return f"{cuda.build} wheels cover sm {low}–{high}, not {arch.family} sm {arch.sm}"
+    if arch is not None and gpu_code_for(torch.arch[cuda.build], arch.sm) is None:
+        code = torch.arch[cuda.build]
+        return f"its GPU code is {code.span()}: no kernel for {arch.family} sm_{arch.sm.replace('.', '')}"
     return None
 
 
 def _pick_python(torch: TorchRelease, os_info: OsInfo, wanted: str | None) -> str | None:
-    usable = [v for v in torch.python if v in os_info.python and V(v) >= V(MIN_PYTHON)]
+    usable = [
+        v for v in torch.python if v in os_info.python and V(v) >= V(MIN_PYTHON) and v not in torch.python_experimental
+    ]
     if wanted is not None:
         return wanted if wanted in usable else None
     if not usable:
@@ -177,6 +203,8 @@ def _pick_python(torch: TorchRelease, os_info: OsInfo, wanted: str | None) -> st
 
 def _python_problem(torch: TorchRelease, os_info: OsInfo, wanted: str | None) -> str:
     span = f"{torch.python[0]}–{torch.python[-1]}"
+    if wanted in torch.python_experimental:
+        return f"torch {torch.version}'s Python {wanted} wheels are experimental, without torchvision"
     if wanted is None:
         return f"no Python ≥ {MIN_PYTHON} that torch {torch.version} supports ({span}) is available on {os_info.name}"
     if wanted not in torch.python:
@@ -186,9 +214,23 @@ def _python_problem(torch: TorchRelease, os_info: OsInfo, wanted: str | None) ->
     return f"{os_info.name} has no known way to provide Python {wanted} (has {', '.join(os_info.python)})"
 
 
-def _rank(kb: KnowledgeBase, c: Candidate, request: Request) -> tuple[Version, bool, bool, Version]:
+def _rank(kb: KnowledgeBase, c: Candidate, request: Request) -> tuple[bool, Version, bool, bool, bool, Version]:
     native = request.driver is None or driver_runs_cuda(kb, request.driver, c.cuda.build).mode == "native"
-    return (V(c.torch.version), native, c.cuda.build == c.torch.default_build, V(c.cuda.version))
+    default_fit = request.torch is not None or fit_for_default(c.torch, c.cuda.build)
+    confirmed = c.torch.build_confirmed(c.cuda.build)
+    return (
+        default_fit,
+        V(c.torch.version),
+        confirmed,
+        native,
+        c.cuda.build == c.torch.default_build,
+        V(c.cuda.version),
+    )
+
+
+def fit_for_default(torch: TorchRelease, build: str) -> bool:
+    """What the default (no --torch) may pick: a confirmed build of a release whose torchvision is out."""
+    return torch.build_confirmed(build) and torch.torchvision is not None
 
 
 # --- the result -------------------------------------------------------------------------------
@@ -224,7 +266,7 @@ def _stack(
         driver_floor=cuda.minor_compat_floor,
         driver_branch=branch.branch,
         gpu_sm=arch.sm if arch else None,
-        arch_list=_arch_list(kb, cuda, arch),
+        arch_list=_arch_list(kb, torch, cuda, arch),
         base_image_eol=bool(images) and (cuda.eol or cuda.toolkit in cuda.deleted_tags),
         reasons=_reasons(kb, best, request, os_info, arch, survivors),
         rejected=tuple(_nearby(rejected, best)),
@@ -245,13 +287,13 @@ def _base_images(cuda: CudaRelease, os_info: OsInfo) -> dict[str, str]:
     }
 
 
-def _arch_list(kb: KnowledgeBase, cuda: CudaRelease, arch: Architecture | None) -> str:
+def _arch_list(kb: KnowledgeBase, torch: TorchRelease, cuda: CudaRelease, arch: Architecture | None) -> str:
+    """TORCH_CUDA_ARCH_LIST for extensions: the GPU's own, else the release's, less what nvcc cannot target."""
     if arch is not None:
         return arch.sm
-    span = cuda.wheel_sm
-    sms = [a.sm for a in kb.architectures if span is None or sm_in_range(a.sm, span)]
-    sms = [sm for sm in sms if not (a := kb.arch(sm)) or not a.min_cuda or V(cuda.version) >= V(a.min_cuda)]
-    return ";".join(sms)
+    code = torch.arch[cuda.build]
+    keep = [sm for sm in code.sass if (a := kb.arch(sm)) is None or not a.min_cuda or V(cuda.version) >= V(a.min_cuda)]
+    return ";".join(sm + ("+PTX" if sm in code.ptx else "") for sm in keep)
 
 
 def _reasons(
@@ -266,8 +308,10 @@ def _reasons(
     given = request.given()
     constraints = ", ".join(f"{k} {v}" for k, v in given.items()) or "no constraints"
     builds = sorted({c.cuda.build for c in survivors if c.torch is torch})
+    settled = request.torch is None and fit_for_default(torch, cuda.build)
+    newest = "newest settled release" if settled else "newest release"
     reasons = {
-        "torch": f"newest release that satisfies {constraints}",
+        "torch": f"{newest} that satisfies {constraints}",
         "cuda_build": (
             f"{cuda.build} among this release's usable builds ({', '.join(builds)})"
             + ("; it is the build of torch's plain PyPI wheel" if cuda.build == torch.default_build else "")
@@ -282,13 +326,15 @@ def _reasons(
         "os": f"{os_info.name}" + (" (default)" if request.os is None else " (requested)"),
         "driver_min": f"the driver bundled with CUDA {cuda.toolkit}; runs the stack with no caveat",
         "driver_floor": f"minor-version compatibility lets drivers ≥ {cuda.minor_compat_floor} run it, without PTX JIT",
-        "driver_branch": "newest long-term-support branch that runs this CUDA natively, else the lowest newer one",
+        "driver_branch": "newest long-term-support branch that runs this CUDA natively, else the lowest production one",
     }
     if request.driver:
         reasons["driver"] = driver_runs_cuda(kb, request.driver, cuda.build).message
     if arch is not None:
         sm = arch.sm.replace(".", "")
-        reasons["gpu"] = f"{arch.family} sm_{sm} is covered by {cuda.build} wheels of torch {torch.version}"
+        code = torch.arch[cuda.build]
+        how = "its own SASS" if gpu_code_for(code, arch.sm) == "sass" else "PTX the driver JIT-compiles"
+        reasons["gpu"] = f"{arch.family} sm_{sm} runs torch {torch.version}+{cuda.build} ({code.span()}) through {how}"
     return reasons
 
 
@@ -304,17 +350,23 @@ def _warnings(
     torch, cuda, python = best
     out: list[str] = []
     for item in torch.provenance.unconfirmed:
-        if item == f"build:{cuda.build}" or item == f"python:{python}" or ":" not in item:
+        relevant = item in (f"build:{cuda.build}", f"arch:{cuda.build}", f"python:{python}") or ":" not in item
+        if relevant:
             out.append(f"unconfirmed fact: torch {torch.version} {item.replace(':', ' ')} ({torch.provenance.source})")
+    if torch.torchvision is None:
+        out.append(f"torchvision has no release for torch {torch.version} yet: the stack pins torch without it")
+    if request.torch is None and not fit_for_default(torch, cuda.build):
+        out.append(
+            f"torch {torch.version} is not settled (unconfirmed builds or no torchvision), but nothing else fits"
+        )
     for item in cuda.provenance.unconfirmed:
-        relevant = (
-            item in ("cudnn", "toolkit", "eol")
-            or (item == f"images:{os_info.name}" and "image" in os_info.roles)
-            or (item == "wheel_sm" and arch is not None)
+        relevant = item in ("cudnn", "toolkit", "eol") or (
+            item == f"images:{os_info.name}" and "image" in os_info.roles
         )
         if relevant:
             out.append(f"unconfirmed fact: CUDA {cuda.version} {item.replace(':', ' ')} ({cuda.provenance.source})")
-    if arch is not None and arch.provenance.unconfirmed:
+    if arch is not None and arch.provenance.unconfirmed and arch.min_cuda and V(cuda.version) < V(arch.min_cuda):
+        # what is unconfirmed about an architecture is how builds older than its first nvcc run on it
         out.append(f"unconfirmed fact: {arch.family} sm {arch.sm} {', '.join(arch.provenance.unconfirmed)}")
     if request.driver:
         compat = driver_runs_cuda(kb, request.driver, cuda.build)
@@ -356,6 +408,8 @@ def _nearest(kb: KnowledgeBase, request: Request) -> str:
     if request.torch and request.cuda:
         builds = sorted({b for t in kb.torch if _torch_matches(t.version, request.torch) for b in t.builds})
         tried.append(f"torch {request.torch} is built for {', '.join(builds)}")
+    if request.gpu:
+        tried.append(_gpu_hint(kb, request))
     if request.cuda and (row := kb.find_cuda(request.cuda)):
         releases = [t.version for t in kb.torch if row.build in t.builds]
         if releases:
@@ -363,3 +417,16 @@ def _nearest(kb: KnowledgeBase, request: Request) -> str:
         else:
             tried.append(f"no torch release is built for CUDA {row.version}")
     return "; ".join(tried) or "relax a constraint; see gpuenv matrix"
+
+
+def _gpu_hint(kb: KnowledgeBase, request: Request) -> str:
+    """Which builds carry code for the GPU, within the requested torch (or all releases)."""
+    arch = _arch(kb, request.gpu or "")
+    name = f"{request.gpu} (sm_{arch.sm.replace('.', '')})"
+    releases = [t for t in kb.torch if not request.torch or _torch_matches(t.version, request.torch)]
+    fits = [f"{t.version}+{b}" for t in releases for b in t.builds if gpu_code_for(t.arch[b], arch.sm)]
+    if not fits:
+        return f"no torch {request.torch or 'release'} carries code for {name}"
+    if request.torch:
+        return f"for {name}, torch {request.torch} is built as {', '.join(fits)}"
+    return f"{name} runs torch {fits[0]} … {fits[-1]}"

@@ -1,6 +1,6 @@
 # PyTorch 2.10.0 (cu128) on CUDA 12.8.1, Python 3.12, ubuntu24.04: devel image.
 # Rendered by gpuenv from stack.json; change the stack and render again instead of editing this file.
-# Needs an NVIDIA driver >= 570.86.10 (>= 525.60.13 through minor-version compatibility).
+# Needs an NVIDIA driver >= 570.124.06 (>= 525.60.13 through minor-version compatibility).
 
 ARG BASE_IMAGE=nvidia/cuda:12.8.1-cudnn-devel-ubuntu24.04
 
@@ -52,7 +52,7 @@ LABEL org.opencontainers.image.title="PyTorch 2.10.0 (cu128) on CUDA 12.8.1, Pyt
       io.gpuenv.python="3.12" \
       io.gpuenv.os="ubuntu24.04" \
       io.gpuenv.numpy="numpy<3" \
-      io.gpuenv.driver-min="570.86.10" \
+      io.gpuenv.driver-min="570.124.06" \
       io.gpuenv.driver-floor="525.60.13" \
       io.gpuenv.driver-branch="R580" \
       io.gpuenv.gpu-sm="9.0" \

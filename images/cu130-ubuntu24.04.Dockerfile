@@ -1,9 +1,9 @@
-# PyTorch 2.13.0 (cu130) on CUDA 13.0.1, Python 3.12, ubuntu24.04: runtime image.
+# PyTorch 2.13.0 (cu130) on CUDA 13.0.3, Python 3.12, ubuntu24.04: runtime image.
 # Rendered by gpuenv from stack.json; change the stack and render again instead of editing this file.
-# Needs an NVIDIA driver >= 580.65.06 (>= 580.65.06 through minor-version compatibility).
+# Needs an NVIDIA driver >= 580.126.20 (>= 580.65.06 through minor-version compatibility).
 # The base is the plain CUDA runtime image: the PyTorch wheels bundle their own cuDNN and NCCL.
 
-ARG BASE_IMAGE=nvidia/cuda:13.0.1-runtime-ubuntu24.04
+ARG BASE_IMAGE=nvidia/cuda:13.0.3-runtime-ubuntu24.04
 
 # python-base: the CUDA image plus Python (the CUDA images carry none), a C compiler and Python headers for torch.compile.
 FROM ${BASE_IMAGE} AS python-base
@@ -39,24 +39,24 @@ RUN pip install --no-cache-dir --no-deps /tmp/gpuenv/gpuenv-wheel/gpuenv-*.whl \
  && pip install --no-cache-dir -c /tmp/gpuenv/constraints.txt -r /tmp/gpuenv/extra-requirements.txt
 
 FROM python-base AS final
-LABEL org.opencontainers.image.title="PyTorch 2.13.0 (cu130) on CUDA 13.0.1, Python 3.12, ubuntu24.04" \
+LABEL org.opencontainers.image.title="PyTorch 2.13.0 (cu130) on CUDA 13.0.3, Python 3.12, ubuntu24.04" \
       org.opencontainers.image.description="runtime image rendered by gpuenv" \
       org.opencontainers.image.version="2.13.0-cu130" \
-      org.opencontainers.image.base.name="nvidia/cuda:13.0.1-runtime-ubuntu24.04" \
+      org.opencontainers.image.base.name="nvidia/cuda:13.0.3-runtime-ubuntu24.04" \
       io.gpuenv.schema="gpuenv.stack/1" \
       io.gpuenv.torch="2.13.0" \
       io.gpuenv.torchvision="0.28.0" \
-      io.gpuenv.cuda="13.0.1" \
+      io.gpuenv.cuda="13.0.3" \
       io.gpuenv.cuda-build="cu130" \
       io.gpuenv.cudnn="bundled-with-torch" \
       io.gpuenv.python="3.12" \
       io.gpuenv.os="ubuntu24.04" \
       io.gpuenv.numpy="numpy<3" \
-      io.gpuenv.driver-min="580.65.06" \
+      io.gpuenv.driver-min="580.126.20" \
       io.gpuenv.driver-floor="580.65.06" \
       io.gpuenv.driver-branch="R580" \
       io.gpuenv.gpu-sm="any" \
-      io.gpuenv.arch-list="7.5;8.0;8.6;8.9;9.0;10.0;12.0" \
+      io.gpuenv.arch-list="7.5;8.0;8.6;9.0;10.0;12.0+PTX" \
       io.gpuenv.index-url="https://download.pytorch.org/whl/cu130" \
       io.gpuenv.flavor="runtime" \
       io.gpuenv.stack-file="/opt/gpuenv/stack.json"

@@ -22,8 +22,8 @@ def stack_options(func: F) -> F:
     options = [
         click.option(
             "--torch",
-            callback=checked(lambda v: validate.version(v, "torch version")),
-            help="PyTorch version, e.g. 2.4 or 2.0.1.",
+            callback=checked(validate.torch_version),
+            help="PyTorch version, e.g. 2.4, 2.4.0 or 2.4.0+cu121 (the local version picks the CUDA build).",
         ),
         click.option(
             "--cuda",
@@ -83,7 +83,18 @@ def stack_from_options(
     if driver == "auto":
         driver = local_driver_version()
     kb = load_kb(ctx.find_root().obj.data)
+    warn_if_stale(kb)
     return resolve(kb, Request(torch=torch, cuda=cuda, driver=driver, python=python, gpu=gpu, os=os_name))
+
+
+def warn_if_stale(kb: Any) -> None:
+    from datetime import date
+
+    from gpuenv.compat import staleness_warning
+
+    warning = staleness_warning(kb, date.today())
+    if warning:
+        click.secho(f"warning: {warning}", fg="yellow", err=True)
 
 
 def local_driver_version() -> str:
@@ -127,7 +138,17 @@ def resolve(ctx: click.Context, /, as_json: bool, fmt: str, **options: Any) -> i
         click.echo("\n".join(stack.requirements()))
     else:
         _print_stack(stack, quiet=ctx.find_root().obj.quiet)
+        if options.get("stack_file") is None and not ctx.find_root().obj.quiet:
+            _print_kb_age(ctx)
     return 0
+
+
+def _print_kb_age(ctx: click.Context) -> None:
+    from datetime import date
+
+    from gpuenv.compat import kb_age_line, load_kb
+
+    click.echo(f"  {kb_age_line(load_kb(ctx.find_root().obj.data), date.today())}")
 
 
 def _print_stack(stack: Any, *, quiet: bool) -> None:
@@ -162,7 +183,7 @@ def _print_stack(stack: Any, *, quiet: bool) -> None:
 
 
 @click.command()
-@click.option("--torch", callback=checked(lambda v: validate.version(v, "torch version")), help="Only this torch.")
+@click.option("--torch", callback=checked(validate.torch_version), help="Only this torch.")
 @click.option("--cuda", callback=checked(lambda v: validate.version(v, "CUDA version")), help="Only this CUDA.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 @click.pass_context
@@ -175,10 +196,13 @@ def matrix(ctx: click.Context, torch: str | None, cuda: str | None, as_json: boo
       gpuenv matrix --torch 2.4
       gpuenv matrix --cuda 12.4 --json
     """
-    from gpuenv.compat import load_kb
+    from datetime import date
+
+    from gpuenv.compat import kb_age_days, kb_age_line, load_kb
     from gpuenv.resolve import _torch_matches
 
     kb = load_kb(ctx.find_root().obj.data)
+    warn_if_stale(kb)
     cuda_row = kb.find_cuda(cuda) if cuda else None
     if cuda and cuda_row is None:
         raise BadRequest(f"unknown CUDA version {cuda}", hint=f"known: {', '.join(c.version for c in kb.cuda)}")
@@ -195,9 +219,17 @@ def matrix(ctx: click.Context, torch: str | None, cuda: str | None, as_json: boo
     if torch and not torches:
         raise BadRequest(f"no torch release matches {torch}", hint=f"known: {', '.join(t.version for t in kb.torch)}")
     if as_json:
-        emit_json({"torch": [_torch_row(t) for t in torches], "cuda": [_cuda_row(c) for c in cudas]})
+        emit_json(
+            {
+                "generated": kb.generated,
+                "age_days": kb_age_days(kb, date.today()),
+                "torch": [_torch_row(t) for t in torches],
+                "cuda": [_cuda_row(c) for c in cudas],
+            }
+        )
         return 0
     _print_matrix(torches, cudas)
+    click.echo(kb_age_line(kb, date.today()))
     return 0
 
 
@@ -208,7 +240,9 @@ def _torch_row(t: Any) -> dict[str, Any]:
         "torchaudio": t.torchaudio,
         "builds": list(t.builds),
         "default_build": t.default_build,
+        "arch": {build: str(code) for build, code in t.arch.items()},
         "python": list(t.python),
+        "python_experimental": list(t.python_experimental),
         "source": t.provenance.source,
         "checked": t.provenance.checked,
         "unconfirmed": list(t.provenance.unconfirmed),

@@ -86,7 +86,7 @@ def kb_facts(kb: KnowledgeBase, stack: Stack) -> KbFacts:
     }
     policy = {a.family: a.open_modules for a in kb.architectures}
     nonfree = next((b for b in kb.driver_branches if b.branch == DEBIAN_NONFREE_BRANCH), None)
-    verdict = driver_runs_cuda(kb, nonfree.latest, stack.cuda) if nonfree else None
+    verdict = driver_runs_cuda(kb, nonfree.latest, stack.cuda) if nonfree and nonfree.latest else None
     return KbFacts(
         python_by_os=python_by_os,
         open_modules_policy=policy,

@@ -28,6 +28,12 @@ GPUENV_REQUIREMENTS = ("click>=8.1", "jinja2>=3.1", "packaging>=23", "rich>=13",
 # The deadsnakes PPA's signing key ("Launchpad PPA for deadsnakes"), pinned by full fingerprint.
 DEADSNAKES_FINGERPRINT = "F23C5A6CF475977595C89F51BA6932366A755776"
 UBUNTU_CODENAMES = {"20.04": "focal", "22.04": "jammy", "24.04": "noble"}
+# The OS families images render for: Ubuntu through apt, Rocky Linux through dnf. On Rocky, the
+# devel flavour's ninja-build comes from the repository named here (CRB on 9, PowerTools on 8).
+IMAGE_OS = {**{f"ubuntu{v}": "apt" for v in UBUNTU_CODENAMES}, "rockylinux8": "dnf", "rockylinux9": "dnf"}
+DNF_EXTRA_REPO = {"rockylinux8": "powertools", "rockylinux9": "crb"}
+IMAGE_PYTHON_SOURCES = {"apt": ("system", "distro", "deadsnakes"), "dnf": ("system", "appstream")}
+COMPILERS = {"apt": ("gcc", "g++", "libc6-dev"), "dnf": ("gcc", "gcc-c++")}
 
 _ARCH_LIST = re.compile(r"\d{1,2}\.\d(\+PTX)?(;\d{1,2}\.\d(\+PTX)?)*", re.ASCII)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", re.ASCII)
@@ -149,19 +155,15 @@ def _check_stack(stack: Stack) -> None:
         validate.pip_requirement(package)  # Debian package names fit the same grammar
     for ref in stack.base_images.values():
         validate.image_ref(ref, "stack base image")
-    if not stack.os.startswith("ubuntu"):
-        if not stack.base_images:
-            raise BadRequest(
-                f"{stack.os} has no nvidia/cuda images, so no image can be built for it",
-                hint="build on an Ubuntu base (--os ubuntu22.04 or ubuntu24.04); use provision for hosts",
-            )
+    if not stack.base_images:
         raise BadRequest(
-            f"build-image renders Ubuntu-based images only; {stack.os} is not supported yet",
-            hint="use --os ubuntu22.04 or --os ubuntu24.04 (ubuntu20.04 for older CUDA)",
+            f"{stack.os} has no nvidia/cuda images, so no image can be built for it",
+            hint="build on an Ubuntu or Rocky Linux base (--os ubuntu22.04, rockylinux9); use provision for hosts",
         )
-    if stack.os.removeprefix("ubuntu") not in UBUNTU_CODENAMES:
-        raise BadRequest(f"unknown Ubuntu release {stack.os}", hint=f"known: {', '.join(UBUNTU_CODENAMES)}")
-    if stack.python_source.via not in ("system", "distro", "deadsnakes"):
+    if stack.os not in IMAGE_OS:
+        known = ", ".join(IMAGE_OS)
+        raise BadRequest(f"build-image does not know how to render {stack.os}", hint=f"known: {known}")
+    if stack.python_source.via not in IMAGE_PYTHON_SOURCES[_package_manager(stack)]:
         raise BadRequest(
             f"Python {stack.python} on {stack.os} comes via {stack.python_source.via}, which images do not support",
             hint="choose another --python",
@@ -241,12 +243,17 @@ def _pip_args(options: ImageOptions, index_url: str | None) -> str:
     return " ".join(["--no-cache-dir", *source])
 
 
+def _package_manager(stack: Stack) -> str:
+    return IMAGE_OS[stack.os]
+
+
 def _template_values(stack: Stack, options: ImageOptions, base: str, labels: dict[str, str]) -> dict[str, object]:
+    manager = _package_manager(stack)
     packages = list(stack.python_source.packages)
     if options.slim:
         packages = [p for p in packages if not p.endswith(("-dev", "-devel"))]
     else:
-        packages += ["gcc", "g++", "libc6-dev"]
+        packages += COMPILERS[manager]
     if options.flavor == "devel":
         packages += ["ninja-build"]
     return {
@@ -254,10 +261,12 @@ def _template_values(stack: Stack, options: ImageOptions, base: str, labels: dic
         "options": options,
         "base_image": base,
         "labels": labels,
+        "package_manager": manager,
         "apt_packages": sorted(set(packages), key=packages.index),
+        "extra_repo": DNF_EXTRA_REPO.get(stack.os) if options.flavor == "devel" else None,
         "deadsnakes": stack.python_source.via == "deadsnakes",
         "deadsnakes_fingerprint": DEADSNAKES_FINGERPRINT,
-        "codename": UBUNTU_CODENAMES[stack.os.removeprefix("ubuntu")],
+        "codename": UBUNTU_CODENAMES.get(stack.os.removeprefix("ubuntu"), ""),
         "torch_pip_args": _pip_args(options, options.index_url or stack.index_url),
         "extra_pip_args": _pip_args(options, None),
         "companions": [f"{name} {getattr(stack, name)}" for name in options.with_packages],

@@ -46,10 +46,10 @@ def _fails_cleanly(result: subprocess.CompletedProcess[str], code: int) -> None:
         ["--wheelhouse", "/nonexistent/wheels"],
         ["--spec", "no-such-spec"],
         ["--flavor", "debug"],
-        ["--os", "rockylinux9"],
+        ["--os", "rockylinux9", "--python", "3.10"],
         ["--os", "debian12"],
         ["--flavor", "devel", "--slim"],
-        ["--torch", "2.13.0", "--with", "torchaudio"],
+        ["--torch", "2.15.0", "--with", "torchvision"],
         ["--push"],
         ["--verify"],
     ],
@@ -59,6 +59,16 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path, args: list[str]) -
     result = run_gpuenv("build-image", *args, "--render-only", str(dest), env=NO_DOCKER)
     _fails_cleanly(result, 2)
     assert not dest.exists()
+
+
+def test_rocky_linux_renders_without_docker(tmp_path: Path) -> None:
+    dest = tmp_path / "out"
+    result = run_gpuenv(
+        "build-image", "--os", "rockylinux9", "--cuda", "12.4", "--render-only", str(dest), env=NO_DOCKER
+    )
+    assert result.returncode == 0, result.stderr
+    text = (dest / "Dockerfile").read_text()
+    assert "FROM ${BASE_IMAGE} AS python-base" in text and "nvidia/cuda:12.4.1-runtime-rockylinux9" in text
 
 
 def test_render_only_writes_a_buildable_context_without_docker(tmp_path: Path) -> None:
@@ -215,7 +225,7 @@ def test_wheelhouse_without_gpuenv_dependencies_or_extras_is_refused(tmp_path: P
 
 
 @pytest.mark.parametrize(
-    "args", [["--os", "rockylinux9"], ["--torch", "2.13.0", "--with", "torchaudio"], ["--tag", "a b"]]
+    "args", [["--os", "debian12"], ["--torch", "2.15.0", "--with", "torchvision"], ["--tag", "a b"]]
 )
 def test_a_bad_request_is_exit_2_even_without_docker(args: list[str]) -> None:
     _fails_cleanly(run_gpuenv("build-image", *args, env=NO_DOCKER), 2)

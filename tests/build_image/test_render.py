@@ -46,6 +46,8 @@ FAMILIES: dict[str, tuple[Request, ImageOptions]] = {
         Request(cuda="13.0", os="ubuntu22.04"),
         ImageOptions(slim=True, with_packages=()),
     ),
+    "cu124-runtime-rockylinux9": (Request(cuda="12.4", os="rockylinux9"), ImageOptions()),
+    "cu118-devel-rockylinux8": (Request(cuda="11.8", os="rockylinux8"), ImageOptions(flavor="devel")),
 }
 
 
@@ -125,8 +127,9 @@ def test_torch_and_companions_are_pinned_from_the_stack_index() -> None:
 
 
 def test_torchaudio_only_where_released() -> None:
+    without = replace(_stack(torch="2.13.0"), torchaudio=None)  # as a stack file from an older knowledge base
     with pytest.raises(BadRequest, match=r"torchaudio has no release for torch 2\.13\.0"):
-        render_image(_stack(torch="2.13.0"), ImageOptions(with_packages=("torchaudio",)))
+        render_image(without, ImageOptions(with_packages=("torchaudio",)))
 
 
 def test_wheelhouse_installs_with_no_index() -> None:
@@ -239,9 +242,22 @@ def test_every_option_is_validated_before_the_template(options: ImageOptions) ->
         render_image(_stack(cuda="12.4"), options)
 
 
-def test_rocky_and_debian_are_refused_with_a_reason() -> None:
-    with pytest.raises(BadRequest, match="Ubuntu-based images only"):
-        render_image(_stack(cuda="12.4", os="rockylinux9"), ImageOptions())
+def test_rocky_renders_through_dnf_with_appstream_python() -> None:
+    rendered = render_image(_stack(cuda="12.4", os="rockylinux9"), ImageOptions())
+    text = rendered.files["Dockerfile"]
+    assert rendered.base_image == "nvidia/cuda:12.4.1-runtime-rockylinux9"
+    assert "apt-get" not in text and "DEBIAN_FRONTEND" not in text
+    assert "dnf install -y --setopt=install_weak_deps=False --nodocs" in text and "dnf clean all" in text
+    assert "python3.11-devel" in text and "RUN python3.11 -m venv /opt/venv" in text
+    assert "useradd --uid 10001 --gid app" in text and "USER 10001:10001" in text
+    assert 'io.gpuenv.os="rockylinux9"' in text and "-c /tmp/gpuenv/constraints.txt" in text
+    slim = render_image(_stack(cuda="12.4", os="rockylinux9"), ImageOptions(slim=True))
+    assert "python3.11-devel" not in slim.files["Dockerfile"] and "gcc" not in slim.files["Dockerfile"]
+    devel = render_image(_stack(cuda="12.4", os="rockylinux9"), ImageOptions(flavor="devel"))
+    assert "dnf config-manager --set-enabled crb" in devel.files["Dockerfile"]
+
+
+def test_host_only_os_is_refused_with_a_reason() -> None:
     with pytest.raises(BadRequest, match="debian12 has no nvidia/cuda images"):
         render_image(_stack(os="debian12"), ImageOptions())
 

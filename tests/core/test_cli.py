@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from gpuenv.resources import data_file
 from tests.conftest import run_gpuenv
 
 STACK_KEYS = {
@@ -121,9 +122,30 @@ def test_data_override_via_env(tmp_path) -> None:  # type: ignore[no-untyped-def
 def test_matrix_filters_and_json() -> None:
     out = run_gpuenv("matrix", "--cuda", "12.4", "--json")
     rows = json.loads(out.stdout)
-    assert [t["torch"] for t in rows["torch"]] == ["2.4.1", "2.5.1", "2.6.0"]
+    # every patch release is in the knowledge base, each with its own builds
+    assert [t["torch"] for t in rows["torch"]] == ["2.4.0", "2.4.1", "2.5.0", "2.5.1", "2.6.0"]
     assert [c["cuda"] for c in rows["cuda"]] == ["12.4"]
-    assert "2.4.1" in run_gpuenv("matrix", "--torch", "2.4").stdout
+    assert rows["generated"] == json.loads(data_file("compat.json").read_text())["generated"]
+    assert rows["torch"][0]["arch"]["cu124"] == "5.0;6.0;7.0;7.5;8.0;8.6;9.0"
+    table = run_gpuenv("matrix", "--torch", "2.4").stdout
+    assert "2.4.0" in table and "2.4.1" in table and "knowledge base: shipped, generated" in table
+
+
+def test_stale_knowledge_base_warns(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    old = json.loads(data_file("compat.json").read_text())
+    old["generated"] = "2020-01-01"
+    path = tmp_path / "kb.json"
+    path.write_text(json.dumps(old))
+    for command in (["matrix"], ["resolve", "--cuda", "12.4"]):
+        out = run_gpuenv(*command, env={"GPUENV_DATA": str(path)})
+        assert out.returncode == 0 and "generated on 2020-01-01" in out.stderr and "days ago" in out.stderr
+
+
+def test_resolve_exact_and_local_torch_versions() -> None:
+    stack = json.loads(run_gpuenv("resolve", "--torch", "2.4.0+cu121", "--json").stdout)
+    assert (stack["torch"], stack["cuda_build"]) == ("2.4.0", "cu121")
+    volta = run_gpuenv("resolve", "--torch", "2.7", "--gpu", "V100", "--cuda", "12.8")
+    assert volta.returncode == 2 and "2.7.1+cu126" in volta.stderr and "Traceback" not in volta.stderr
 
 
 def test_debug_shows_traceback_for_crashes(tmp_path) -> None:  # type: ignore[no-untyped-def]

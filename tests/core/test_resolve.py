@@ -6,11 +6,78 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuenv.compat import V, driver_runs_cuda, load_kb, sm_in_range
+from gpuenv.compat import V, driver_runs_cuda, gpu_code_for, load_kb
 from gpuenv.errors import BadRequest
-from gpuenv.resolve import Request, resolve
+from gpuenv.resolve import Request, _python_problem, fit_for_default, resolve
 
 KB = load_kb()
+
+
+def test_default_stack_is_the_newest_settled_release_and_pins_torchaudio() -> None:
+    stack = resolve(KB, Request())
+    newest_known = max(KB.torch, key=lambda t: V(t.version))
+    assert newest_known.version == "2.15.0" and stack.torch != "2.15.0"  # known, but not settled
+    assert (stack.torch, stack.cuda_build, stack.torchvision, stack.torchaudio) == (
+        "2.14.1",
+        "cu130",
+        "0.29.1",
+        "2.11.1",
+    )
+    assert "newest settled release" in stack.reasons["torch"]
+
+
+def test_exact_versions_and_local_versions() -> None:
+    assert resolve(KB, Request(torch="2.4.0")).torch == "2.4.0"
+    local = resolve(KB, Request(torch="2.4.0+cu121"))
+    assert (local.torch, local.cuda_build, local.torchvision) == ("2.4.0", "cu121", "0.19.0")
+    assert resolve(KB, Request(torch="2.4")).torch == "2.4.1"
+    with pytest.raises(BadRequest, match=r"names build cu121, but --cuda asks for 12\.4"):
+        resolve(KB, Request(torch="2.4.0+cu121", cuda="12.4"))
+    with pytest.raises(BadRequest, match="unknown CUDA build cu999"):
+        resolve(KB, Request(torch="2.4.0+cu999"))
+
+
+def test_a_release_without_torchvision_is_a_stack_with_a_warning() -> None:
+    stack = resolve(KB, Request(torch="2.15.0"))
+    assert (stack.torch, stack.cuda_build, stack.torchvision) == ("2.15.0", "cu132", None)
+    assert any("torchvision has no release for torch 2.15.0" in w for w in stack.warnings)
+    assert any("torch 2.15.0 builds" in w for w in stack.warnings)  # its build list is unconfirmed
+
+
+def test_cuda_126_needs_the_driver_of_its_newest_patch() -> None:
+    stack = resolve(KB, Request(cuda="12.6"))
+    assert (stack.cuda, stack.driver_min) == ("12.6.3", "560.35.05")
+
+
+def test_volta_is_refused_builds_without_its_code_and_told_what_works() -> None:
+    with pytest.raises(BadRequest) as err:
+        resolve(KB, Request(torch="2.7", gpu="V100", cuda="12.8"))
+    hint = err.value.hint or ""
+    assert "without --cuda: torch 2.7.1+cu126" in hint
+    assert "for V100 (sm_70), torch 2.7 is built as 2.7.0+cu118, 2.7.0+cu126, 2.7.1+cu118, 2.7.1+cu126" in hint
+    # torch 2.8 put sm_70 back into its cu128 build (pytorch/pytorch#157517)
+    assert resolve(KB, Request(torch="2.8", gpu="V100", cuda="12.8")).cuda_build == "cu128"
+
+
+def test_same_major_cubins_and_ptx() -> None:
+    ada = resolve(KB, Request(torch="1.13", gpu="L4"))  # sm_89 runs the sm_86 cubins of CUDA 11.6/11.7 builds
+    assert ada.cuda_build in ("cu116", "cu117") and "SASS" in ada.reasons["gpu"]
+    hopper = resolve(KB, Request(torch="2.0.0", gpu="H100"))  # sm_90 was in 2.0.0's cu118 build
+    assert hopper.cuda_build == "cu118"
+    with pytest.raises(BadRequest):
+        resolve(KB, Request(torch="1.13", gpu="H100"))  # sm_90 does not run sm_86 cubins
+    assert resolve(KB, Request(gpu="B300", torch="2.7")).cuda_build == "cu128"  # sm_103 runs sm_100 cubins
+    assert resolve(KB, Request(gpu="P100")).cuda_build == "cu126"  # only cu126 still carries Pascal
+
+
+def test_experimental_python_is_never_picked() -> None:
+    # torch 2.5 has cp313 wheels (experimental, pytorch/pytorch#130249), torchvision 0.20 has none
+    release = next(t for t in KB.torch if t.version == "2.5.1")
+    assert "3.13" in release.python and release.python_experimental == ("3.13",)
+    for torch, python in (("2.5", "3.13"), ("1.13", "3.11")):
+        with pytest.raises(BadRequest, match=f"no stack satisfies --torch {torch}, --python {python}"):
+            resolve(KB, Request(torch=torch, python=python))
+    assert "experimental" in _python_problem(release, KB.os_by_name["ubuntu22.04"], "3.13")
 
 
 def test_seed_scenario_cuda_117() -> None:
@@ -36,8 +103,8 @@ def test_old_driver_never_gets_cuda_12() -> None:
 
 def test_driver_535_gets_newest_stack_it_runs() -> None:
     stack = resolve(KB, Request(driver="535.104.05"))
-    newest = max(KB.torch, key=lambda t: V(t.version))
-    assert stack.torch == newest.version
+    newest = max((t for t in KB.torch if fit_for_default(t, "cu126")), key=lambda t: V(t.version))
+    assert stack.torch == newest.version and stack.cuda_build == "cu126"
     assert driver_runs_cuda(KB, "535.104.05", stack.cuda_build).ok
 
 
@@ -54,7 +121,8 @@ def test_impossible_request_names_nearest_choices() -> None:
     with pytest.raises(BadRequest) as err:
         resolve(KB, Request(torch="1.13", cuda="12.4"))
     assert "torch 1.13 is built for cu116, cu117" in (err.value.hint or "")
-    assert "cu124 exists for torch 2.4.1–2.6.0" in (err.value.hint or "")
+    # corrected data: every patch release is known, so cu124 starts at 2.4.0
+    assert "cu124 exists for torch 2.4.0–2.6.0" in (err.value.hint or "")
 
 
 @pytest.mark.parametrize(
@@ -87,11 +155,20 @@ def test_stack_json_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def
     assert load_stack(path) == stack
 
 
-torch_versions = st.sampled_from([None, *[t.version for t in KB.torch], "2.4", "2.0"])
+torch_versions = st.sampled_from(
+    [
+        None,
+        *[t.version for t in KB.torch],
+        "2.4",
+        "2.0",
+        "2.7",
+        *[f"{t.version}+{b}" for t in KB.torch for b in t.builds],
+    ]
+)
 cuda_versions = st.sampled_from([None, *[c.version for c in KB.cuda]])
 drivers = st.sampled_from([None, "470.82.01", "525.60.13", "535.104.05", "550.54.15", "570.124.06", "580.65.06", "595"])
 pythons = st.sampled_from([None, "3.10", "3.11", "3.12", "3.13"])
-gpus = st.sampled_from([None, *[g.name for g in KB.gpus]])
+gpus = st.sampled_from([None, *[g.name for g in KB.gpus], *["sm_" + a.sm.replace(".", "") for a in KB.architectures]])
 oses = st.sampled_from([None, *[o.name for o in KB.os]])
 
 
@@ -106,10 +183,13 @@ def test_any_resolved_stack_satisfies_every_constraint(torch, cuda, driver, pyth
         return
     release = next(t for t in KB.torch if t.version == stack.torch)
     cuda_row = KB.cuda_by_build[stack.cuda_build]
-    assert stack.cuda_build in release.builds
+    assert stack.cuda_build in release.builds  # never a build absent from that release
     assert stack.python in release.python and V(stack.python) >= V("3.10")
+    assert stack.python not in release.python_experimental
     if torch:
-        assert stack.torch == torch or stack.torch.startswith(torch + ".")
+        version, _, build = torch.partition("+")
+        assert stack.torch == version or stack.torch.startswith(version + ".")
+        assert not build or stack.cuda_build == build
     if cuda:
         assert cuda_row.version == cuda
     if driver:
@@ -119,12 +199,9 @@ def test_any_resolved_stack_satisfies_every_constraint(torch, cuda, driver, pyth
     if os:
         assert stack.os == os
     if gpu:
-        arch = KB.arch(KB.find_gpu(gpu).sm)  # type: ignore[union-attr]
-        assert arch is not None
-        if cuda_row.wheel_sm:
-            assert sm_in_range(arch.sm, cuda_row.wheel_sm)
-        if arch.min_torch:
-            assert V(stack.torch) >= V(arch.min_torch)
+        sm = f"{gpu[3:-1]}.{gpu[-1]}" if gpu.startswith("sm_") else KB.find_gpu(gpu).sm  # type: ignore[union-attr]
+        # the GPU runs the build's own SASS (same major, minor at least the cubin's) or PTX it can JIT
+        assert gpu_code_for(release.arch[stack.cuda_build], sm) is not None
     image_os = "image" in KB.os_by_name[stack.os].roles
     assert bool(stack.base_images) == image_os
     if image_os:

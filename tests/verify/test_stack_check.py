@@ -72,6 +72,15 @@ def test_a_cu13_torch_on_a_v100_fails() -> None:
     assert [f.severity for f in findings if f.item == "arch"] == ["fail"]
 
 
+@pytest.mark.parametrize("sm", ["8.9", "10.3"])
+def test_a_same_major_cubin_is_support(sm: str) -> None:
+    """sm_89 runs sm_86 cubins and sm_103 runs sm_100 cubins: no finding."""
+    stack = resolve(KB, Request(cuda="12.8"))
+    arch_list = ["sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
+    findings = evaluate(facts_for(stack, driver="580.126.20", sm=sm, arch_list=arch_list), KB, device="cuda")
+    assert [f for f in findings if f.item == "arch"] == []
+
+
 def test_ptx_only_support_warns() -> None:
     stack = resolve(KB, Request(gpu="H100", driver="580.65.06"))
     facts = facts_for(stack, driver="580.65.06", sm="10.0", arch_list=[*ARCH_CU12, "compute_90"])

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpuenv.compat import KnowledgeBase, load_kb
+from gpuenv.compat import KnowledgeBase, cubin_runs_on, load_kb, ptx_runs_on
 from gpuenv.errors import BadRequest
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.model import CheckResult, Finding, fail, info, status_from_findings, summarize, warn
@@ -73,6 +73,11 @@ def _driver(facts: dict[str, Any], kb: KnowledgeBase, torch_cuda: str) -> list[F
     return [info(verdict.message, item="driver")]
 
 
+def _cc(digits: str) -> str:
+    """'86' -> '8.6', '120' -> '12.0': a compute capability from get_arch_list()'s digits."""
+    return f"{digits[:-1]}.{digits[-1]}"
+
+
 def _arches(facts: dict[str, Any]) -> list[Finding]:
     arch_list = facts.get("arch_list") or []
     out = []
@@ -82,9 +87,10 @@ def _arches(facts: dict[str, Any]) -> list[Finding]:
             continue
         digits = sm.replace(".", "")
         label = f"GPU {gpu.get('cuda_index', gpu.get('index'))} ({gpu.get('name')}, sm_{digits})"
-        if f"sm_{digits}" in arch_list:
-            continue
-        ptx = [a for a in arch_list if a.startswith("compute_") and int(a[8:]) <= int(digits)]
+        cubins = [_cc(a[3:]) for a in arch_list if re.fullmatch(r"sm_\d{2,3}", a)]
+        if f"sm_{digits}" in arch_list or any(cubin_runs_on(cubin, sm) for cubin in cubins):
+            continue  # its own SASS, or a same-major cubin it runs (sm_89 runs sm_86 code)
+        ptx = [a for a in arch_list if re.fullmatch(r"compute_\d{2,3}", a) and ptx_runs_on(_cc(a[8:]), sm)]
         if ptx:
             out.append(
                 warn(

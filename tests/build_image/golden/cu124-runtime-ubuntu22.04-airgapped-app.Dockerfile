@@ -1,6 +1,6 @@
 # PyTorch 2.6.0 (cu124) on CUDA 12.4.1, Python 3.11, ubuntu22.04: runtime image.
 # Rendered by gpuenv from stack.json; change the stack and render again instead of editing this file.
-# Needs an NVIDIA driver >= 550.54.14 (>= 525.60.13 through minor-version compatibility).
+# Needs an NVIDIA driver >= 550.54.15 (>= 525.60.13 through minor-version compatibility).
 # The base is the plain CUDA runtime image: the PyTorch wheels bundle their own cuDNN and NCCL.
 
 ARG BASE_IMAGE=nvidia/cuda:12.4.1-runtime-ubuntu22.04
@@ -55,11 +55,11 @@ LABEL org.opencontainers.image.title="PyTorch 2.6.0 (cu124) on CUDA 12.4.1, Pyth
       io.gpuenv.python="3.11" \
       io.gpuenv.os="ubuntu22.04" \
       io.gpuenv.numpy="numpy<3" \
-      io.gpuenv.driver-min="550.54.14" \
+      io.gpuenv.driver-min="550.54.15" \
       io.gpuenv.driver-floor="525.60.13" \
       io.gpuenv.driver-branch="R580" \
       io.gpuenv.gpu-sm="any" \
-      io.gpuenv.arch-list="7.0;7.5;8.0;8.6;8.9;9.0" \
+      io.gpuenv.arch-list="5.0;6.0;7.0;7.5;8.0;8.6;9.0" \
       io.gpuenv.index-url="https://download.pytorch.org/whl/cu124" \
       io.gpuenv.flavor="runtime" \
       io.gpuenv.stack-file="/opt/gpuenv/stack.json"

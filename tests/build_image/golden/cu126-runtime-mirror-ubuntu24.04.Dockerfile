@@ -1,6 +1,6 @@
 # PyTorch 2.10.0 (cu126) on CUDA 12.6.3, Python 3.12, ubuntu24.04: runtime image.
 # Rendered by gpuenv from stack.json; change the stack and render again instead of editing this file.
-# Needs an NVIDIA driver >= 560.28.03 (>= 525.60.13 through minor-version compatibility).
+# Needs an NVIDIA driver >= 560.35.05 (>= 525.60.13 through minor-version compatibility).
 # The base is the plain CUDA runtime image: the PyTorch wheels bundle their own cuDNN and NCCL.
 
 ARG BASE_IMAGE=nvidia/cuda:12.6.3-runtime-ubuntu24.04
@@ -53,11 +53,11 @@ LABEL org.opencontainers.image.title="PyTorch 2.10.0 (cu126) on CUDA 12.6.3, Pyt
       io.gpuenv.python="3.12" \
       io.gpuenv.os="ubuntu24.04" \
       io.gpuenv.numpy="numpy<3" \
-      io.gpuenv.driver-min="560.28.03" \
+      io.gpuenv.driver-min="560.35.05" \
       io.gpuenv.driver-floor="525.60.13" \
       io.gpuenv.driver-branch="R580" \
       io.gpuenv.gpu-sm="any" \
-      io.gpuenv.arch-list="7.0;7.5;8.0;8.6;8.9;9.0" \
+      io.gpuenv.arch-list="5.0;6.0;7.0;7.5;8.0;8.6;9.0" \
       io.gpuenv.index-url="https://mirror.example.com/whl/cu126" \
       io.gpuenv.flavor="runtime" \
       io.gpuenv.stack-file="/opt/gpuenv/stack.json"

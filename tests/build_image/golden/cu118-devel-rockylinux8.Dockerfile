@@ -1,0 +1,76 @@
+# PyTorch 2.7.1 (cu118) on CUDA 11.8.0, Python 3.11, rockylinux8: devel image.
+# Rendered by gpuenv from stack.json; change the stack and render again instead of editing this file.
+# Needs an NVIDIA driver >= 520.61.05 (>= 450.80.02 through minor-version compatibility).
+
+ARG BASE_IMAGE=nvidia/cuda:11.8.0-cudnn8-devel-rockylinux8
+
+# python-base: the CUDA image plus Python (the CUDA images carry none), a C compiler and Python headers for torch.compile.
+FROM ${BASE_IMAGE} AS python-base
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ENV LANG=C.UTF-8 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+# Python 3.11 from the distribution's AppStream repository; ninja-build from powertools.
+RUN dnf install -y --setopt=install_weak_deps=False dnf-plugins-core \
+ && dnf config-manager --set-enabled powertools \
+ && dnf install -y --setopt=install_weak_deps=False --nodocs \
+      ca-certificates \
+      shadow-utils \
+      python3.11 \
+      python3.11-devel \
+      python3.11-pip \
+      gcc \
+      gcc-c++ \
+      ninja-build \
+ && dnf clean all \
+ && rm -rf /var/cache/dnf
+
+# builder: every Python package goes into /opt/venv here; the final stage copies the venv.
+FROM python-base AS builder
+RUN python3.11 -m venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH
+COPY requirements.txt constraints.txt /tmp/gpuenv/
+# torch 2.7.1 with torchvision 0.22.1, pinned, and numpy<3.
+RUN pip install --no-cache-dir --index-url https://download.pytorch.org/whl/cu118 -r /tmp/gpuenv/requirements.txt
+# gpuenv itself (so that `gpuenv verify` certifies the image) without its dependencies, then those
+# and any extra packages, constrained so that the pinned torch is never replaced.
+COPY extra-requirements.txt /tmp/gpuenv/
+COPY gpuenv-wheel/ /tmp/gpuenv/gpuenv-wheel/
+RUN pip install --no-cache-dir --no-deps /tmp/gpuenv/gpuenv-wheel/gpuenv-*.whl \
+ && pip install --no-cache-dir -c /tmp/gpuenv/constraints.txt -r /tmp/gpuenv/extra-requirements.txt
+
+FROM python-base AS final
+LABEL org.opencontainers.image.title="PyTorch 2.7.1 (cu118) on CUDA 11.8.0, Python 3.11, rockylinux8" \
+      org.opencontainers.image.description="devel image rendered by gpuenv" \
+      org.opencontainers.image.version="2.7.1-cu118" \
+      org.opencontainers.image.base.name="nvidia/cuda:11.8.0-cudnn8-devel-rockylinux8" \
+      io.gpuenv.schema="gpuenv.stack/1" \
+      io.gpuenv.torch="2.7.1" \
+      io.gpuenv.torchvision="0.22.1" \
+      io.gpuenv.cuda="11.8.0" \
+      io.gpuenv.cuda-build="cu118" \
+      io.gpuenv.cudnn="8.9.6.50" \
+      io.gpuenv.python="3.11" \
+      io.gpuenv.os="rockylinux8" \
+      io.gpuenv.numpy="numpy<3" \
+      io.gpuenv.driver-min="520.61.05" \
+      io.gpuenv.driver-floor="450.80.02" \
+      io.gpuenv.driver-branch="R580" \
+      io.gpuenv.gpu-sm="any" \
+      io.gpuenv.arch-list="3.7;5.0;6.0;7.0;7.5;8.0;8.6;9.0" \
+      io.gpuenv.index-url="https://download.pytorch.org/whl/cu118" \
+      io.gpuenv.flavor="devel" \
+      io.gpuenv.stack-file="/opt/gpuenv/stack.json"
+RUN groupadd --gid 10001 app \
+ && useradd --uid 10001 --gid app --create-home --shell /bin/bash app
+COPY --from=builder /opt/venv /opt/venv
+COPY stack.json /opt/gpuenv/stack.json
+ENV VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:/usr/local/cuda/bin:$PATH \
+    CUDA_HOME=/usr/local/cuda \
+    TORCH_CUDA_ARCH_LIST="3.7;5.0;6.0;7.0;7.5;8.0;8.6;9.0" \
+    GPUENV_STACK=/opt/gpuenv/stack.json
+WORKDIR /app
+USER 10001:10001
+CMD ["python"]

@@ -222,3 +222,22 @@ def test_the_shipped_schemas_are_json_schema_and_agree_with_jsonschema(tmp_path:
                 ours = False
             assert ours == theirs, (name, document)
     assert os.path.isdir(Path(schema.__file__).parent / "data/schemas")
+
+
+def test_every_stack_the_resolver_makes_passes_the_stack_schema() -> None:
+    from gpuenv import schema
+    from gpuenv.compat import load_kb
+    from gpuenv.errors import BadRequest
+    from gpuenv.resolve import Request, resolve
+
+    kb = load_kb()
+    checked = 0
+    for release in kb.torch:
+        for system in kb.os:
+            try:
+                stack = resolve(kb, Request(torch=release.version, os=system.name))
+            except BadRequest:
+                continue
+            schema.check(stack.to_dict(), "stack")
+            checked += 1
+    assert checked > 50

@@ -90,6 +90,11 @@ def _check_link(path: Path, what: str) -> None:
         )
 
 
+def output_kind(given: str | Path) -> str:
+    """ "stdout", "atomic" (a file, replaced) or "through" (a stream); refused kinds raise BadRequest."""
+    return _classify(str(given), "output").kind
+
+
 def check_output(given: str | Path, what: str, *, stdout_ok: bool = True) -> Output:
     """Check an output path before any work starts: its kind, and that it can be written (exit 2)."""
     target = _classify(str(given), what)

@@ -171,6 +171,18 @@ def existing_file(value: str, what: str = "file") -> Path:
     return path
 
 
+def private_file(value: str, what: str = "file") -> Path:
+    """An existing file that only its owner can read or write (mode 0600 or stricter): it holds a secret."""
+    path = existing_file(value, what)
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        raise BadRequest(
+            f"{what} {value!r} is readable or writable by others (mode {mode:04o})",
+            hint=f"it holds a secret: chmod 600 {value}",
+        )
+    return path
+
+
 _SAFE_PATH = re.compile(r"[A-Za-z0-9_./~+@-]{1,200}", re.ASCII)
 
 

@@ -10,13 +10,31 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("GPUENV_TEST_CACHE", "/var/cache/gpuenv-test"))
+SUITE_VARIABLES = ("GPUENV_TEST_", "GPUENV_UPDATE_GOLDEN")  # the suite's own, not gpuenv settings
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def deaf_to_the_users_settings() -> Iterator[None]:
+    """The suite ignores the settings of whoever runs it: their GPUENV_* variables and config file.
+
+    Every gpuenv the tests start inherits this. A test that exercises the file passes `--config FILE`
+    (which beats GPUENV_NO_CONFIG), or GPUENV_NO_CONFIG="" in its environment to try the lookup.
+    """
+    saved = dict(os.environ)
+    for key in [k for k in os.environ if k.startswith("GPUENV_") and not k.startswith(SUITE_VARIABLES)]:
+        del os.environ[key]
+    os.environ["GPUENV_NO_CONFIG"] = "1"
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
 
 
 def require(available: bool, reason: str) -> None:

@@ -7,31 +7,19 @@ with the reason, never an exception.
 
 from __future__ import annotations
 
-import os
+import ctypes
 from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 XID_EVENT = 0x8  # nvmlEventTypeXidCriticalError
-CLOCK_EVENT_MASK = 0xFFFFFFFFFFFFFFFF
+FABRIC_INFO_V2 = 0x02000024  # nvmlGpuFabricInfo_v2: version 2, sizeof(nvmlGpuFabricInfo_v2_t)
 
 
 def _pynvml() -> Any:
     import pynvml
 
     return pynvml
-
-
-def probe() -> str:
-    """ "ok" when NVML initialises and sees a GPU, else why not (library-not-found, ...)."""
-    problem = init()
-    if problem is not None:
-        return problem
-    nv = _pynvml()
-    try:
-        return "ok" if nv.nvmlDeviceGetCount() > 0 else "no GPU"
-    finally:
-        nv.nvmlShutdown()
 
 
 def init_error_name(exc: Exception) -> str:
@@ -100,6 +88,25 @@ def snapshot() -> dict[str, Any]:
     return data
 
 
+def identities() -> list[dict[str, Any]]:
+    """Who each GPU is (name, UUID, serial, bus id, compute capability), NVML order; needs init()."""
+    nv = _pynvml()
+    return [_identity(nv, i, nv.nvmlDeviceGetHandleByIndex(i), {}) for i in range(nv.nvmlDeviceGetCount())]
+
+
+def _identity(nv: Any, index: int, h: Any, unknown: dict[str, str]) -> dict[str, Any]:
+    pci = _read(unknown, "pci", lambda: nv.nvmlDeviceGetPciInfo(h))
+    cc = _read(unknown, "compute_capability", lambda: nv.nvmlDeviceGetCudaComputeCapability(h))
+    return {
+        "index": index,
+        "name": _read(unknown, "name", lambda: _text(nv.nvmlDeviceGetName(h))),
+        "uuid": _read(unknown, "uuid", lambda: _text(nv.nvmlDeviceGetUUID(h))),
+        "serial": _read(unknown, "serial", lambda: _text(nv.nvmlDeviceGetSerial(h))),
+        "pci_bus_id": _text(pci.busId).lower() if pci is not None else None,
+        "compute_capability": f"{cc[0]}.{cc[1]}" if cc else None,
+    }
+
+
 def _gpu(nv: Any, index: int) -> dict[str, Any]:
     unknown: dict[str, str] = {}
     h = nv.nvmlDeviceGetHandleByIndex(index)
@@ -107,17 +114,10 @@ def _gpu(nv: Any, index: int) -> dict[str, Any]:
     def read(key: str, call: Callable[[], Any]) -> Any:
         return _read(unknown, key, call)
 
-    pci = read("pci", lambda: nv.nvmlDeviceGetPciInfo(h))
-    cc = read("compute_capability", lambda: nv.nvmlDeviceGetCudaComputeCapability(h))
     remap = read("remapped_rows", lambda: nv.nvmlDeviceGetRemappedRows(h))
     temp_threshold = nv.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN
     gpu: dict[str, Any] = {
-        "index": index,
-        "name": read("name", lambda: _text(nv.nvmlDeviceGetName(h))),
-        "uuid": read("uuid", lambda: _text(nv.nvmlDeviceGetUUID(h))),
-        "serial": read("serial", lambda: _text(nv.nvmlDeviceGetSerial(h))),
-        "pci_bus_id": _text(pci.busId).lower() if pci is not None else None,
-        "compute_capability": f"{cc[0]}.{cc[1]}" if cc else None,
+        **_identity(nv, index, h, unknown),
         "ecc_uncorrected": read(
             "ecc_uncorrected",
             lambda: nv.nvmlDeviceGetTotalEccErrors(h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC),
@@ -128,6 +128,7 @@ def _gpu(nv: Any, index: int) -> dict[str, Any]:
         ),
         "pcie": {
             "gen": read("pcie_gen", lambda: nv.nvmlDeviceGetCurrPcieLinkGeneration(h)),
+            "under_load": False,
             "max_gen": read("pcie_max_gen", lambda: nv.nvmlDeviceGetMaxPcieLinkGeneration(h)),
             "width": read("pcie_width", lambda: nv.nvmlDeviceGetCurrPcieLinkWidth(h)),
             "max_width": read("pcie_max_width", lambda: nv.nvmlDeviceGetMaxPcieLinkWidth(h)),
@@ -141,6 +142,7 @@ def _gpu(nv: Any, index: int) -> dict[str, Any]:
         "nvlink_down": _nvlink_down(nv, h, unknown),
         "processes": [p.pid for p in (read("processes", lambda: nv.nvmlDeviceGetComputeRunningProcesses(h)) or [])],
         "mig": (read("mig", lambda: nv.nvmlDeviceGetMigMode(h)) or [None])[0],
+        "compute_mode": read("compute_mode", lambda: nv.nvmlDeviceGetComputeMode(h)),
         "fabric": _fabric(nv, h, unknown),
     }
     gpu["unknown"] = unknown
@@ -163,13 +165,25 @@ def _nvlink_down(nv: Any, h: Any, unknown: dict[str, str]) -> list[int] | None:
     return down
 
 
+def pcie_generations(indices: list[int]) -> dict[int, int | None]:
+    """The current PCIe link generation of these GPUs (NVML index); needs init()."""
+    nv = _pynvml()
+    unknown: dict[str, str] = {}
+    return {
+        i: _read(unknown, "pcie_gen", partial(nv.nvmlDeviceGetCurrPcieLinkGeneration, nv.nvmlDeviceGetHandleByIndex(i)))
+        for i in indices
+    }
+
+
 def _fabric(nv: Any, h: Any, unknown: dict[str, str]) -> dict[str, int] | None:
-    """NVSwitch fabric state (Fabric Manager), where the GPU and driver have it."""
+    """NVSwitch fabric state (Fabric Manager), where the GPU and driver have it.
+
+    pynvml forwards the struct as given, so it must go by reference with its version set."""
     try:
-        info = nv.c_nvmlGpuFabricInfoV_t()
-        info.version = getattr(nv, "nvmlGpuFabricInfo_v2", 0)
-        nv.nvmlDeviceGetGpuFabricInfoV(h, info)
-        return {"state": int(info.state), "status": int(info.status)}
+        info = nv.c_nvmlGpuFabricInfo_v2_t()
+        info.version = FABRIC_INFO_V2
+        nv.nvmlDeviceGetGpuFabricInfoV(h, ctypes.byref(info))
+        return {"state": int(info.state), "status": int(info.status), "clique": int(info.cliqueId)}
     except nv.NVMLError as exc:
         unknown["fabric"] = _error_name(exc)
     except (AttributeError, TypeError) as exc:
@@ -178,7 +192,8 @@ def _fabric(nv: Any, h: Any, unknown: dict[str, str]) -> dict[str, int] | None:
 
 
 def register_xids(state: dict[str, Any], count: int) -> list[str]:
-    """Register for XID events on every GPU; returns the GPUs (by index) that cannot."""
+    """Register for XID events on every GPU, keeping the event set in `state`; returns the GPUs
+    (by index) that cannot."""
     nv = _pynvml()
     missing = []
     try:
@@ -196,8 +211,6 @@ def register_xids(state: dict[str, Any], count: int) -> list[str]:
 
 
 def _handle_key(handle: Any) -> int:
-    import ctypes
-
     return int(ctypes.cast(handle, ctypes.c_void_p).value or 0)
 
 
@@ -227,7 +240,3 @@ def energy_mj(indices: list[int]) -> dict[int, int | None]:
         handle = nv.nvmlDeviceGetHandleByIndex(i)
         found[i] = _read(unknown, "energy", partial(nv.nvmlDeviceGetTotalEnergyConsumption, handle))
     return found
-
-
-def visible_env() -> str | None:
-    return os.environ.get("CUDA_VISIBLE_DEVICES")

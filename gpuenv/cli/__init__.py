@@ -7,6 +7,7 @@ torch, docker, ansible_runner or pynvml. `main` is the one place where errors be
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import traceback
 from dataclasses import dataclass
@@ -16,8 +17,8 @@ from typing import Any
 
 import click
 
-from gpuenv import __version__, interrupt
-from gpuenv.errors import EXIT_BAD_REQUEST, EXIT_CANNOT_RUN, GpuenvError
+from gpuenv import __version__, config, interrupt
+from gpuenv.errors import EXIT_BAD_REQUEST, EXIT_CANNOT_RUN, BadRequest, GpuenvError
 
 # name -> "module:function"; a command is listed here only once it works.
 COMMANDS: dict[str, str] = {
@@ -26,6 +27,8 @@ COMMANDS: dict[str, str] = {
     "provision": "gpuenv.cli.provision_cmd:provision",
     "build-image": "gpuenv.cli.build_cmd:build_image",
     "verify": "gpuenv.cli.verify_cmd:verify",
+    "kb": "gpuenv.cli.kb_cmd:kb",
+    "config": "gpuenv.cli.config_cmd:config_group",
 }
 
 EPILOG = """\b
@@ -36,6 +39,8 @@ Examples:
   gpuenv build-image --cuda 11.7 --verify # build a matched image and certify it
   gpuenv provision gpu01 --cuda 12.4      # install and certify a host over SSH
   gpuenv verify --level standard          # certify this node
+  gpuenv kb refresh -o new.json           # a newer knowledge base from the indexes
+  gpuenv config show verify               # each setting of verify and where it came from
 
 Exit codes: 0 ok, 1 the thing checked is bad, 2 bad request, 3 gpuenv could not run.
 Shell completion (bash): eval "$(_GPUENV_COMPLETE=bash_source gpuenv)"
@@ -50,6 +55,7 @@ class Settings:
     verbose: int = 0
     quiet: bool = False
     data: Path | None = None
+    config: config.ConfigFile | None = None
 
 
 class LazyGroup(click.Group):
@@ -62,6 +68,7 @@ class LazyGroup(click.Group):
             return None
         module, attr = target.split(":")
         command: click.Command = getattr(import_module(module), attr)
+        config.attach_envvars(command, (cmd_name,))
         return command
 
 
@@ -74,12 +81,37 @@ class LazyGroup(click.Group):
     "--data",
     type=click.Path(dir_okay=False, path_type=Path),
     envvar="GPUENV_DATA",
-    help="Use this compatibility knowledge base instead of the shipped one [env: GPUENV_DATA].",
+    show_envvar=True,
+    help="Use this compatibility knowledge base instead of the shipped one.",
 )
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Settings file (TOML) [default: $GPUENV_CONFIG, else ~/.config/gpuenv/config.toml, else /etc/gpuenv/…].",
+)
+@click.option("--no-config", is_flag=True, envvar="GPUENV_NO_CONFIG", show_envvar=True, help="Read no config file.")
 @click.pass_context
-def cli(ctx: click.Context, debug: bool, verbose: int, quiet: bool, data: Path | None) -> None:
+def cli(
+    ctx: click.Context,
+    debug: bool,
+    verbose: int,
+    quiet: bool,
+    data: Path | None,
+    config_file: Path | None,
+    no_config: bool,
+) -> None:
     """Take GPU servers from bare to certified for PyTorch work."""
-    ctx.obj = Settings(debug=debug, verbose=verbose, quiet=quiet, data=data)
+    if config_file is not None and no_config:
+        if ctx.get_parameter_source("no_config") == click.core.ParameterSource.COMMANDLINE:
+            raise BadRequest("--config and --no-config exclude each other", hint="use one")
+        no_config = False  # a --config flag beats GPUENV_NO_CONFIG in the environment
+    settings_file = None if no_config else config.load(config_file, os.environ)
+    assert isinstance(ctx.command, click.Group)
+    # the file's settings become Click's default_map: below the command line and the environment
+    ctx.default_map = config.default_map(settings_file, ctx.command, ctx, [ctx.invoked_subcommand or ""])
+    ctx.obj = Settings(debug=debug, verbose=verbose, quiet=quiet, data=data, config=settings_file)
     level = logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
     logging.basicConfig(level=logging.ERROR if quiet else level, format="gpuenv: %(message)s")
 

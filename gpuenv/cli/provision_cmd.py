@@ -230,7 +230,7 @@ def _become_password(opts: dict[str, Any]) -> str | None:
         return str(click.prompt("BECOME password", hide_input=True, err=True))
     if path is None:
         return None
-    file = validate.existing_file(str(path), "--become-password-file")
+    file = validate.private_file(str(path), "--become-password-file")
     try:
         lines = file.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:

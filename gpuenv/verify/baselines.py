@@ -32,9 +32,11 @@ class Baselines:
                 return float(row["busbw_gbps"])
         return None
 
-    def expected_tflops(self, gpu_name: str, dtype: str) -> float | None:
+    def expected_tflops(self, gpu_name: str, dtype: str, shape: str | None = None) -> float | None:
+        """The expected TFLOP/s at this shape ("4096x4096x4096"); rows measured as the best of a
+        shape sweep ("mamf") are not the figure of any one shape, so a shape never matches them."""
         for row in self.matmul_tflops:
-            if row["dtype"] == dtype and _matches(row, gpu_name):
+            if row["dtype"] == dtype and _matches(row, gpu_name) and (shape is None or row.get("shape") == shape):
                 return float(row["tflops"])
         return None
 
@@ -48,8 +50,10 @@ class Baselines:
 
 
 def _matches(row: dict[str, Any], gpu_name: str) -> bool:
+    """Case-insensitive substrings: any of `match`, none of `exclude` (an "H200" row must not
+    catch the H200 NVL, a 600 W part)."""
     name = gpu_name.lower()
-    return any(m.lower() in name for m in row["match"])
+    return any(m.lower() in name for m in row["match"]) and not any(x.lower() in name for x in row.get("exclude", []))
 
 
 def load_baselines(path: Path | None = None) -> Baselines:

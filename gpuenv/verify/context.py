@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuenv.verify.facts import HostFacts
 from gpuenv.verify.model import GpuRef
 
 
@@ -18,10 +19,9 @@ class CheckContext:
     baseline: str | None = None
     policy: str | None = None
     kb: str | None = None
-    # Facts that checks hand to the report (host GPUs, the stack found) and to later checks.
-    facts: dict[str, Any] = field(default_factory=dict)
-    # Worker-lived state (the NVML event set); lost if the worker is replaced.
-    state: dict[str, Any] = field(default_factory=dict)
+    host: HostFacts = field(default_factory=HostFacts)
+    # What checks hand on (the stack found), by the names their CheckSpec.provides declares.
+    provided: dict[str, Any] = field(default_factory=dict)
 
     @property
     def cpu_ranks(self) -> int:
@@ -29,10 +29,7 @@ class CheckContext:
 
     def gpu_ref(self, index: int) -> GpuRef:
         """The GPU as this process sees it (CUDA index), with its UUID and bus id when known."""
-        for gpu in self.facts.get("gpus", []):
-            if gpu.get("cuda_index") == index:
-                return GpuRef(index, gpu.get("uuid"), gpu.get("pci_bus_id"))
-        return GpuRef(index)
+        return self.host.gpu_ref(index)
 
     def artifacts(self) -> Path | None:
         if not self.artifacts_dir:
@@ -40,7 +37,3 @@ class CheckContext:
         path = Path(self.artifacts_dir)
         path.mkdir(parents=True, exist_ok=True)
         return path
-
-
-def to_plain(ctx: CheckContext) -> dict[str, Any]:
-    return {k: getattr(ctx, k) for k in ("level", "device", "expect_gpus", "artifacts_dir", "baseline", "policy", "kb")}

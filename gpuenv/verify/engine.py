@@ -20,27 +20,31 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
 from gpuenv import __version__
 from gpuenv.verify import registry
-from gpuenv.verify.model import CheckResult, Finding, Report, decide, status_from_findings
-from gpuenv.verify.worker import FD_ENV
+from gpuenv.verify.facts import HostFacts, PciScope, bus_reference, gpu_infos
+from gpuenv.verify.model import CheckResult, DeviceChoice, Level, Report, decide, status_from_findings
+from gpuenv.verify.procs import group_members
+from gpuenv.verify.worker import FD_ENV, PARENT_ENV
 
 PROBE_TIMEOUT = 20.0
 WARM_TIMEOUT = 300.0  # a fresh worker imports torch (and its forkserver too) before the first check
 STDERR_TAIL = 3000
 SYSFS_PCI = Path("/sys/bus/pci/devices")
+DRIVER_GPUS = Path("/proc/driver/nvidia/gpus")
+XID_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True)
 class VerifyOptions:
-    level: str = "quick"
+    level: Level = "quick"
     checks: tuple[str, ...] = ()
-    device: str = "auto"
+    device: DeviceChoice = "auto"
     expect_gpus: int | None = None
     strict: bool = False
     artifacts_dir: str | None = None
@@ -77,7 +81,7 @@ class Worker:
             stderr=stderr,
             pass_fds=(write_end,),
             start_new_session=True,
-            env={**os.environ, FD_ENV: str(write_end)},
+            env={**os.environ, FD_ENV: str(write_end), PARENT_ENV: str(os.getpid())},
         )
         os.close(write_end)
         self.answers = read_end
@@ -136,21 +140,6 @@ class Worker:
                 self.proc.stdin.close()
 
 
-def group_members(pgid: int) -> list[int]:
-    """PIDs of live (not zombie) processes in a process group, read from /proc."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(entry.name))
-    return members
-
-
 def nvidia_on_pci(root: Path = SYSFS_PCI) -> list[str]:
     """Bus ids of NVIDIA GPUs (vendor 0x10de, class display/3D) on the PCI bus, from sysfs."""
     found: list[str] = []
@@ -165,6 +154,26 @@ def nvidia_on_pci(root: Path = SYSFS_PCI) -> list[str]:
         if vendor == "0x10de" and klass.startswith("0x03"):
             found.append(dev.name)
     return found
+
+
+def driver_gpus(root: Path = DRIVER_GPUS) -> list[str] | None:
+    """Bus ids the NVIDIA driver exposes to this namespace (masked in containers), or None."""
+    if not root.is_dir():
+        return None
+    return sorted(entry.name for entry in root.iterdir())
+
+
+def pci_scope(root: Path = Path("/")) -> PciScope:
+    """Whether this process sees the host's GPUs: a container or a Slurm job slice may not."""
+    if (root / ".dockerenv").exists() or (root / "run/.containerenv").exists() or os.environ.get("container"):  # noqa: SIM112 (systemd's name)
+        return "container"
+    try:
+        cgroup = (root / "proc/self/cgroup").read_text()
+    except OSError:
+        cgroup = ""
+    if os.environ.get("SLURM_JOB_ID") and "/job_" in cgroup:
+        return "job"
+    return "host"
 
 
 @contextlib.contextmanager
@@ -189,14 +198,19 @@ class Run:
         self.opts = opts
         self.on_result = on_result or (lambda _r: None)
         self.results: list[CheckResult] = []
-        self.facts: dict[str, Any] = {}
+        self.host = HostFacts()
+        self.provided: dict[str, Any] = {}
         self.worker: Worker | None = None
+        self.watcher: Worker | None = None  # the NVML probe, holding the XID event set
         self.stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (closed in execute)
         self.device = "cpu"
         self.cpu_only = True
         self.device_note = ""
+        self.timings: dict[str, float] = {}
+        self.xid_unwatched: list[str] = []  # GPUs NVML would not register for XID events
 
     def start_worker(self, *, forkserver: bool) -> Worker:
+        started = time.monotonic()
         worker = self.worker = Worker(self.stderr)
         context = {
             "level": self.opts.level,
@@ -206,38 +220,97 @@ class Run:
             "baseline": self.opts.baseline,
             "policy": self.opts.policy,
             "kb": self.opts.kb,
-            "facts": self.facts,
+            "host": self.host.to_dict(),
         }
         worker.ask({"op": "init", "context": context, "forkserver": forkserver}, PROBE_TIMEOUT)
         if forkserver:  # importing torch is not the check's time: it has its own limit
             worker.ask({"op": "warm"}, WARM_TIMEOUT)
+        self.add_time("worker_start", time.monotonic() - started)
         return worker
 
+    def add_time(self, phase: str, seconds: float) -> None:
+        self.timings[phase] = round(self.timings.get(phase, 0.0) + seconds, 3)
+
     def decide_device(self) -> None:
-        on_bus = self.facts["pci_nvidia"] = nvidia_on_pci()
+        started = time.monotonic()
+        on_bus = nvidia_on_pci()
+        scope = pci_scope()
+        reference, _why = bus_reference(on_bus, driver_gpus(), scope)
+        probe: dict[str, Any] = {"nvml": "not probed (--device cpu)"}
+        if self.opts.device != "cpu":
+            probe = self.probe_nvml()
+        self.host = HostFacts(
+            nvml=probe["nvml"],
+            driver=probe.get("driver"),
+            cuda_driver=probe.get("cuda_driver"),
+            gpus=gpu_infos(probe.get("gpus", []), os.environ.get("CUDA_VISIBLE_DEVICES")),
+            pci_nvidia=tuple(on_bus),
+            pci_reference=reference,
+            pci_scope=scope,
+        )
+        self.add_time("probe", time.monotonic() - started)
         if self.opts.device in ("cpu", "cuda"):
             self.device = self.opts.device
             self.cpu_only = self.device == "cpu"
             self.device_note = f"--device {self.device}"
             return
-        probe = self.probe_nvml()
-        if on_bus or probe == "ok":
+        if on_bus or probe["nvml"] == "ok":
             self.device, self.cpu_only = "cuda", False
             self.device_note = (
                 f"{len(on_bus)} NVIDIA GPU(s) on the PCI bus" if on_bus else "NVML loads"
             ) + ": a GPU node, workloads run on CUDA"
         else:
-            self.device_note = f"no NVIDIA GPU on the PCI bus, NVML: {probe}: CPU only"
+            self.device_note = f"no NVIDIA GPU on the PCI bus, NVML: {probe['nvml']}: CPU only"
 
-    def probe_nvml(self) -> str:
+    def probe_nvml(self) -> dict[str, Any]:
+        """NVML's GPUs and driver, from a helper process that then keeps watching for XIDs."""
         worker = Worker(self.stderr)
         try:
-            status: str = worker.ask({"op": "probe"}, PROBE_TIMEOUT)["nvml"]
-            return status
+            answer = worker.ask({"op": "probe"}, PROBE_TIMEOUT)
         except (WorkerTimeout, WorkerDied):
-            return "NVML probe hung or crashed"
-        finally:
             worker.kill()
+            return {"nvml": "NVML probe hung or crashed"}
+        if answer.get("nvml") == "ok":
+            self.watcher = worker
+            self.xid_unwatched = list(answer.get("xid_unwatched", []))
+        else:
+            worker.kill()
+        return answer
+
+    def note_unwatched(self, result: CheckResult) -> None:
+        if result.name == "nvml" and self.xid_unwatched:
+            from gpuenv.verify.catalogue import finding
+
+            message = f"XID events not watched on {', '.join(self.xid_unwatched)}"
+            result.findings.append(finding("nvml.xid-unwatched", message))
+
+    def drain_xids(self, result: CheckResult) -> None:
+        """XIDs since the last look, named with their action: on the check that just crashed or
+        timed out (they explain it), else on the nvml check when it ran, else on this check."""
+        if self.watcher is None:
+            return
+        try:
+            events = [tuple(e) for e in self.watcher.ask({"op": "xids"}, XID_TIMEOUT)["xids"]]
+        except (WorkerTimeout, WorkerDied):
+            self.watcher.kill()
+            self.watcher = None
+            return
+        if not events:
+            return
+        from gpuenv.verify.checks import nvml
+
+        policy = nvml.load_policy(Path(self.opts.policy) if self.opts.policy else None)
+        found = nvml.xid_findings(events, self.host.gpus, policy, during=f"the run (while {result.name} ran)")
+        nvml_result = next((r for r in self.results if r.name == "nvml"), None)
+        target = result if result.status in ("crash", "timeout") or nvml_result is None else nvml_result
+        if target.status in ("pass", "warn", "fail", "skip"):
+            before = target.status
+            target.findings.extend(found)
+            target.status = status_from_findings(target.findings)
+            if target.status != before:
+                target.summary = found[0].message
+        else:
+            target.findings.extend(found)
 
     def run_check(self, spec: registry.CheckSpec, torch_follows: bool) -> CheckResult:
         limit = self.opts.timeout or spec.timeout(self.opts.level)
@@ -275,7 +348,7 @@ class Run:
                 detail={"signal": sig, "exit_code": code, "stderr_tail": self.stderr_tail(mark)},
             )
         result = CheckResult.from_dict(answer["result"])
-        self.facts.update(answer.get("facts", {}))
+        self.provided.update({k: v for k, v in answer.get("provided", {}).items() if k in spec.provides})
         if result.status == "crash":
             result.detail["stderr_tail"] = self.stderr_tail(mark)
             self.replace_worker()  # ranks may linger after a crash: start clean
@@ -292,18 +365,6 @@ class Run:
         self.stderr.seek(0, os.SEEK_END)
         return data[-STDERR_TAIL:].decode(errors="replace")
 
-    def finish_xids(self) -> None:
-        nvml_result = next((r for r in self.results if r.name == "nvml"), None)
-        if nvml_result is None or self.worker is None or nvml_result.status in ("skip", "timeout", "crash"):
-            return
-        with contextlib.suppress(WorkerTimeout, WorkerDied):
-            answer = self.worker.ask({"op": "finish"}, 10.0)
-            extra = [Finding.from_dict(f) for f in answer.get("findings", [])]
-            if extra:
-                nvml_result.findings.extend(extra)
-                nvml_result.status = status_from_findings(nvml_result.findings)
-                nvml_result.summary = extra[0].message
-
     def execute(self, specs: list[registry.CheckSpec]) -> str | None:
         """Run the checks; returns the name of the signal that interrupted the run, if any."""
         try:
@@ -313,14 +374,18 @@ class Run:
                     torch_follows = any(s.needs_torch for s in specs[i:])
                     result = self.run_check(spec, torch_follows)
                     self.results.append(result)
+                    self.note_unwatched(result)
+                    self.drain_xids(result)
+                    self.add_time(f"check:{spec.name}", result.duration_s)
                     self.on_result(result)
-                self.finish_xids()
         except Interrupted as exc:
             self.replace_worker()
             return exc.signame
         finally:
             if self.worker is not None:
                 self.worker.stop()
+            if self.watcher is not None:
+                self.watcher.stop()
             self.stderr.close()
         return None
 
@@ -334,7 +399,9 @@ def run_verify(opts: VerifyOptions, *, on_result: Callable[[CheckResult], None] 
     specs = registry.select(opts.level, opts.checks)
     started = now()
     run = Run(opts, on_result)
+    started_at = time.monotonic()
     interrupted = run.execute(specs)
+    run.add_time("total", time.monotonic() - started_at)
     done = {r.name for r in run.results}
     if interrupted:
         for spec in specs:
@@ -344,8 +411,9 @@ def run_verify(opts: VerifyOptions, *, on_result: Callable[[CheckResult], None] 
     host = {
         "hostname": socket.gethostname(),
         "device_decision": run.device_note,
-        "gpus": run.facts.get("gpus", []),
-        "pci_nvidia": run.facts.get("pci_nvidia", []),
+        "gpus": [asdict(g) for g in run.host.gpus],
+        "pci_nvidia": list(run.host.pci_nvidia),
+        "pci_scope": run.host.pci_scope,
     }
     return Report(
         level=opts.level,
@@ -355,7 +423,7 @@ def run_verify(opts: VerifyOptions, *, on_result: Callable[[CheckResult], None] 
         finished=now(),
         gpuenv_version=__version__,
         host=host,
-        stack=run.facts.get("stack", {}),
+        stack=run.provided.get("stack", {}),
         checks=run.results,
         verdict=verdict,
         partial=interrupted is not None,
@@ -367,4 +435,5 @@ def run_verify(opts: VerifyOptions, *, on_result: Callable[[CheckResult], None] 
             "device": opts.device,
             "timeout_s": opts.timeout,
         },
+        timings=run.timings,
     )

@@ -50,8 +50,24 @@ def active(check: str, *, rank: int | None = None, env: dict[str, str] | None = 
     return None
 
 
-def trigger(kind: str | None) -> None:
-    """Carry out a hang or abort fault here (corrupt is applied by the workload itself)."""
+def inject(check: str, rank: int | None = None) -> str | None:
+    """The one seam: carry out a hang or abort meant for this check (and rank) here; return the
+    fault kind (corrupt is the workload's to apply), or None. Inert unless GPUENV_TEST_FAULT is set."""
+    kind = active(check, rank=rank)
+    _trigger(kind)
+    return kind
+
+
+def check_setting(env: dict[str, str] | None = None) -> str | None:
+    """Why GPUENV_TEST_FAULT cannot be parsed, or None (unset or well formed)."""
+    try:
+        parse((os.environ if env is None else env).get(ENV, ""))
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _trigger(kind: str | None) -> None:
     if kind == "hang":
         import time
 

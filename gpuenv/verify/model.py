@@ -9,8 +9,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-SCHEMA = "gpuenv.verify-report/1"
+SCHEMA = "gpuenv.verify-report/2"
+READABLE_SCHEMAS = ("gpuenv.verify-report/1", SCHEMA)  # what readers of reports accept
 
+# Levels, device choices and statuses (aliases local to verify until a shared module has them).
+Level = Literal["quick", "standard", "deep"]
+LEVELS: tuple[Level, ...] = ("quick", "standard", "deep")
+Device = Literal["cuda", "cpu"]
+DeviceChoice = Literal["auto", "cuda", "cpu"]
+DEVICE_CHOICES: tuple[DeviceChoice, ...] = ("auto", "cuda", "cpu")
 Status = Literal["pass", "warn", "fail", "skip", "timeout", "crash", "error"]
 STATUSES: tuple[Status, ...] = ("pass", "warn", "fail", "skip", "timeout", "crash", "error")
 Severity = Literal["info", "warn", "fail"]
@@ -54,6 +61,7 @@ class Finding:
     action: Action = "none"
     gpu: GpuRef | None = None
     item: str | None = None  # the sub-check it comes from, e.g. "ecc", "pcie", "fp16-gradscaler"
+    code: str | None = None  # stable `<check>.<rule>` from the findings catalogue
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -70,23 +78,13 @@ class Finding:
             action=data.get("action", "none"),
             gpu=GpuRef(**gpu) if gpu else None,
             item=data.get("item"),
+            code=data.get("code"),
         )
 
 
-def info(message: str, *, item: str | None = None, gpu: GpuRef | None = None) -> Finding:
-    return Finding("info", message, item=item, gpu=gpu)
-
-
-def warn(
-    message: str, remediation: str, *, action: Action = "monitor", item: str | None = None, gpu: GpuRef | None = None
-) -> Finding:
-    return Finding("warn", message, remediation, action, gpu, item)
-
-
-def fail(
-    message: str, remediation: str, *, action: Action, item: str | None = None, gpu: GpuRef | None = None
-) -> Finding:
-    return Finding("fail", message, remediation, action, gpu, item)
+def readable(data: object) -> bool:
+    """Whether a parsed report is one this gpuenv can read (schema /1 or /2)."""
+    return isinstance(data, dict) and data.get("schema") in READABLE_SCHEMAS
 
 
 @dataclass
@@ -191,6 +189,7 @@ class Report:
     partial: bool = False
     interrupted: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per phase of the run
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -208,4 +207,5 @@ class Report:
             "stack": self.stack,
             "checks": [c.to_dict() for c in self.checks],
             "verdict": asdict(self.verdict),
+            "timings": self.timings,
         }

@@ -6,8 +6,11 @@ import json
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from gpuenv.files import write_atomic as write_atomic  # the one rule for gpuenv's files
+from gpuenv.files import write_output
 from gpuenv.verify.model import STATUSES, Report
+
+# Every output goes through gpuenv.files' one rule: files atomically, streams written through.
+write_atomic = write_output
 
 STYLE = {
     "pass": "green",

@@ -2,7 +2,9 @@
 
 Ranks are forked from a multiprocessing forkserver that has imported torch once, so a rank
 starts in a fraction of a second instead of importing torch again. The forkserver and every rank
-live in the worker's process group: the engine's watchdog kills them all together.
+live in the worker's process group: the engine's watchdog kills them all together. If the worker
+itself is killed (its parent gpuenv was SIGKILLed), the forkserver dies with it (PR_SET_PDEATHSIG)
+and every rank with it too (a thread waiting on the worker's pidfd).
 Each rank writes its result as JSON into a scratch directory; a rank that dies or raises makes
 `launch` raise, and the worker reports the check as a crash.
 """
@@ -18,8 +20,9 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any
 
-# torch._dynamo: DDP, the profiler and checkpointing import it on first use (over a second).
-PRELOAD = ["torch", "torch.distributed", "torch._dynamo", "gpuenv.verify.ranks"]
+# The guard first (the forkserver dies with the worker); torch._dynamo: DDP, the profiler and
+# checkpointing import it on first use (over a second).
+PRELOAD = ["gpuenv.verify.forkserver_guard", "torch", "torch.distributed", "torch._dynamo", "gpuenv.verify.ranks"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,7 @@ class RankJob:
     port: int
     outdir: str
     params: dict[str, Any] = field(default_factory=dict)
+    owner: int = 0  # the worker: every rank dies with it
 
 
 def start_forkserver() -> None:
@@ -102,7 +106,7 @@ def start(target: str, *, check: str, world: int, device: str, params: dict[str,
     start_processes = import_module("torch.multiprocessing.spawn").start_processes
     start_forkserver()
     outdir = tempfile.TemporaryDirectory(prefix="gpuenv-ranks-")
-    job = RankJob(target, check, world, device, free_port(), outdir.name, params)
+    job = RankJob(target, check, world, device, free_port(), outdir.name, params, os.getpid())
     context = start_processes(rank_main, args=(job,), nprocs=world, join=False, start_method="forkserver")
     return RankRun(context, outdir, world, device)
 
@@ -114,16 +118,23 @@ def launch(target: str, *, check: str, world: int, device: str, params: dict[str
 
 def rank_main(rank: int, job: RankJob) -> None:
     import datetime
+    import inspect
 
     import torch
     import torch.distributed as dist
 
     from gpuenv.verify import faults
+    from gpuenv.verify.procs import exit_with
 
+    exit_with(job.owner)
     backend = "nccl" if job.device == "cuda" else "gloo"
+    device_id: dict[str, Any] = {}
     if job.device == "cuda":
         torch.cuda.set_device(rank)
-    else:
+    if job.device == "cuda" and "device_id" in inspect.signature(dist.init_process_group).parameters:
+        # NCCL binds to this device at once: barriers do not guess, subgroups split the communicator
+        device_id["device_id"] = torch.device("cuda", rank)
+    if job.device == "cpu":
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // job.world))
     dist.init_process_group(
         backend,
@@ -131,11 +142,10 @@ def rank_main(rank: int, job: RankJob) -> None:
         rank=rank,
         world_size=job.world,
         timeout=datetime.timedelta(minutes=30),
+        **device_id,
     )
     try:
-        fault = faults.active(job.check, rank=rank)
-        if fault in ("hang", "abort"):
-            faults.trigger(fault)
+        fault = faults.inject(job.check, rank)
         module, name = job.target.split(":")
         params = {**job.params, "fault": fault}
         result = getattr(import_module(module), name)(rank, job.world, job.device, params)

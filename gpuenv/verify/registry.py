@@ -1,32 +1,46 @@
-"""Which checks run at which level, in which order, and under which time limit."""
+"""Which checks run at which level, what each needs and provides, and under which time limit.
+
+The engine orders the selected checks from what they declare: a check runs after the checks that
+provide what it needs (facts the engine itself probes, `ENGINE_FACTS`, are there from the start),
+and checks that need the GPUs free of other processes' CUDA contexts (`exclusive_gpus`: their work
+runs in separate processes, as EXCLUSIVE_PROCESS compute mode allows one per GPU) run before the
+checks that create a CUDA context in the long-lived worker (`context_in_worker`).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-LEVELS = ("quick", "standard", "deep")
+from gpuenv.verify.model import LEVELS, Level
+
+# What the engine knows before any check: HostFacts (GPUs NVML names, driver, PCI bus).
+ENGINE_FACTS = frozenset({"host"})
 
 
 @dataclass(frozen=True)
 class CheckSpec:
     name: str
-    first_level: str  # the lowest level that runs it
+    first_level: Level  # the lowest level that runs it
     timeouts: tuple[float, float, float]  # seconds at quick, standard, deep
     needs_torch: bool
     about: str
+    needs: tuple[str, ...] = ("host",)
+    provides: tuple[str, ...] = ()
+    exclusive_gpus: bool = False
+    context_in_worker: bool = False
 
     def timeout(self, level: str) -> float:
-        return self.timeouts[LEVELS.index(level)]
+        return self.timeouts[LEVELS.index(level)]  # type: ignore[arg-type]
 
 
-# Order matters: nvml first (it registers for XID events and names the GPUs), stack next.
 CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec(
         "nvml",
         "quick",
         (30, 60, 120),
         False,
-        "GPU health through NVML: ECC, row remapping, PCIe link, clocks, thermals, NVLink, XIDs",
+        "GPU health through NVML: ECC, row remapping, PCIe link under load, clocks, thermals, NVLink, fabric, XIDs",
+        exclusive_gpus=True,
     ),
     CheckSpec(
         "stack",
@@ -34,40 +48,89 @@ CHECKS: tuple[CheckSpec, ...] = (
         (60, 90, 120),
         True,
         "torch and its CUDA build vs the driver and the GPUs' architectures; cuDNN, NCCL, nvcc",
+        provides=("stack",),
     ),
     CheckSpec(
         "allreduce",
         "quick",
         (90, 300, 600),
         True,
-        "exact all-reduce across all GPUs (gloo on the CPU); algbw and busbw vs baseline",
+        "exact all-reduce across all GPUs (gloo on the CPU), one DDP step; algbw and busbw vs baseline",
+        exclusive_gpus=True,
     ),
     CheckSpec(
         "amp",
         "quick",
         (90, 180, 300),
         True,
-        "fp16/bf16 autocast training steps, GradScaler, DDP, per-GPU checksums, matmul TFLOP/s",
+        "fp16/bf16 autocast training steps, GradScaler, per-GPU checksums, matmul TFLOP/s",
+        context_in_worker=True,
     ),
-    CheckSpec("profiler", "quick", (60, 90, 120), True, "torch.profiler records CPU and CUDA activity (CUPTI works)"),
-    CheckSpec("compile", "standard", (300, 300, 300), True, "torch.compile of a small function matches eager"),
+    CheckSpec(
+        "profiler",
+        "quick",
+        (60, 90, 120),
+        True,
+        "torch.profiler records CPU and CUDA activity (CUPTI works)",
+        context_in_worker=True,
+    ),
+    CheckSpec(
+        "compile",
+        "standard",
+        (300, 300, 300),
+        True,
+        "torch.compile of a small function matches eager",
+        context_in_worker=True,
+    ),
     CheckSpec(
         "conv",
         "standard",
         (120, 120, 180),
         True,
         "cuDNN convolution forward/backward (benchmark mode) matches a reference",
+        context_in_worker=True,
     ),
     CheckSpec(
-        "memory", "deep", (600, 600, 600), True, "most of the free GPU memory written and read back with patterns"
+        "memory",
+        "deep",
+        (600, 600, 600),
+        True,
+        "most of the free GPU memory written and read back with patterns",
+        context_in_worker=True,
     ),
 )
-BY_NAME = {c.name: c for c in CHECKS}
 
 
 def select(level: str, names: tuple[str, ...]) -> list[CheckSpec]:
-    """The checks of a level, or exactly the named ones (in the catalogue's order)."""
+    """The checks of a level, or exactly the named ones, in the order they must run."""
     if names:
-        return [c for c in CHECKS if c.name in names]
-    upto = LEVELS.index(level)
-    return [c for c in CHECKS if LEVELS.index(c.first_level) <= upto]
+        chosen = [c for c in CHECKS if c.name in names]
+    else:
+        upto = LEVELS.index(level)  # type: ignore[arg-type]
+        chosen = [c for c in CHECKS if LEVELS.index(c.first_level) <= upto]
+    return order(chosen)
+
+
+def order(specs: list[CheckSpec]) -> list[CheckSpec]:
+    """Dependencies first; among the ready, GPU-exclusive work before worker contexts, then
+    catalogue order. A need nothing selected provides is the engine's to meet (or unmet: the
+    check reports it), never a reason to add a check."""
+    provided_by = {fact: s.name for s in specs for fact in s.provides}
+    done: set[str] = set()
+    ordered: list[CheckSpec] = []
+    pending = list(specs)
+    while pending:
+        ready = [s for s in pending if all(_met(fact, s, provided_by, done) for fact in s.needs)]
+        if not ready:
+            raise ValueError(f"checks depend on each other in a cycle: {', '.join(s.name for s in pending)}")
+        exclusive_waiting = any(s.exclusive_gpus for s in ready)
+        pick = next((s for s in ready if not (s.context_in_worker and exclusive_waiting)), ready[0])
+        ordered.append(pick)
+        done.add(pick.name)
+        pending.remove(pick)
+    return ordered
+
+
+def _met(fact: str, spec: CheckSpec, provided_by: dict[str, str], done: set[str]) -> bool:
+    source = provided_by.get(fact)
+    return fact in ENGINE_FACTS or source is None or source == spec.name or source in done

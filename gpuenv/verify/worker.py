@@ -5,6 +5,9 @@ forkserver, so isolation costs no torch import per check. The engine sends one J
 line on stdin and reads one JSON answer per line on the file descriptor named by
 GPUENV_VERIFY_FD; stdout is pointed at stderr so nothing a library prints can garble the answers.
 The engine's watchdog kills this process group on a timeout; this process never decides that.
+The same program, started apart, is the engine's NVML probe: it names the GPUs and then holds
+the XID event set for the whole run (it never touches CUDA, so it outlives any check's crash).
+Every worker dies with the engine (PR_SET_PDEATHSIG).
 """
 
 from __future__ import annotations
@@ -19,11 +22,14 @@ from importlib import import_module
 from typing import Any
 
 from gpuenv.verify import faults
+from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks.common import CudaUnusable, unusable_finding
 from gpuenv.verify.context import CheckContext
-from gpuenv.verify.model import CheckResult, fail
+from gpuenv.verify.facts import HostFacts
+from gpuenv.verify.model import CheckResult
 
 FD_ENV = "GPUENV_VERIFY_FD"
+PARENT_ENV = "GPUENV_VERIFY_PARENT"
 # Exceptions whose text says the device or the communication layer broke: a crash, not our bug.
 CRASH_MARKERS = (
     "CUDA error",
@@ -48,9 +54,7 @@ def run_check(name: str, ctx: CheckContext) -> CheckResult:
 
 
 def _run(name: str, ctx: CheckContext) -> CheckResult:
-    kind = faults.active(name)
-    if kind in ("hang", "abort"):
-        faults.trigger(kind)
+    faults.inject(name)
     try:
         module = import_module(f"gpuenv.verify.checks.{name}")
         result: CheckResult = module.run(ctx)
@@ -66,13 +70,7 @@ def _run(name: str, ctx: CheckContext) -> CheckResult:
 def _import_failed(name: str, ctx: CheckContext, exc: ImportError) -> CheckResult:
     what = f"cannot import {exc.name or 'a module'}: {exc}"
     if ctx.device == "cuda":
-        finding = fail(
-            what,
-            "install the pinned stack (gpuenv resolve --driver auto) on this GPU node",
-            action="reinstall-stack",
-            item="import",
-        )
-        return CheckResult(name, "fail", summary=what, findings=[finding])
+        return CheckResult(name, "fail", summary=what, findings=[finding("verify.import-failed", what)])
     return CheckResult(name, "error", summary=what, detail={"hint": "install torch (pip install 'gpuenv[verify]')"})
 
 
@@ -142,18 +140,41 @@ def _forkserver_ready() -> None:
         process.join()
 
 
+def probe(state: dict[str, Any]) -> dict[str, Any]:
+    """NVML's view of the host (GPUs, driver) and the start of the run-long XID watch."""
+    from gpuenv.adapters import nvml as adapter
+
+    problem = adapter.init()
+    if problem:
+        return {"nvml": problem}
+    gpus = adapter.identities()
+    if not gpus:
+        return {"nvml": "no GPU"}
+    versions = adapter.driver_versions()
+    unwatched = adapter.register_xids(state, len(gpus))
+    return {"nvml": "ok", "gpus": gpus, **versions, "xid_unwatched": unwatched}
+
+
+def drain_xids(state: dict[str, Any]) -> dict[str, Any]:
+    from gpuenv.adapters import nvml as adapter
+
+    return {"xids": adapter.drain_xids(state)}
+
+
 def serve(answers: Any) -> None:
     ctx: CheckContext | None = None
     warming: Any = None
+    state: dict[str, Any] = {}
     for line in sys.stdin:
         request = json.loads(line)
         op = request["op"]
         if op == "probe":
-            from gpuenv.adapters import nvml as nvml_adapter
-
-            answer: dict[str, Any] = {"nvml": nvml_adapter.probe()}
+            answer: dict[str, Any] = probe(state)
+        elif op == "xids":
+            answer = drain_xids(state)
         elif op == "init":
-            ctx = CheckContext(**request["context"])
+            context = request["context"]
+            ctx = CheckContext(**{**context, "host": HostFacts.from_dict(context["host"])})
             if request.get("forkserver"):
                 warming = _warm_up()
             answer = {"ok": True}
@@ -166,12 +187,9 @@ def serve(answers: Any) -> None:
         elif op == "run" and ctx is not None:
             if warming is not None:
                 warming.join()
+            ctx.provided.clear()
             result = run_check(request["check"], ctx)
-            answer = {"result": result.to_dict(), "facts": ctx.facts}
-        elif op == "finish" and ctx is not None:
-            from gpuenv.verify.checks import nvml
-
-            answer = {"findings": [f.to_dict() for f in nvml.drain_xids(ctx)]}
+            answer = {"result": result.to_dict(), "provided": ctx.provided}
         else:
             answer = {"error": f"unknown request {op}"}
         answers.write(json.dumps(answer) + "\n")
@@ -179,6 +197,9 @@ def serve(answers: Any) -> None:
 
 
 def main() -> None:
+    from gpuenv.verify.procs import die_with_parent
+
+    die_with_parent(int(os.environ[PARENT_ENV]))
     answers = os.fdopen(int(os.environ[FD_ENV]), "w")
     os.dup2(2, 1)
     sys.stdout = sys.stderr

@@ -1,5 +1,5 @@
 """Invariants of the shipped knowledge base, its schema check, the driver and GPU-code rules, and the
-facts pinned against their sources (the package index snapshot in tests/data/pypi-snapshot/)."""
+facts pinned against their sources (the package index part of the snapshot in tests/data/kb-snapshot/)."""
 
 from __future__ import annotations
 
@@ -31,13 +31,28 @@ from gpuenv.compat import (
     staleness_warning,
 )
 from gpuenv.errors import BadRequest
+from gpuenv.kb.derive import requires_dist
 from gpuenv.resources import data_file
 
 KB = load_kb()
 RAW = json.loads(data_file("compat.json").read_text())
-SNAPSHOT = Path(__file__).parent.parent / "data" / "pypi-snapshot"
-PYPI = {name: json.loads((SNAPSHOT / f"{name}.json").read_text()) for name in ("torch", "torchvision", "torchaudio")}
-METADATA = json.loads((SNAPSHOT / "wheel-metadata.json").read_text())["packages"]
+SNAPSHOT = Path(__file__).parent.parent / "data" / "kb-snapshot"
+PYPI = {
+    name: json.loads((SNAPSHOT / "pypi/pypi" / name / "json").read_text())
+    for name in ("torch", "torchvision", "torchaudio")
+}
+
+
+def _recorded_metadata() -> dict[str, dict[str, dict[str, list[str]]]]:
+    """package -> version -> {"requires_dist": [...]}, from the METADATA recorded per wheel."""
+    out: dict[str, dict[str, dict[str, list[str]]]] = {}
+    for file in SNAPSHOT.glob("pypi-files/**/*.whl.METADATA"):
+        package, version = file.name.split("-")[:2]
+        out.setdefault(package, {})[version] = {"requires_dist": requires_dist(file.read_text())}
+    return out
+
+
+METADATA = _recorded_metadata()
 
 
 def test_every_torch_build_has_an_image_and_a_driver_floor() -> None:

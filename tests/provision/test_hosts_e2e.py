@@ -131,6 +131,7 @@ def test_second_run_as_deploy_with_su_changes_nothing_and_hides_the_password(
     inventory.write_text("\n".join(lines) + "\n")
     secret = tmp_path / "become.txt"
     secret.write_text(test_hosts.ROOT_PASSWORD + "\n")
+    secret.chmod(0o600)  # gpuenv refuses a password file others can read
     artifacts = tmp_path / "artifacts"
     args = provisioned.args(
         inventory,

@@ -147,3 +147,35 @@ def test_pairwise_bisection_on_four_real_ranks_names_the_corrupting_one(tmp_path
     assert "pairs 1-2, 2-3" in bisect["message"] and "suspect GPU 2" in bisect["message"]
     assert bisect["gpu"]["index"] == 2
     assert processes_with(mark) == []
+
+
+@pytest.mark.parametrize("fault", ["allreduce:hang", "allreduce:hang:rank0"])
+def test_sigkill_of_gpuenv_leaves_no_process_of_the_run(fault: str) -> None:
+    """Slurm kills a prolog past its limit with SIGKILL: the worker, the forkserver, the ranks and
+    the NVML helper must not live on under PID 1 (they die with their parent, PR_SET_PDEATHSIG)."""
+    env, mark = marked_env(fault)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuenv", "verify", "--device", "cpu", "--check", "stack", "--check", "allreduce"],
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 120
+        for line in proc.stderr:  # stack done: the allreduce worker (and its ranks) now hang
+            if line.split()[:1] == ["stack"] or time.monotonic() > deadline:
+                break
+        time.sleep(2)
+        assert len(processes_with(mark)) >= 2  # gpuenv and at least its worker
+        proc.kill()
+        proc.wait(timeout=10)
+        killed = time.monotonic()
+        while processes_with(mark) and time.monotonic() - killed < 5:
+            time.sleep(0.1)
+        assert processes_with(mark) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

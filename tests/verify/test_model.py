@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from gpuenv.verify import faults, registry
-from gpuenv.verify.model import CheckResult, Finding, GpuRef, decide, fail, status_from_findings, warn
+from gpuenv.verify.model import CheckResult, Finding, GpuRef, decide, status_from_findings
 
 
 def result(name: str, status: str) -> CheckResult:
@@ -40,12 +40,14 @@ def test_cpu_only_verdict_says_so_and_interrupted_is_never_certified() -> None:
 
 def test_status_follows_the_worst_finding() -> None:
     assert status_from_findings([]) == "pass"
-    assert status_from_findings([warn("w", "r")]) == "warn"
-    assert status_from_findings([warn("w", "r"), fail("f", "r", action="drain")]) == "fail"
+    assert status_from_findings([Finding("warn", "w", "r")]) == "warn"
+    assert status_from_findings([Finding("warn", "w", "r"), Finding("fail", "f", "r", "drain")]) == "fail"
 
 
 def test_finding_round_trips_with_its_gpu() -> None:
-    finding = fail("ecc", "reset", action="reset-gpu", gpu=GpuRef(3, "GPU-x", "0000:48:00.0"), item="ecc")
+    finding = Finding(
+        "fail", "ecc", "reset", "reset-gpu", GpuRef(3, "GPU-x", "0000:48:00.0"), "ecc", "nvml.ecc_uncorrected"
+    )
     assert Finding.from_dict(finding.to_dict()) == finding
     assert GpuRef(3, "GPU-x", "0000:48:00.0").label() == "GPU 3 (GPU-x, 0000:48:00.0)"
 

@@ -12,6 +12,7 @@ import pytest
 from gpuenv.errors import BadRequest
 from gpuenv.verify.checks import nvml
 from gpuenv.verify.engine import nvidia_on_pci
+from gpuenv.verify.facts import HostFacts, NvmlSnapshot, visible
 from tests.verify.conftest import check, scenario_env, verify_json
 
 
@@ -160,10 +161,9 @@ def test_pci_scan_finds_nvidia_gpus_only(tmp_path: Path) -> None:
 
 
 def test_gpu_on_the_bus_but_not_in_nvml_has_fallen_off() -> None:
-    snap = {"gpus": [{"index": 0, "pci_bus_id": "00000000:18:00.0", "unknown": {}}]}
-    findings = nvml.evaluate(
-        snap, nvml.load_policy(), expect_gpus=None, cuda_visible=None, pci_nvidia=["0000:18:00.0", "0000:28:00.0"]
-    )
+    snap = NvmlSnapshot("580.65.06", "13.0", [{"index": 0, "pci_bus_id": "00000000:18:00.0", "unknown": {}}])
+    host = HostFacts(pci_reference=("0000:18:00.0", "0000:28:00.0"))
+    findings = nvml.evaluate(snap, nvml.load_policy(), expect_gpus=None, cuda_visible=None, host=host)
     assert [(f.item, f.severity, f.gpu.pci_bus_id if f.gpu else None) for f in findings] == [
         ("gpu_missing", "fail", "0000:28:00.0")
     ]
@@ -171,11 +171,11 @@ def test_gpu_on_the_bus_but_not_in_nvml_has_fallen_off() -> None:
 
 def test_visible_follows_cuda_visible_devices() -> None:
     gpus = [{"index": i, "uuid": f"GPU-aaaa{i}"} for i in range(4)]
-    assert [g["index"] for g in nvml.visible(gpus, "2,0")] == [2, 0]
-    assert [g["cuda_index"] for g in nvml.visible(gpus, "2,0")] == [0, 1]
-    assert [g["index"] for g in nvml.visible(gpus, "GPU-aaaa3")] == [3]
-    assert [g["index"] for g in nvml.visible(gpus, "1,9,2")] == [1]  # CUDA stops at an invalid entry
-    assert nvml.visible(gpus, "") == []
+    assert [g["index"] for g in visible(gpus, "2,0")] == [2, 0]
+    assert [g["cuda_index"] for g in visible(gpus, "2,0")] == [0, 1]
+    assert [g["index"] for g in visible(gpus, "GPU-aaaa3")] == [3]
+    assert [g["index"] for g in visible(gpus, "1,9,2")] == [1]  # CUDA stops at an invalid entry
+    assert visible(gpus, "") == []
 
 
 def test_energy_counters_are_read_by_nvml_index(fake_nvml_dir: Path) -> None:

@@ -12,9 +12,10 @@ from functools import partial
 from typing import Any
 
 from gpuenv.verify.baselines import Baselines, load_baselines
+from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks import common
 from gpuenv.verify.context import CheckContext
-from gpuenv.verify.model import CheckResult, Finding, GpuRef, fail, info, status_from_findings, warn
+from gpuenv.verify.model import CheckResult, Finding, GpuRef, status_from_findings
 
 MiB = 1 << 20
 PLANS: dict[tuple[str, str], dict[str, Any]] = {
@@ -63,7 +64,7 @@ def run(ctx: CheckContext) -> CheckResult:
     results = ranks.launch(
         "gpuenv.verify.checks.allreduce:rank_workload", check="allreduce", world=world, device=ctx.device, params=plan
     )
-    baselines = load_baselines(_path(ctx.baseline))
+    baselines = load_baselines(common.path_or_none(ctx.baseline))
     gpu_name = common.device_name(ctx.device)
     refs = [ctx.gpu_ref(r) if ctx.device == "cuda" else GpuRef(r) for r in range(world)]
     findings, metrics = evaluate(
@@ -76,18 +77,14 @@ def run(ctx: CheckContext) -> CheckResult:
         if status != "fail" or not any(f.item == "correctness" for f in findings)
         else ""
     )
-    if head:
+    if world < 2:
+        summary += "; one rank: nothing crosses a link, bandwidth not measured"
+    elif head:
         bw = head.get("busbw_gbps")
         summary += f"; {head['collective']} {head['bytes'] // MiB} MiB " + (
             f"busbw {bw:.2f} GB/s" if bw is not None else f"algbw {head['algbw_gbps']:.2f} GB/s"
         )
     return CheckResult("allreduce", status, summary=summary.lstrip("; "), metrics=metrics, findings=findings)
-
-
-def _path(value: str | None) -> Any:
-    from pathlib import Path
-
-    return Path(value) if value else None
 
 
 # ---- the rank side (runs in each rank process) --------------------------------------------
@@ -111,15 +108,29 @@ def rank_workload(rank: int, world: int, device: str, params: dict[str, Any]) ->
             out["times"][f"{coll}:{nbytes}"] = times
     if params.get("bisect"):
         out["pairs"] = _pairs(rank, world, dev, params)
+    if world >= 2:  # DDP rides on this job's process group: one NCCL initialisation for both
+        out["ddp"] = ddp_step(rank, dev)
     dist.barrier()
     return out
 
 
-def _sync(dev: Any) -> None:
-    import torch
+def ddp_step(rank: int, dev: Any) -> dict[str, Any]:
+    """One DDP step on this rank (different data per rank); parameters must agree afterwards."""
+    torch = common.torch_module()
+    from torch.nn.parallel import DistributedDataParallel
 
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
+    from gpuenv.verify.checks.amp import PlainSGD, model_for
+
+    model = model_for(dev)
+    ddp = DistributedDataParallel(model, device_ids=[dev.index] if dev.type == "cuda" else None)
+    opt = PlainSGD(ddp.parameters(), lr=0.1)
+    gen = torch.Generator().manual_seed(100 + rank)
+    x = torch.randn(64, 64, generator=gen).to(dev)
+    y = torch.randint(0, 10, (64,), generator=gen).to(dev)
+    torch.nn.functional.cross_entropy(ddp(x), y).backward()
+    opt.step()
+    flat = torch.cat([p.detach().double().flatten().cpu() for p in model.parameters()])
+    return {"checksum": f"{float(flat.sum()):.17g}", "finite": bool(torch.isfinite(flat).all())}
 
 
 def _run_size(
@@ -146,7 +157,7 @@ def _run_size(
     if coll == "allreduce":
         result = torch.empty_like(base)
     elif coll == "allgather":
-        mine_in, outs = torch.empty_like(base), [torch.empty_like(base) for _ in range(world)]
+        mine_in, gathered = torch.empty_like(base), torch.empty(world * size, device=dev)
     else:
         full, result = torch.empty_like(base), torch.empty(chunk, device=dev)
         mine = base[rank * chunk : (rank + 1) * chunk]
@@ -156,31 +167,31 @@ def _run_size(
         if coll == "allreduce":
             torch.add(base, (rank + 1) * (it + 1), out=result)
             dist.barrier(group=group)
-            _sync(dev)
+            common.sync(dev)
             t0 = time.perf_counter()
             dist.all_reduce(result, group=group)
-            _sync(dev)
+            common.sync(dev)
             elapsed = time.perf_counter() - t0
             offset = (it + 1) * world * (world + 1) // 2
             subtract = partial(_minus_times, part=base, times=world)
         elif coll == "allgather":
             torch.add(base, rank + it, out=mine_in)
             dist.barrier(group=group)
-            _sync(dev)
+            common.sync(dev)
             t0 = time.perf_counter()
-            dist.all_gather(outs, mine_in, group=group)
-            _sync(dev)
+            gather_into(gathered, mine_in, group=group)
+            common.sync(dev)
             elapsed = time.perf_counter() - t0
-            result = torch.stack(outs).sub_(torch.arange(world, device=dev).view(-1, 1))
+            result = gathered.view(world, size).sub_(torch.arange(world, device=dev).view(-1, 1))
             offset = it
             subtract = partial(_minus_times, part=base, times=1)
         else:
             torch.add(base, rank + it, out=full)
             dist.barrier(group=group)
-            _sync(dev)
+            common.sync(dev)
             t0 = time.perf_counter()
-            dist.reduce_scatter(result, list(full.chunk(world)), group=group)
-            _sync(dev)
+            scatter_from(result, full, group=group)
+            common.sync(dev)
             elapsed = time.perf_counter() - t0
             offset = world * it + world * (world - 1) // 2
             subtract = partial(_minus_times, part=mine, times=world)
@@ -190,6 +201,21 @@ def _run_size(
         if it >= params["warmup"]:
             times.append(elapsed)
     return times
+
+
+def gather_into(output: Any, mine: Any, *, group: Any) -> None:
+    """All-gather into one flat tensor (no list, no copy through a flat buffer in the timed region);
+    torch 2.13 names it all_gather_single, older releases all_gather_into_tensor."""
+    import torch.distributed as dist
+
+    (getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor)(output, mine, group=group)
+
+
+def scatter_from(output: Any, full: Any, *, group: Any) -> None:
+    """Reduce-scatter from one flat tensor (reduce_scatter_single, or reduce_scatter_tensor)."""
+    import torch.distributed as dist
+
+    (getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor)(output, full, group=group)
 
 
 def _minus_times(r: Any, *, part: Any, times: int) -> Any:
@@ -263,11 +289,13 @@ def bandwidth(coll: str, nbytes: int, seconds: float, world: int) -> tuple[float
 def evaluate(
     results: list[dict[str, Any]], *, world: int, device: str, gpu_name: str, baselines: Baselines, refs: list[GpuRef]
 ) -> tuple[list[Finding], dict[str, Any]]:
-    findings = _correctness(results, refs) + _pair_findings(results, refs)
-    table = _bandwidth_table(results, world)
+    findings = _correctness(results, refs) + _pair_findings(results, refs) + ddp_findings(results)
+    table = _bandwidth_table(results, world) if world >= 2 else []
     findings += _judge_bandwidth(table, world=world, device=device, gpu_name=gpu_name, baselines=baselines)
     for coll, why in results[0].get("skipped", {}).items():
-        findings.append(info(f"{coll} not supported by this backend: {why}", item=coll))
+        findings.append(finding("allreduce.not-supported", f"{coll} not supported by this backend: {why}", item=coll))
+    if world < 2:
+        findings.append(finding("allreduce.ddp-one-rank", "DDP step skipped: one rank"))
     headline = next((row for row in reversed(table) if row["collective"] == "allreduce"), table[-1] if table else {})
     return findings, {
         "world": world,
@@ -279,24 +307,27 @@ def evaluate(
     }
 
 
+def ddp_findings(results: list[dict[str, Any]]) -> list[Finding]:
+    """Pure: after a DDP step every rank holds the same, finite parameters."""
+    steps = [(r["rank"], r["ddp"]) for r in results if "ddp" in r]
+    if not steps or (len({d["checksum"] for _, d in steps}) == 1 and all(d["finite"] for _, d in steps)):
+        return []
+    sums_text = ", ".join(f"rank {rank}={d['checksum']}" for rank, d in steps)
+    return [finding("allreduce.ddp-disagree", f"DDP step: ranks disagree after one step ({sums_text})")]
+
+
 def _correctness(results: list[dict[str, Any]], refs: list[GpuRef]) -> list[Finding]:
     findings = []
     for res in results:
         for err in res["errors"]:
             ref = refs[res["rank"]]
             where = f"rank {res['rank']} ({ref.label() if ref.uuid else res['device']})"
-            findings.append(
-                fail(
-                    f"{where} got {err['wrong']} wrong element(s) of {err['elements']} in "
-                    f"{err['collective']} of {err['bytes'] // MiB} MiB, iteration {err['iteration']}: "
-                    f"element {err['index']} off by {err['off_by']:g}",
-                    "drain the node; run gpuenv verify --level deep and dcgmi diag -r 3 to find the "
-                    "GPU or link at fault",
-                    action="drain",
-                    item="correctness",
-                    gpu=ref,
-                )
+            message = (
+                f"{where} got {err['wrong']} wrong element(s) of {err['elements']} in "
+                f"{err['collective']} of {err['bytes'] // MiB} MiB, iteration {err['iteration']}: "
+                f"element {err['index']} off by {err['off_by']:g}"
             )
+            findings.append(finding("allreduce.wrong-result", message, gpu=ref))
     return findings
 
 
@@ -311,15 +342,8 @@ def _pair_findings(results: list[dict[str, Any]], refs: list[GpuRef]) -> list[Fi
     suspects = [r for r, n in counts.items() if n > 1] or sorted(counts)
     names = ", ".join(refs[r].label() for r in sorted(suspects))
     pairs = ", ".join(f"{a}-{b}" for a, b in sorted(bad_pairs))
-    return [
-        fail(
-            f"pairwise allreduce fails on pairs {pairs}: suspect {names}",
-            "drain the node and have the suspect GPU or its link checked (reset, then RMA)",
-            action="drain",
-            item="bisect",
-            gpu=refs[suspects[0]] if len(suspects) == 1 else None,
-        )
-    ]
+    message = f"pairwise allreduce fails on pairs {pairs}: suspect {names}"
+    return [finding("allreduce.pair-suspect", message, gpu=refs[suspects[0]] if len(suspects) == 1 else None)]
 
 
 def _bandwidth_table(results: list[dict[str, Any]], world: int) -> list[dict[str, Any]]:
@@ -346,7 +370,7 @@ def _judge_bandwidth(
     table: list[dict[str, Any]], *, world: int, device: str, gpu_name: str, baselines: Baselines
 ) -> list[Finding]:
     if world < 2:
-        return [info("one rank: busbw is meaningless (factor 0); algbw reported", item="bandwidth")]
+        return [finding("allreduce.one-rank", "one rank: a collective is a no-op, no bandwidth to measure")]
     findings = []
     judged = False
     for row in table:
@@ -362,23 +386,12 @@ def _judge_bandwidth(
             f"vs {expected:.0f} expected for {world}x {gpu_name}"
         )
         if verdict == "fail":
-            findings.append(
-                fail(
-                    text + f" (under {baselines.fail_below:.0%})",
-                    "check NVLink/NVSwitch (nvidia-smi topo -m, Fabric Manager) and PCIe; drain if it persists",
-                    action="drain",
-                    item="bandwidth",
-                )
-            )
+            findings.append(finding("allreduce.busbw-low", text + f" (under {baselines.fail_below:.0%})"))
         elif verdict == "warn":
-            findings.append(
-                warn(
-                    text + f" (under {baselines.warn_below:.0%})",
-                    "rerun at --level standard; compare with nccl-tests",
-                    item="bandwidth",
-                )
-            )
+            message = text + f" (under {baselines.warn_below:.0%})"
+            findings.append(finding("allreduce.busbw-under-expected", message))
     if not judged:
         where = "CPU (gloo)" if device == "cpu" else f"{world}x {gpu_name} at these sizes"
-        findings.append(info(f"no baseline for {where}: bandwidth reported, correctness judged", item="bandwidth"))
+        message = f"no baseline for {where}: bandwidth reported, correctness judged"
+        findings.append(finding("allreduce.no-baseline", message))
     return findings

@@ -1,8 +1,10 @@
 """amp: a small model's training under fp16 (GradScaler) and bf16 autocast, against fp32.
 
-Also: a DDP step across all GPUs (2 gloo ranks on the CPU), the same seeded step on every GPU
-giving identical checksums (silent data corruption), gradient checkpointing matching plain
-backward, matmul TFLOP/s against the GPU model's expected figure and energy per step from NVML.
+Also: the same seeded step on every GPU giving identical checksums (silent data corruption;
+repeated on one device where there is only one), gradient checkpointing matching plain backward,
+matmul TFLOP/s by shape (CUDA events, after a warm-up from idle clocks) against the GPU model's
+expected figure and the node's other GPUs, and energy per matmul from NVML. (The DDP step runs
+in the allreduce check's ranks: one NCCL initialisation.)
 An item that cannot truly run here is skipped on the CPU path and fails on a GPU node.
 """
 
@@ -12,14 +14,14 @@ import time
 from typing import Any
 
 from gpuenv.verify.baselines import load_baselines
+from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks import common
 from gpuenv.verify.context import CheckContext
-from gpuenv.verify.model import CheckResult, Finding, fail, info, status_from_findings, summarize, warn
+from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
 
 STEPS = 30
 FALL = 0.5  # the loss must fall under half its start when overfitting one batch
 AMP_CLOSE = {"float16": 2e-2, "bfloat16": 5e-2}  # first-step loss vs fp32, relative
-FIX_STACK = "reinstall the stack gpuenv resolve recommends; if only one GPU misbehaves, drain and test it"
 
 
 class PlainSGD:
@@ -48,7 +50,7 @@ class PlainSGD:
                 p.add_(v, alpha=-self.param_groups[0]["lr"])
 
 
-def _model(device: Any) -> Any:
+def model_for(device: Any) -> Any:
     torch = common.torch_module()
 
     torch.manual_seed(0)
@@ -74,7 +76,7 @@ def train(device: Any, dtype: str | None, *, scaler: Any = None) -> dict[str, An
     """Overfit one batch; returns losses, whether grads stayed finite and the final scale."""
     torch = common.torch_module()
 
-    model = _model(device)
+    model = model_for(device)
     opt = PlainSGD(model.parameters(), lr=0.1)
     x, y = _batch(device)
     losses, skipped, finite_grads = [], 0, True
@@ -104,44 +106,26 @@ def train(device: Any, dtype: str | None, *, scaler: Any = None) -> dict[str, An
     }
 
 
-def judge_run(name: str, run: dict[str, Any], fp32: dict[str, Any], *, item: str) -> list[Finding]:
+def judge_run(name: str, run: dict[str, Any], fp32: dict[str, Any], *, item: str, dtype: str | None) -> list[Finding]:
     """Pure: the loss is finite and falls, the scale does not collapse, AMP is close to fp32."""
     import math
 
     losses = run["losses"]
     out = []
     if not all(math.isfinite(v) for v in losses) or not run["finite_grads"]:
-        return [fail(f"{name}: non-finite loss or gradients", FIX_STACK, action="drain", item=item)]
+        return [finding("amp.non-finite", f"{name}: non-finite loss or gradients", item=item)]
     if losses[-1] > FALL * losses[0]:
-        out.append(
-            fail(
-                f"{name}: loss did not fall ({losses[0]:.3f} -> {losses[-1]:.3f} in {len(losses)} steps)",
-                FIX_STACK,
-                action="drain",
-                item=item,
-            )
-        )
+        message = f"{name}: loss did not fall ({losses[0]:.3f} -> {losses[-1]:.3f} in {len(losses)} steps)"
+        out.append(finding("amp.loss-not-falling", message, item=item))
     if run["scale"] is not None and (run["scale"] < 1.0 or run["skipped"] > len(losses) // 2):
-        out.append(
-            fail(
-                f"{name}: GradScaler scale collapsed to {run['scale']:g} ({run['skipped']} skipped steps)",
-                FIX_STACK,
-                action="drain",
-                item=item,
-            )
-        )
-    tolerance = AMP_CLOSE.get(name.split()[0])
+        message = f"{name}: GradScaler scale collapsed to {run['scale']:g} ({run['skipped']} skipped steps)"
+        out.append(finding("amp.scale-collapse", message, item=item))
+    tolerance = AMP_CLOSE.get(dtype) if dtype else None
     if tolerance is not None:
         diff = abs(losses[0] - fp32["losses"][0]) / max(abs(fp32["losses"][0]), 1e-6)
         if diff > tolerance:
-            out.append(
-                fail(
-                    f"{name}: first loss {losses[0]:.4f} differs from fp32 {fp32['losses'][0]:.4f} by {diff:.1%}",
-                    FIX_STACK,
-                    action="drain",
-                    item=item,
-                )
-            )
+            message = f"{name}: first loss {losses[0]:.4f} differs from fp32 {fp32['losses'][0]:.4f} by {diff:.1%}"
+            out.append(finding("amp.far-from-fp32", message, item=item))
     return out
 
 
@@ -157,9 +141,7 @@ def _fp16(dev: Any, cuda: bool, fp32: dict[str, Any]) -> tuple[list[Finding], li
         return [], ["fp16 GradScaler: torch.amp.GradScaler('cpu') needs torch >= 2.3"]
     if not scaler.is_enabled():
         if cuda:
-            return [
-                fail("fp16 GradScaler disabled itself: CUDA unusable", FIX_STACK, action="reinstall-stack", item="fp16")
-            ], []
+            return [finding("amp.gradscaler-disabled", "fp16 GradScaler disabled itself: CUDA unusable")], []
         return [], ["fp16 GradScaler disabled itself on this device"]
     try:
         run = train(dev, "float16", scaler=scaler)
@@ -167,7 +149,7 @@ def _fp16(dev: Any, cuda: bool, fp32: dict[str, Any]) -> tuple[list[Finding], li
         if not cuda and ("not support" in str(exc) or "dtype" in str(exc)):
             return [], [f"fp16 autocast on the CPU: {str(exc).splitlines()[0]}"]
         raise
-    return judge_run("float16 autocast + GradScaler", run, fp32, item="fp16"), []
+    return judge_run("float16 autocast + GradScaler", run, fp32, item="fp16", dtype="float16"), []
 
 
 def _bf16(dev: Any, cuda: bool, fp32: dict[str, Any]) -> tuple[list[Finding], list[str]]:
@@ -176,7 +158,7 @@ def _bf16(dev: Any, cuda: bool, fp32: dict[str, Any]) -> tuple[list[Finding], li
     if cuda and not torch.cuda.is_bf16_supported():
         return [], [f"bf16: not supported by {torch.cuda.get_device_name(dev)}"]
     run = train(dev, "bfloat16")
-    return judge_run("bfloat16 autocast", run, fp32, item="bf16"), []
+    return judge_run("bfloat16 autocast", run, fp32, item="bf16", dtype="bfloat16"), []
 
 
 def checkpoint_matches(dev: Any) -> bool:
@@ -186,7 +168,7 @@ def checkpoint_matches(dev: Any) -> bool:
     x, y = _batch(dev)
     grads = []
     for use_ckpt in (False, True):
-        model = _model(dev)
+        model = model_for(dev)
         hidden = checkpoint(model[:4], x, use_reentrant=False) if use_ckpt else model[:4](x)
         torch.nn.functional.cross_entropy(model[4](hidden), y).backward()
         grads.append([p.grad.clone() for p in model.parameters()])
@@ -197,18 +179,14 @@ def step_checksum(dev: Any) -> str:
     """One seeded fp32 step; the checksum of the parameters after it, bit-exact."""
     torch = common.torch_module()
 
-    allow = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
-        model = _model(dev)
+    with common.full_fp32():
+        model = model_for(dev)
         opt = PlainSGD(model.parameters(), lr=0.1)
         x, y = _batch(dev)
         torch.nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
         flat = torch.cat([p.detach().double().flatten().cpu() for p in model.parameters()])
         return f"{float(flat.sum()):.17g}/{float((flat * flat).sum()):.17g}"
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = allow
 
 
 def checksum_findings(sums: dict[int, str], ctx: CheckContext) -> list[Finding]:
@@ -218,12 +196,10 @@ def checksum_findings(sums: dict[int, str], ctx: CheckContext) -> list[Finding]:
     values = list(sums.values())
     majority = max(set(values), key=values.count)
     return [
-        fail(
+        finding(
+            "amp.checksum-mismatch",
             f"{ctx.gpu_ref(i).label()}: the seeded training step gives checksum {s}, the other GPUs {majority} "
             "(silent data corruption)",
-            "drain the node and test this GPU (dcgmi diag -r 3); RMA if it repeats",
-            action="drain",
-            item="checksum",
             gpu=ctx.gpu_ref(i),
         )
         for i, s in sums.items()
@@ -231,103 +207,106 @@ def checksum_findings(sums: dict[int, str], ctx: CheckContext) -> list[Finding]:
     ]
 
 
-MATMUL_ITERS = {True: 20, False: 5}
+SHAPES = {"quick": [(4096, 4096, 4096)], "standard": [(4096, 4096, 4096), (8192, 8192, 8192)]}
+SHAPES["deep"] = SHAPES["standard"]
+CPU_SHAPE = (1024, 1024, 1024)
+WARMUP_S = 0.3  # clocks ramp up from idle: time nothing before this much work
+SAMPLE_S = 0.1  # each timed sample covers at least this much GPU work
+SAMPLES = 3  # the median of these is the figure
 
 
-def matmul_tflops(dev: Any, cuda: bool, level: str) -> tuple[float, str]:
+def shape_key(shape: tuple[int, int, int]) -> str:
+    return "x".join(str(n) for n in shape)
+
+
+def matmul_tflops(dev: Any, cuda: bool, shape: tuple[int, int, int]) -> tuple[float, int]:
+    """TFLOP/s of (m,k) @ (k,n) on one device: the median of SAMPLES timed runs, each of at
+    least SAMPLE_S of work, after WARMUP_S of warm-up; CUDA events time the GPU itself.
+    Returns (TFLOP/s, the number of matmuls run, warm-up included)."""
+    import statistics
+
     torch = common.torch_module()
 
-    n = (8192 if level != "quick" else 4096) if cuda else 1024
+    m, k, n = shape
     dtype = torch.bfloat16 if cuda else torch.float32
-    a = torch.randn(n, n, device=dev, dtype=dtype)
-    b = torch.randn(n, n, device=dev, dtype=dtype)
-    iters = MATMUL_ITERS[cuda]
-    a @ b
-    common.sync(dev)
+    a = torch.randn(m, k, device=dev, dtype=dtype)
+    b = torch.randn(k, n, device=dev, dtype=dtype)
+    done, started = 0, time.perf_counter()
+    while True:  # on the CPU one product is warm-up enough
+        a @ b
+        common.sync(dev)
+        done += 1
+        if not cuda or time.perf_counter() - started >= WARMUP_S:
+            break
+    per_matmul = (time.perf_counter() - started) / done
+    iters = max(1, int(SAMPLE_S / per_matmul) + 1) if cuda else 3
+    samples = []
+    for _ in range(SAMPLES if cuda else 1):
+        samples.append(_timed(torch, dev, cuda, lambda: a @ b, iters))
+        done += iters
+    return 2 * m * k * n * iters / statistics.median(samples) / 1e12, done
+
+
+def _timed(torch: Any, dev: Any, cuda: bool, work: Any, iters: int) -> float:
+    """Seconds for `iters` runs of `work` on this device."""
+    if cuda:
+        with torch.cuda.device(dev):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(iters):
+                work()
+            end.record()
+            end.synchronize()
+            return float(start.elapsed_time(end)) / 1000
     t0 = time.perf_counter()
     for _ in range(iters):
-        a @ b
-    common.sync(dev)
-    seconds = time.perf_counter() - t0
-    return 2 * n**3 * iters / seconds / 1e12, "bf16" if cuda else "fp32"
+        work()
+    return time.perf_counter() - t0
 
 
-def ddp_rank(rank: int, world: int, device: str, params: dict[str, Any]) -> dict[str, Any]:
-    """One DDP step on every rank (different data per rank); params must agree afterwards."""
-    torch = common.torch_module()
-    from torch.nn.parallel import DistributedDataParallel
+def outlier_findings(per_device: dict[int, float], ctx: CheckContext, *, below: float, shape: str) -> list[Finding]:
+    """Pure: a GPU far under the node's median for the same shape is throttled or faulty, with
+    or without a baseline for its model."""
+    import statistics
 
-    dev = torch.device("cuda", rank) if device == "cuda" else torch.device("cpu")
-    model = _model(dev)
-    ddp = DistributedDataParallel(model, device_ids=[rank] if device == "cuda" else None)
-    opt = PlainSGD(ddp.parameters(), lr=0.1)
-    gen = torch.Generator().manual_seed(100 + rank)
-    x = torch.randn(64, 64, generator=gen).to(dev)
-    y = torch.randint(0, 10, (64,), generator=gen).to(dev)
-    torch.nn.functional.cross_entropy(ddp(x), y).backward()
-    opt.step()
-    flat = torch.cat([p.detach().double().flatten().cpu() for p in model.parameters()])
-    return {"rank": rank, "checksum": f"{float(flat.sum()):.17g}", "finite": bool(torch.isfinite(flat).all())}
-
-
-def ddp_findings(results: list[dict[str, Any]]) -> list[Finding]:
-    """Pure: after a DDP step every rank holds the same, finite parameters."""
-    sums = {r["checksum"] for r in results}
-    if len(sums) == 1 and all(r["finite"] for r in results):
+    if len(per_device) < 2:
         return []
-    sums_text = ", ".join(f"rank {r['rank']}={r['checksum']}" for r in results)
+    median = statistics.median(per_device.values())
     return [
-        fail(
-            f"DDP step: ranks disagree after one step ({sums_text})",
-            "run gpuenv verify --check allreduce --level standard to find the GPU or link at fault",
-            action="drain",
-            item="ddp",
+        finding(
+            "amp.tflops-outlier",
+            f"{ctx.gpu_ref(i).label()}: {v:.0f} TFLOP/s at {shape}, "
+            f"under {below:.0%} of the node's median {median:.0f}",
+            gpu=ctx.gpu_ref(i),
         )
+        for i, v in per_device.items()
+        if v < below * median
     ]
 
 
 def run(ctx: CheckContext) -> CheckResult:
     torch = common.torch_module()
 
-    from gpuenv.verify import ranks
-
     devices = common.workload_devices(ctx.device)
     cuda = ctx.device == "cuda"
     dev = devices[0]
-    world = common.world_size(ctx.device, ctx.cpu_ranks)
-    # The DDP ranks run while this process does the single-device work.
-    ddp = (
-        ranks.start("gpuenv.verify.checks.amp:ddp_rank", check="amp", world=world, device=ctx.device, params={})
-        if world >= 2
-        else None
-    )
     fp32 = train(dev, None)
-    findings = judge_run("fp32", fp32, fp32, item="fp32")
+    findings = judge_run("fp32", fp32, fp32, item="fp32", dtype=None)
     skipped: list[str] = []
     for part in (_fp16, _bf16):
         found, skip = part(dev, cuda, fp32)
         findings += found
         skipped += skip
     if not checkpoint_matches(dev):
-        findings.append(
-            fail(
-                "gradient checkpointing gives different gradients than plain backward",
-                FIX_STACK,
-                action="reinstall-stack",
-                item="checkpoint",
-            )
-        )
+        message = "gradient checkpointing gives different gradients than plain backward"
+        findings.append(finding("amp.checkpoint-mismatch", message))
     sums = {i: step_checksum(d) for i, d in enumerate(devices)}
-    if not cuda:
-        sums[1] = step_checksum(dev)  # on the CPU: the same step twice must repeat exactly
+    if len(devices) == 1:
+        sums[1] = step_checksum(dev)  # one device: the same step twice must repeat exactly
     findings += checksum_findings(sums, ctx)
-    if ddp is not None:
-        findings += ddp_findings(ddp.results())
-    else:
-        skipped.append("DDP step: one GPU")
     metrics, perf = _performance(ctx, devices, cuda)
     findings += perf
-    findings += [info(f"skipped: {s}", item="skip") for s in skipped]
+    findings += [finding("amp.skipped", f"skipped: {s}") for s in skipped]
     metrics.update(
         {"loss_fp32": [round(fp32["losses"][0], 4), round(fp32["losses"][-1], 4)], "torch": torch.__version__}
     )
@@ -347,56 +326,58 @@ def run(ctx: CheckContext) -> CheckResult:
 
 
 def _performance(ctx: CheckContext, devices: list[Any], cuda: bool) -> tuple[dict[str, Any], list[Finding]]:
-    nvml_index = {g.get("cuda_index"): g["index"] for g in ctx.facts.get("gpus", [])}
-    indices = [nvml_index.get(i, i) for i in range(len(devices))]  # CUDA order -> NVML index
-    energy_before = _energy(indices) if cuda else {}
-    per_device = {}
-    dtype = "fp32"
-    started = time.perf_counter()
-    for i, d in enumerate(devices):
-        per_device[i], dtype = matmul_tflops(d, cuda, ctx.level)
-    energy_after = _energy(indices) if cuda else {}
-    metrics: dict[str, Any] = {
-        "matmul_tflops": {str(i): round(v, 3) for i, v in per_device.items()},
-        "matmul_tflops_min": min(per_device.values()),
-        "matmul_dtype": dtype,
-    }
-    joules = {}
-    for i, before in energy_before.items():
-        after = energy_after.get(i)
+    shapes = SHAPES[ctx.level] if cuda else [CPU_SHAPE]
+    by_shape: dict[str, dict[int, float]] = {}
+    energy: dict[str, float] = {}
+    for i, d in enumerate(devices):  # one GPU at a time, each with its own energy reading
+        nvml_index = ctx.host.nvml_index(i)
+        before = _energy([nvml_index]).get(nvml_index) if cuda else None
+        count = 0
+        for shape in shapes:
+            by_shape.setdefault(shape_key(shape), {})[i], done = matmul_tflops(d, cuda, shape)
+            count += done
+        after = _energy([nvml_index]).get(nvml_index) if cuda else None
         if before is not None and after is not None:
-            joules[i] = (after - before) / 1000
-    if joules:  # from NVML's energy counter, around every GPU's matmul steps
-        metrics["energy_per_step_j"] = {
-            str(indices.index(i)): round(j / MATMUL_ITERS[cuda], 3) for i, j in joules.items()
-        }
-        metrics["matmul_seconds"] = round(time.perf_counter() - started, 3)
+            energy[str(i)] = round((after - before) / 1000 / count, 3)
+    headline = by_shape[shape_key(shapes[-1])]
+    metrics: dict[str, Any] = {
+        "matmul_tflops": {str(i): round(v, 3) for i, v in headline.items()},
+        "matmul_tflops_by_shape": {k: {str(i): round(v, 3) for i, v in row.items()} for k, row in by_shape.items()},
+        "matmul_tflops_min": min(headline.values()),
+        "matmul_dtype": "bf16" if cuda else "fp32",
+        "matmul_shape": shape_key(shapes[-1]),
+    }
+    if energy:  # NVML's energy counter around each GPU's matmuls, per matmul
+        metrics["energy_per_step_j"] = energy
     if not cuda:
-        return metrics, [info("CPU matmul throughput: no baseline", item="tflops")]
-    baselines = load_baselines(_path(ctx.baseline))
+        return metrics, [finding("amp.no-tflops-baseline", "CPU matmul throughput: no baseline")]
+    baselines = load_baselines(common.path_or_none(ctx.baseline))
     torch = common.torch_module()
 
-    name = torch.cuda.get_device_name(0)
-    expected = baselines.expected_tflops(name, dtype)
+    name = str(torch.cuda.get_device_name(0))
+    findings: list[Finding] = []
+    for key, per_device in by_shape.items():
+        findings += outlier_findings(per_device, ctx, below=baselines.fail_below, shape=key)
+        findings += _against_baseline(per_device, ctx, baselines, name, key)
+    return metrics, findings
+
+
+def _against_baseline(
+    per_device: dict[int, float], ctx: CheckContext, baselines: Any, name: str, shape: str
+) -> list[Finding]:
+    expected = baselines.expected_tflops(name, "bf16", shape)
     if expected is None:
-        return metrics, [info(f"no matmul baseline for {name}", item="tflops")]
+        message = f"no bf16 matmul baseline for {name} at {shape}: figures recorded, not judged"
+        return [finding("amp.no-tflops-baseline", message)]
     findings = []
     for i, v in per_device.items():
         verdict = baselines.judge(v, expected)
-        text = f"{ctx.gpu_ref(i).label()}: {v:.0f} TFLOP/s {dtype} matmul vs {expected:.0f} expected"
+        text = f"{ctx.gpu_ref(i).label()}: {v:.0f} TFLOP/s bf16 matmul at {shape} vs {expected:.0f} expected"
         if verdict == "fail":
-            findings.append(
-                fail(
-                    text,
-                    "check clocks, power limits and cooling (nvidia-smi -q -d PERFORMANCE)",
-                    action="drain",
-                    item="tflops",
-                    gpu=ctx.gpu_ref(i),
-                )
-            )
+            findings.append(finding("amp.tflops-low", text, gpu=ctx.gpu_ref(i)))
         elif verdict == "warn":
-            findings.append(warn(text, "watch this GPU's clocks and temperature", item="tflops", gpu=ctx.gpu_ref(i)))
-    return metrics, findings
+            findings.append(finding("amp.tflops-under-expected", text, gpu=ctx.gpu_ref(i)))
+    return findings
 
 
 def _energy(indices: list[int]) -> dict[int, int | None]:
@@ -405,9 +386,3 @@ def _energy(indices: list[int]) -> dict[int, int | None]:
     if adapter.init():
         return {}
     return adapter.energy_mj(indices)
-
-
-def _path(value: str | None) -> Any:
-    from pathlib import Path
-
-    return Path(value) if value else None

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-from gpuenv.verify.model import Finding, fail
+from gpuenv.verify.model import Finding
 
 
 def torch_module() -> Any:
@@ -33,12 +36,9 @@ def cuda_problem() -> str | None:
 
 
 def unusable_finding(message: str) -> Finding:
-    return fail(
-        message,
-        "install the driver and a CUDA build of torch that matches it (gpuenv resolve --driver auto), then rerun",
-        action="reinstall-stack",
-        item="cuda",
-    )
+    from gpuenv.verify.catalogue import finding
+
+    return finding("verify.cuda-unusable", message)
 
 
 def workload_devices(device: str) -> list[Any]:
@@ -73,7 +73,34 @@ def device_name(device: str) -> str:
 
 
 def sync(device: Any) -> None:
+    """Wait for the work queued on this device (not on the current device: a timer around GPU 3's
+    work that synchronises GPU 0 measures kernel launches)."""
     import torch
 
     if getattr(device, "type", device) == "cuda":
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(device)
+
+
+def path_or_none(value: str | None) -> Path | None:
+    return Path(value) if value else None
+
+
+@contextlib.contextmanager
+def full_fp32() -> Iterator[None]:
+    """fp32 matmuls and convolutions in full precision (no TF32) for the duration: through the
+    `fp32_precision` settings where torch has them (2.9+), else the older `allow_tf32` flags."""
+    torch = torch_module()
+    backends = torch.backends
+    targets: list[tuple[Any, str, object]]
+    if hasattr(backends.cuda.matmul, "fp32_precision"):
+        targets = [(backends.cuda.matmul, "fp32_precision", "ieee"), (backends.cudnn.conv, "fp32_precision", "ieee")]
+    else:
+        targets = [(backends.cuda.matmul, "allow_tf32", False), (backends.cudnn, "allow_tf32", False)]
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in targets]
+    try:
+        for owner, name, value in targets:
+            setattr(owner, name, value)
+        yield
+    finally:
+        for owner, name, value in saved:
+            setattr(owner, name, value)

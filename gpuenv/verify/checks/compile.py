@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
+from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks import common
 from gpuenv.verify.context import CheckContext
-from gpuenv.verify.model import CheckResult, fail
-
-REMEDY = (
-    "install a C compiler and the Python headers (apt-get install build-essential python3-dev); "
-    "on CUDA, the Triton that matches torch"
-)
+from gpuenv.verify.model import CheckResult
 
 
 def _fn(x: object) -> object:
@@ -31,9 +27,7 @@ def run(ctx: CheckContext) -> CheckResult:
         got = compiled(x)
     except Exception as exc:  # the compile failing is the finding, not a crash
         message = f"torch.compile failed: {type(exc).__name__}: {str(exc).strip().splitlines()[-1][:300]}"
-        return CheckResult(
-            "compile", "fail", summary=message, findings=[fail(message, REMEDY, action="fix-config", item="compile")]
-        )
+        return CheckResult("compile", "fail", summary=message, findings=[finding("compile.failed", message)])
     want = _fn(x)
     if not torch.allclose(got, want, rtol=1e-4, atol=1e-5):  # type: ignore[arg-type]
         message = "torch.compile result differs from eager"
@@ -41,6 +35,6 @@ def run(ctx: CheckContext) -> CheckResult:
             "compile",
             "fail",
             summary=message,
-            findings=[fail(message, REMEDY, action="reinstall-stack", item="compile")],
+            findings=[finding("compile.mismatch", message)],
         )
     return CheckResult("compile", "pass", summary=f"torch.compile on {dev.type} matches eager")

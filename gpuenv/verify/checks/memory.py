@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks import common
 from gpuenv.verify.context import CheckContext
-from gpuenv.verify.model import CheckResult, Finding, fail, status_from_findings, summarize
+from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
 
 FRACTION = 0.85
 CHUNK = 256 << 20
@@ -36,15 +37,8 @@ def run(ctx: CheckContext) -> CheckResult:
         del chunks, pattern_row
         torch.cuda.empty_cache()
         if bad:
-            findings.append(
-                fail(
-                    f"{ctx.gpu_ref(i).label()}: {bad} byte(s) read back wrong",
-                    "drain the node; run dcgmi diag -r 3 and RMA the GPU if it repeats",
-                    action="drain",
-                    item="memory",
-                    gpu=ctx.gpu_ref(i),
-                )
-            )
+            message = f"{ctx.gpu_ref(i).label()}: {bad} byte(s) read back wrong"
+            findings.append(finding("memory.bad-bytes", message, gpu=ctx.gpu_ref(i)))
     default = f"{tested / 2**30:.1f} GiB written and read back on {len(devices)} GPU(s)"
     return CheckResult(
         "memory",

@@ -6,23 +6,38 @@ findings out. Every finding names the GPU (index, UUID, PCI bus id).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import time
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from gpuenv.errors import BadRequest
 from gpuenv.resources import data_file
 from gpuenv.schema import load as load_data_file
+from gpuenv.verify import catalogue
 from gpuenv.verify.context import CheckContext
-from gpuenv.verify.model import CheckResult, Finding, GpuRef, info, status_from_findings, summarize
+from gpuenv.verify.facts import GpuInfo, HostFacts, NvmlSnapshot, visible
+from gpuenv.verify.model import CheckResult, Finding, GpuRef, status_from_findings, summarize
 
 POLICY_SCHEMA = "gpuenv.nvml-policy/1"
-FABRIC_COMPLETED = 3
+FABRIC_NOT_SUPPORTED, FABRIC_COMPLETED = 0, 3
+COMPUTE_MODES = {0: "DEFAULT", 1: "EXCLUSIVE_THREAD", 2: "PROHIBITED", 3: "EXCLUSIVE_PROCESS"}
+LOAD_READY_S = 30.0  # the load process imports torch and starts every GPU
+LINK_POLL_S = 2.0  # links retrain within milliseconds of load; poll briefly for the maximum
 
 
 def load_policy(path: Path | None = None) -> dict[str, Any]:
-    """The shipped policy, with a user's file laid over it (rules merge one by one)."""
+    """The shipped policy and the catalogue's nvml.* rules, with a user's file laid over them
+    (rules merge one by one)."""
     policy: dict[str, Any] = json.loads(data_file("nvml-policy.json").read_text())
+    policy["rules"] = {
+        r.code.split(".", 1)[1]: {"severity": r.severity, "action": r.action, "remediation": r.remediation}
+        for r in catalogue.rules().values()
+        if r.check == "nvml"
+    }
     if path is None:
         return policy
     try:
@@ -49,31 +64,14 @@ def load_policy(path: Path | None = None) -> dict[str, Any]:
     return policy
 
 
-def visible(gpus: list[dict[str, Any]], cuda_visible: str | None) -> list[dict[str, Any]]:
-    """The GPUs this process may use (CUDA_VISIBLE_DEVICES by index or UUID), in CUDA order."""
-    if cuda_visible is None:
-        chosen = list(gpus)
-    else:
-        chosen = []
-        for token in filter(None, (t.strip() for t in cuda_visible.split(","))):
-            match = next(
-                (
-                    g
-                    for g in gpus
-                    if (token.isdigit() and g["index"] == int(token))
-                    or (g.get("uuid") and str(g["uuid"]).startswith(token))
-                ),
-                None,
-            )
-            if match is None:
-                break  # CUDA stops at the first invalid entry
-            chosen.append(match)
-    return [{**g, "cuda_index": i} for i, g in enumerate(chosen)]
-
-
-def _finding(policy: dict[str, Any], rule: str, message: str, gpu: GpuRef | None) -> Finding:
+def _finding(policy: dict[str, Any], rule: str, message: str, gpu: GpuRef | None, **fields: Any) -> Finding:
+    """The nvml.RULE finding, with the policy's severity, action and remediation for it."""
     r = policy["rules"][rule]
-    return Finding(r["severity"], message, r.get("remediation"), r.get("action", "none"), gpu, rule)
+    code = f"nvml.{rule}"
+    entry = catalogue.Rule(
+        code, r["severity"], r.get("action", "none"), r.get("remediation"), catalogue.rules()[code].item
+    )
+    return catalogue.finding(code, message, gpu=gpu, rule=entry, **fields)
 
 
 def ref(gpu: dict[str, Any]) -> GpuRef:
@@ -81,26 +79,30 @@ def ref(gpu: dict[str, Any]) -> GpuRef:
 
 
 def evaluate(
-    snap: dict[str, Any],
+    snap: NvmlSnapshot,
     policy: dict[str, Any],
     *,
     expect_gpus: int | None,
     cuda_visible: str | None,
-    pci_nvidia: list[str],
+    host: HostFacts,
+    own_pids: frozenset[int] = frozenset(),
 ) -> list[Finding]:
-    gpus = visible(snap["gpus"], cuda_visible)
-    findings = _count_findings(snap, gpus, policy, expect_gpus, pci_nvidia)
+    """Pure: the snapshot judged by the policy. `own_pids` are the run's own processes (never
+    leftovers); `host.pci_reference` the bus ids NVML must see (None: not judged here)."""
+    gpus = visible(snap.gpus, cuda_visible)
+    findings = _count_findings(snap, gpus, policy, expect_gpus, host)
     for gpu in gpus:
-        findings += gpu_findings(gpu, policy)
+        findings += gpu_findings(gpu, policy, own_pids=own_pids)
+    findings += _fabric_cliques(gpus, policy)
     return findings
 
 
 def _count_findings(
-    snap: dict[str, Any],
+    snap: NvmlSnapshot,
     gpus: list[dict[str, Any]],
     policy: dict[str, Any],
     expect_gpus: int | None,
-    pci_nvidia: list[str],
+    host: HostFacts,
 ) -> list[Finding]:
     findings = []
     if expect_gpus is not None and len(gpus) < expect_gpus:
@@ -112,8 +114,8 @@ def _count_findings(
                 None,
             )
         )
-    seen = {_short_bus(g.get("pci_bus_id")) for g in snap["gpus"]}
-    for bus in pci_nvidia:
+    seen = {_short_bus(g.get("pci_bus_id")) for g in snap.gpus}
+    for bus in host.pci_reference or ():
         if _short_bus(bus) not in seen:
             findings.append(
                 _finding(
@@ -134,7 +136,9 @@ def _short_bus(bus: str | None) -> str:
     return f"{int(domain, 16):04x}:{rest}" if rest else bus.lower()
 
 
-def gpu_findings(gpu: dict[str, Any], policy: dict[str, Any]) -> list[Finding]:
+def gpu_findings(
+    gpu: dict[str, Any], policy: dict[str, Any], *, own_pids: frozenset[int] = frozenset()
+) -> list[Finding]:
     g = ref(gpu)
     label = g.label()
     out: list[Finding] = []
@@ -161,39 +165,78 @@ def gpu_findings(gpu: dict[str, Any], policy: dict[str, Any]) -> list[Finding]:
     if gpu.get("nvlink_down"):
         links = ", ".join(str(n) for n in gpu["nvlink_down"])
         out.append(_finding(policy, "nvlink_down", f"{label}: NVLink link(s) {links} down", g))
-    if gpu.get("processes"):
-        pids = ", ".join(str(p) for p in gpu["processes"])
+    leftovers = [p for p in gpu.get("processes") or [] if p not in own_pids]
+    if leftovers:
+        pids = ", ".join(str(p) for p in leftovers)
         out.append(_finding(policy, "leftover_processes", f"{label}: compute processes still running: {pids}", g))
     if gpu.get("mig") == 1:
         out.append(_finding(policy, "mig_enabled", f"{label}: MIG mode enabled", g))
+    out += _compute_mode(gpu, policy, g, label)
     fabric = gpu.get("fabric")
-    if fabric and fabric["state"] and (fabric["state"] != FABRIC_COMPLETED or fabric["status"] != 0):
+    if (
+        fabric
+        and fabric["state"] != FABRIC_NOT_SUPPORTED
+        and (fabric["state"] != FABRIC_COMPLETED or fabric["status"] != 0)
+    ):
+        states = {1: "not started", 2: "in progress", 3: "completed"}
         out.append(
             _finding(
                 policy,
                 "fabric_not_ready",
-                f"{label}: NVSwitch fabric state {fabric['state']}, status {fabric['status']}",
+                f"{label}: outside the NVSwitch fabric (registration {states.get(fabric['state'], fabric['state'])}, "
+                f"status {fabric['status']})",
                 g,
             )
         )
     return out
 
 
-def _pcie(gpu: dict[str, Any], policy: dict[str, Any], g: GpuRef, label: str) -> list[Finding]:
-    p = gpu.get("pcie") or {}
-    if None in (p.get("gen"), p.get("max_gen"), p.get("width"), p.get("max_width")):
-        return []
-    if p["gen"] < p["max_gen"] or p["width"] < p["max_width"]:
-        return [
-            _finding(
-                policy,
-                "pcie_downgraded",
-                f"{label}: PCIe link Gen{p['gen']} x{p['width']}, below its maximum "
-                f"Gen{p['max_gen']} x{p['max_width']} under load",
-                g,
-            )
-        ]
+def _compute_mode(gpu: dict[str, Any], policy: dict[str, Any], g: GpuRef, label: str) -> list[Finding]:
+    mode = gpu.get("compute_mode")
+    if mode == 3:
+        text = f"{label}: compute mode EXCLUSIVE_PROCESS (one process per GPU at a time)"
+        return [_finding(policy, "compute_exclusive", text, g)]
+    if mode == 2:
+        return [_finding(policy, "compute_prohibited", f"{label}: compute mode PROHIBITED: no process can use it", g)]
     return []
+
+
+def _fabric_cliques(gpus: list[dict[str, Any]], policy: dict[str, Any]) -> list[Finding]:
+    """GPUs whose fabric completed in another clique than the node's other GPUs."""
+    joined = [g for g in gpus if (g.get("fabric") or {}).get("state") == FABRIC_COMPLETED]
+    cliques = [g["fabric"].get("clique") for g in joined]
+    if len(set(cliques)) < 2:
+        return []
+    usual = max(set(cliques), key=cliques.count)
+    return [
+        _finding(
+            policy,
+            "fabric_not_ready",
+            f"{ref(g).label()}: in NVSwitch clique {g['fabric'].get('clique')}, the node's other GPUs in {usual}",
+            ref(g),
+        )
+        for g in joined
+        if g["fabric"].get("clique") != usual
+    ]
+
+
+def _pcie(gpu: dict[str, Any], policy: dict[str, Any], g: GpuRef, label: str) -> list[Finding]:
+    """Width is judged always; the generation only when read under load (idle links train down)."""
+    p = gpu.get("pcie") or {}
+    narrow = None not in (p.get("width"), p.get("max_width")) and p["width"] < p["max_width"]
+    slow = p.get("under_load") and None not in (p.get("gen"), p.get("max_gen")) and p["gen"] < p["max_gen"]
+    if not (narrow or slow):
+        return []
+    when = "under load" if p.get("under_load") else "(generation not judged: read at idle)"
+    return [
+        _finding(
+            policy,
+            "pcie_downgraded",
+            f"{label}: PCIe link Gen{p.get('gen')} x{p.get('width')}, below its maximum "
+            f"Gen{p.get('max_gen')} x{p.get('max_width')} {when}",
+            g,
+        )
+    ]
 
 
 def _clocks(gpu: dict[str, Any], policy: dict[str, Any], g: GpuRef, label: str) -> list[Finding]:
@@ -217,46 +260,45 @@ def _thermal(gpu: dict[str, Any], policy: dict[str, Any], g: GpuRef, label: str)
     return [_finding(policy, "temperature", f"{label}: {temp} °C, slowdown at {limit} °C", g)]
 
 
-def xid_findings(events: list[tuple[int, int]], gpus: list[dict[str, Any]], policy: dict[str, Any]) -> list[Finding]:
+def xid_findings(
+    events: list[tuple[int, int]], gpus: tuple[GpuInfo, ...], policy: dict[str, Any], *, during: str = "the run"
+) -> list[Finding]:
+    """Pure: one finding per XID event (NVML index, XID), fatal ones with their action."""
     out = []
-    by_index = {g["index"]: g for g in gpus}
+    by_index = {g.index: g for g in gpus}
     fatal = set(policy["fatal_xids"])
     for index, xid in events:
-        g = ref(by_index[index]) if index in by_index else GpuRef(index)
-        action = policy["xid_actions"].get(str(xid), "reset-gpu")
+        g = by_index[index].ref() if index in by_index else GpuRef(index)
+        message = f"{g.label()}: XID {xid} during {during}"
         if xid in fatal:
+            action = policy["xid_actions"].get(str(xid), "reset-gpu")
+            rule = catalogue.rules()["nvml.xid"]
             out.append(
-                Finding(
-                    "fail",
-                    f"{g.label()}: XID {xid} during the run",
-                    f"XID {xid} is fatal: {action.replace('-', ' ')}, then rerun verify; drain if it recurs",
-                    action,
-                    g,
-                    "xid",
+                catalogue.finding(
+                    "nvml.xid",
+                    message,
+                    gpu=g,
+                    rule=replace(rule, action=action),
+                    xid=xid,
+                    action=action.replace("-", " "),
                 )
             )
         else:
             other = policy["other_xid"]
-            out.append(
-                Finding(
-                    other["severity"],
-                    f"{g.label()}: XID {xid} during the run",
-                    "watch the kernel log (dmesg) for further XIDs",
-                    other["action"],
-                    g,
-                    "xid",
-                )
-            )
+            rule = replace(catalogue.rules()["nvml.xid-other"], severity=other["severity"], action=other["action"])
+            out.append(catalogue.finding("nvml.xid-other", message, gpu=g, rule=rule))
     return out
 
 
-def unknown_findings(snap: dict[str, Any]) -> list[Finding]:
+def unknown_findings(snap: NvmlSnapshot) -> list[Finding]:
     """One info line per item NVML could not report (NOT_SUPPORTED etc.): unknown, not a failure."""
     items: dict[str, list[str]] = {}
-    for gpu in snap["gpus"]:
+    for gpu in snap.gpus:
         for key, why in gpu.get("unknown", {}).items():
             items.setdefault(f"{key} ({why})", []).append(str(gpu["index"]))
-    return [info(f"unknown on GPU {', '.join(idx)}: {what}", item="unknown") for what, idx in items.items()]
+    return [
+        catalogue.finding("nvml.unknown", f"unknown on GPU {', '.join(idx)}: {what}") for what, idx in items.items()
+    ]
 
 
 # ---- the part that talks to NVML (runs in the worker) -------------------------------------
@@ -266,105 +308,115 @@ def run(ctx: CheckContext) -> CheckResult:
     import os
 
     from gpuenv.adapters import nvml as adapter
+    from gpuenv.verify.procs import own_pids
 
     policy = load_policy(Path(ctx.policy) if ctx.policy else None)
     problem = adapter.init()
     if problem:
-        if ctx.expect_gpus:
-            message = f"NVML shows no GPU ({problem}); {ctx.expect_gpus} expected"
-            return CheckResult(
-                "nvml", "fail", summary=message, findings=[_finding(policy, "gpu_missing", message, None)]
-            )
-        if ctx.device == "cpu":
-            return CheckResult("nvml", "skip", summary=f"CPU only: NVML {problem}")
-        message = f"NVML cannot start on a GPU node: {problem}"
-        return CheckResult("nvml", "fail", summary=message, findings=[init_finding(message, problem)])
-    snap = adapter.snapshot()
-    with_load = _under_load(ctx)
-    if with_load:
-        snap = with_load
-    gpus = visible(snap["gpus"], os.environ.get("CUDA_VISIBLE_DEVICES"))
-    ctx.facts["gpus"] = [
-        {k: g.get(k) for k in ("index", "cuda_index", "name", "uuid", "serial", "pci_bus_id", "compute_capability")}
-        for g in gpus
-    ]
-    ctx.facts["driver"] = {"driver": snap["driver"], "cuda_driver": snap["cuda_driver"]}
-    missing = adapter.register_xids(ctx.state, len(snap["gpus"]))
-    ctx.state["nvml_gpus"] = snap["gpus"]
+        return _no_nvml(ctx, policy, problem)
+    snap = NvmlSnapshot.from_dict(adapter.snapshot())  # idle: processes, width, everything else
+    cuda_visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    gpus = visible(snap.gpus, cuda_visible)
+    load_note = read_links_under_load(snap, [g["index"] for g in gpus], gpu_load() if ctx.device == "cuda" else None)
     findings = evaluate(
         snap,
         policy,
         expect_gpus=ctx.expect_gpus,
-        cuda_visible=os.environ.get("CUDA_VISIBLE_DEVICES"),
-        pci_nvidia=ctx.facts.get("pci_nvidia", []),
+        cuda_visible=cuda_visible,
+        host=ctx.host,
+        own_pids=frozenset(own_pids()),
     )
-    findings += xid_findings(adapter.drain_xids(ctx.state), snap["gpus"], policy)
     findings += unknown_findings(snap)
-    if missing:
-        findings.append(info(f"XID events not watched on {', '.join(missing)}", item="unknown"))
+    if load_note:
+        findings.append(catalogue.finding("nvml.pcie-not-judged", load_note))
+    if ctx.host.pci_reference is None and ctx.host.pci_nvidia:
+        message = f"in a {ctx.host.pci_scope}: GPUs on the host's PCI bus not compared with NVML"
+        findings.append(catalogue.finding("nvml.bus-not-compared", message))
     names = sorted({g.get("name") or "?" for g in gpus})
-    default = f"{len(gpus)} GPU(s) ({', '.join(names)}), driver {snap['driver']}, all healthy"
+    modes = sorted(
+        {COMPUTE_MODES.get(int(g["compute_mode"]), "unknown") for g in gpus if g.get("compute_mode") is not None}
+    )
+    default = f"{len(gpus)} GPU(s) ({', '.join(names)}), driver {snap.driver}, all healthy"
     return CheckResult(
         "nvml",
         status_from_findings(findings),
         summary=summarize(findings, default),
-        metrics={"gpus": len(gpus), "driver": snap["driver"], "cuda_driver": snap["cuda_driver"]},
+        metrics={"gpus": len(gpus), "driver": snap.driver, "cuda_driver": snap.cuda_driver, "compute_modes": modes},
         findings=findings,
-        detail={"snapshot": snap},
+        detail={"snapshot": snap.to_dict()},
     )
 
 
+def _no_nvml(ctx: CheckContext, policy: dict[str, Any], problem: str) -> CheckResult:
+    if ctx.expect_gpus:
+        message = f"NVML shows no GPU ({problem}); {ctx.expect_gpus} expected"
+        return CheckResult("nvml", "fail", summary=message, findings=[_finding(policy, "gpu_missing", message, None)])
+    if ctx.device == "cpu":
+        return CheckResult("nvml", "skip", summary=f"CPU only: NVML {problem}")
+    message = f"NVML cannot start on a GPU node: {problem}"
+    return CheckResult("nvml", "fail", summary=message, findings=[init_finding(message, problem)])
+
+
 def init_finding(message: str, problem: str) -> Finding:
-    if problem == "driver-not-loaded":
-        fix = "load the NVIDIA kernel module (modprobe nvidia; check dmesg) or reinstall the driver"
-    elif problem == "library-not-found":
-        fix = "install the NVIDIA driver (it ships libnvidia-ml.so.1)"
-    else:
-        fix = "reinstall the NVIDIA driver so library and kernel module match, then reboot"
-    return Finding("fail", message, fix, "reinstall-driver", None, "init")
+    known = {"driver-not-loaded": "nvml.driver-not-loaded", "library-not-found": "nvml.library-not-found"}
+    return catalogue.finding(known.get(problem, "nvml.init-failed"), message)
 
 
-def _under_load(ctx: CheckContext) -> dict[str, Any] | None:
-    """Re-read NVML while the GPUs run matmuls (PCIe links down-train when idle); CUDA only."""
-    if ctx.device != "cuda":
-        return None
-    try:
-        import threading
-
-        import torch
-    except ImportError:
-        return None
-    if not torch.cuda.is_available():
-        return None
+def read_links_under_load(
+    snap: NvmlSnapshot, indices: list[int], load: contextlib.AbstractContextManager[str | None] | None
+) -> str | None:
+    """Re-read the PCIe generation of these GPUs (NVML index) while `load` keeps them busy,
+    polling briefly until each reaches its maximum; marks those readings `under_load`.
+    Returns why the generation could not be judged, or None."""
     from gpuenv.adapters import nvml as adapter
 
-    stop = threading.Event()
+    if load is None:
+        return "PCIe generation not judged: no GPU load on the CPU path (idle links train down)"
+    by_index = {g["index"]: g for g in snap.gpus if g["index"] in indices}
+    with load as problem:
+        if problem:
+            return f"PCIe generation not judged: no GPU load ({problem}); idle links train down"
+        deadline = time.monotonic() + LINK_POLL_S
+        while True:
+            gens = adapter.pcie_generations(list(by_index))
+            at_max = all(gen is None or gen >= (by_index[i]["pcie"].get("max_gen") or 0) for i, gen in gens.items())
+            if at_max or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+    for i, gen in gens.items():
+        by_index[i]["pcie"].update(gen=gen, under_load=gen is not None)
+    return None
 
-    def load(i: int) -> None:
-        a = torch.randn(4096, 4096, device=f"cuda:{i}")
-        while not stop.is_set():
-            a @ a
-            torch.cuda.synchronize(i)
 
-    threads = [threading.Thread(target=load, args=(i,), daemon=True) for i in range(torch.cuda.device_count())]
-    for t in threads:
-        t.start()
+@contextlib.contextmanager
+def gpu_load() -> Iterator[str | None]:
+    """Every visible GPU busy in a short-lived process (gpuenv.verify.gpuload); yields None once
+    the load is confirmed, else why not. The process is gone when the block ends."""
+    import os
+    import select
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuenv.verify.gpuload", str(os.getpid())],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
-        import time
-
-        time.sleep(0.5)
-        return adapter.snapshot()
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], LOAD_READY_S)
+        line = proc.stdout.readline().strip() if ready else ""
+        if line.startswith("ready"):
+            yield None
+        else:
+            yield line.removeprefix("unavailable ") or f"the load process did not start within {LOAD_READY_S:g} s"
     finally:
-        stop.set()
-        for t in threads:
-            t.join(timeout=10)
-
-
-def drain_xids(ctx: CheckContext) -> list[Finding]:
-    """XIDs seen since the nvml check registered for them (asked for at the end of the run)."""
-    if "xid_set" not in ctx.state:
-        return []
-    from gpuenv.adapters import nvml as adapter
-
-    policy = load_policy(Path(ctx.policy) if ctx.policy else None)
-    return xid_findings(adapter.drain_xids(ctx.state), ctx.state.get("nvml_gpus", []), policy)
+        with contextlib.suppress(OSError):
+            if proc.stdin:
+                proc.stdin.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks import common
 from gpuenv.verify.context import CheckContext
-from gpuenv.verify.model import CheckResult, Finding, fail, info, status_from_findings, summarize
+from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
 
 TOP = 5
 
@@ -19,21 +20,12 @@ def evaluate(*, cpu_events: int, cuda_events: int, cuda: bool) -> list[Finding]:
     """Pure: CPU events must be recorded; CUDA kernel events too where CUDA is expected."""
     out = []
     if cpu_events == 0:
-        out.append(
-            fail("torch.profiler recorded no CPU events", "reinstall torch", action="reinstall-stack", item="cpu")
-        )
+        out.append(finding("profiler.no-cpu-events", "torch.profiler recorded no CPU events"))
     if cuda and cuda_events == 0:
-        out.append(
-            fail(
-                "torch.profiler recorded no CUDA kernel events: CUPTI is missing or disabled",
-                "install the CUDA toolkit's CUPTI (libcupti) matching torch; allow profiling "
-                "(NVreg_RestrictProfilingToAdminUsers=0)",
-                action="fix-config",
-                item="cuda",
-            )
-        )
+        message = "torch.profiler recorded no CUDA kernel events: CUPTI is missing or disabled"
+        out.append(finding("profiler.no-cuda-events", message))
     if not cuda:
-        out.append(info("CUDA activity not checked: CPU only", item="cuda"))
+        out.append(finding("profiler.cuda-not-checked", "CUDA activity not checked: CPU only"))
     return out
 
 

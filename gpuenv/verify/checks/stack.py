@@ -10,15 +10,15 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from gpuenv.compat import KnowledgeBase, cubin_runs_on, load_kb, ptx_runs_on
 from gpuenv.errors import BadRequest
+from gpuenv.verify.catalogue import finding
 from gpuenv.verify.context import CheckContext
-from gpuenv.verify.model import CheckResult, Finding, fail, info, status_from_findings, summarize, warn
-
-REINSTALL = "install the stack `gpuenv resolve --driver auto` recommends for this node"
+from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
 
 
 def evaluate(facts: dict[str, Any], kb: KnowledgeBase, *, device: str) -> list[Finding]:
@@ -26,20 +26,11 @@ def evaluate(facts: dict[str, Any], kb: KnowledgeBase, *, device: str) -> list[F
     torch_cuda = facts.get("torch_cuda")
     if device == "cuda":
         if not torch_cuda:
-            return [
-                fail(
-                    f"torch {facts['torch']} is a CPU-only build on a GPU node",
-                    REINSTALL,
-                    action="reinstall-stack",
-                    item="torch-build",
-                )
-            ]
+            return [finding("stack.cpu-only-build", f"torch {facts['torch']} is a CPU-only build on a GPU node")]
         findings += _driver(facts, kb, torch_cuda)
         findings += _arches(facts)
         if facts.get("cudnn") is None:
-            findings.append(
-                fail("cuDNN cannot be loaded by this torch", REINSTALL, action="reinstall-stack", item="cudnn")
-            )
+            findings.append(finding("stack.no-cudnn", "cuDNN cannot be loaded by this torch"))
         findings += _nvcc(facts, torch_cuda)
     findings += _knowledge_base(facts, kb)
     return findings
@@ -50,32 +41,49 @@ def _driver(facts: dict[str, Any], kb: KnowledgeBase, torch_cuda: str) -> list[F
 
     driver = facts.get("driver")
     if not driver:
-        return [
-            fail(
-                "the driver version is unknown (NVML did not report it)",
-                "install or repair the NVIDIA driver",
-                action="reinstall-driver",
-                item="driver",
-            )
-        ]
+        return [finding("stack.driver-unknown", "the driver version is unknown (NVML did not report it)")]
     try:
         verdict = driver_runs_cuda(kb, driver, torch_cuda)
     except BadRequest:
-        return [
-            warn(
-                f"CUDA {torch_cuda} of this torch is not in the knowledge base; driver {driver} not judged",
-                "update gpuenv or pass --data with a newer knowledge base",
-                item="driver",
-            )
-        ]
+        message = f"CUDA {torch_cuda} of this torch is not in the knowledge base; driver {driver} not judged"
+        return [finding("stack.cuda-not-in-kb", message)]
     if not verdict.ok:
-        return [fail(verdict.message, f"upgrade the driver, or {REINSTALL}", action="reinstall-driver", item="driver")]
-    return [info(verdict.message, item="driver")]
+        return [finding("stack.driver-too-old", verdict.message)]
+    return [finding("stack.driver-ok", verdict.message)]
 
 
-def _cc(digits: str) -> str:
-    """'86' -> '8.6', '120' -> '12.0': a compute capability from get_arch_list()'s digits."""
-    return f"{digits[:-1]}.{digits[-1]}"
+ARCH = re.compile(r"^(sm|compute)_(\d+)([a-z]?)$")
+
+
+def _arch(token: str) -> tuple[str, int, int, str] | None:
+    """("sm"|"compute", major, minor, suffix) of an arch-list entry like sm_90, sm_100a, compute_120f."""
+    found = ARCH.match(token)
+    if not found:
+        return None
+    number = int(found.group(2))
+    return found.group(1), number // 10, number % 10, found.group(3)
+
+
+def runs_natively(token: str, major: int, minor: int) -> bool:
+    """Whether cubins of this entry run on a GPU of compute capability major.minor: compat's
+    one rule (same major, a minor no higher: sm_103 runs sm_100 code); `a` variants
+    (sm_90a, architecture-specific features) only on their own compute capability."""
+    arch = _arch(token)
+    if arch is None or arch[0] != "sm":
+        return False
+    if arch[3] == "a":
+        return (arch[1], arch[2]) == (major, minor)
+    return cubin_runs_on(f"{arch[1]}.{arch[2]}", f"{major}.{minor}")
+
+
+def runs_as_ptx(token: str, major: int, minor: int) -> bool:
+    """Whether PTX of this entry can be JIT-compiled for major.minor (any later GPU; `a` only its own)."""
+    arch = _arch(token)
+    if arch is None or arch[0] != "compute":
+        return False
+    if arch[3] == "a":
+        return (arch[1], arch[2]) == (major, minor)
+    return ptx_runs_on(f"{arch[1]}.{arch[2]}", f"{major}.{minor}")
 
 
 def _arches(facts: dict[str, Any]) -> list[Finding]:
@@ -83,32 +91,23 @@ def _arches(facts: dict[str, Any]) -> list[Finding]:
     out = []
     for gpu in facts.get("gpus", []):
         sm = gpu.get("compute_capability")
-        if not sm:
+        if not sm or "." not in sm:
             continue
-        digits = sm.replace(".", "")
+        major, minor = (int(part) for part in sm.split(".", 1))
+        digits = f"{major}{minor}"
         label = f"GPU {gpu.get('cuda_index', gpu.get('index'))} ({gpu.get('name')}, sm_{digits})"
-        cubins = [_cc(a[3:]) for a in arch_list if re.fullmatch(r"sm_\d{2,3}", a)]
-        if f"sm_{digits}" in arch_list or any(cubin_runs_on(cubin, sm) for cubin in cubins):
+        if any(runs_natively(a, major, minor) for a in arch_list):
             continue  # its own SASS, or a same-major cubin it runs (sm_89 runs sm_86 code)
-        ptx = [a for a in arch_list if re.fullmatch(r"compute_\d{2,3}", a) and ptx_runs_on(_cc(a[8:]), sm)]
+        ptx = [a for a in arch_list if runs_as_ptx(a, major, minor)]
         if ptx:
-            out.append(
-                warn(
-                    f"{label}: no sm_{digits} kernels in this torch build; runs through PTX JIT "
-                    f"of {ptx[-1]} (slow start, some kernels missing)",
-                    REINSTALL,
-                    item="arch",
-                )
+            message = (
+                f"{label}: no sm_{digits} kernels in this torch build; runs through PTX JIT "
+                f"of {ptx[-1]} (slow start, some kernels missing)"
             )
+            out.append(finding("stack.ptx-jit", message))
         else:
-            out.append(
-                fail(
-                    f"{label} is not supported by this torch build (arch list {' '.join(arch_list) or 'empty'})",
-                    REINSTALL,
-                    action="reinstall-stack",
-                    item="arch",
-                )
-            )
+            message = f"{label} is not supported by this torch build (arch list {' '.join(arch_list) or 'empty'})"
+            out.append(finding("stack.arch-unsupported", message))
     return out
 
 
@@ -116,14 +115,8 @@ def _nvcc(facts: dict[str, Any], torch_cuda: str) -> list[Finding]:
     nvcc = facts.get("nvcc")
     if not nvcc or _major_minor(nvcc) == _major_minor(torch_cuda):
         return []
-    return [
-        warn(
-            f"nvcc {nvcc} disagrees with torch's CUDA {torch_cuda}: extensions built here will not match",
-            f"put the CUDA {_major_minor(torch_cuda)} toolkit first on PATH (CUDA_HOME)",
-            action="fix-config",
-            item="nvcc",
-        )
-    ]
+    message = f"nvcc {nvcc} disagrees with torch's CUDA {torch_cuda}: extensions built here will not match"
+    return [finding("stack.nvcc-mismatch", message, cuda=_major_minor(torch_cuda))]
 
 
 def _major_minor(version: str) -> str:
@@ -134,27 +127,20 @@ def _knowledge_base(facts: dict[str, Any], kb: KnowledgeBase) -> list[Finding]:
     release = facts["torch"].split("+")[0]
     row = next((t for t in kb.torch if t.version == release), None)
     if row is None:
-        return [info(f"torch {release} is not in the knowledge base: versions not cross-checked", item="kb")]
+        return [
+            finding(
+                "stack.torch-not-in-kb", f"torch {release} is not in the knowledge base: versions not cross-checked"
+            )
+        ]
     out = []
     vision = facts.get("torchvision")
     if vision and row.torchvision and vision.split("+")[0] != row.torchvision:
-        out.append(
-            fail(
-                f"torchvision {vision} does not match torch {release} (wants {row.torchvision})",
-                REINSTALL,
-                action="reinstall-stack",
-                item="torchvision",
-            )
-        )
+        message = f"torchvision {vision} does not match torch {release} (wants {row.torchvision})"
+        out.append(finding("stack.torchvision-mismatch", message))
     python = facts.get("python")
     if python and python not in row.python:
-        out.append(
-            warn(
-                f"Python {python} is not a supported Python of torch {release} ({', '.join(row.python)})",
-                REINSTALL,
-                item="python",
-            )
-        )
+        message = f"Python {python} is not a supported Python of torch {release} ({', '.join(row.python)})"
+        out.append(finding("stack.python-unsupported", message))
     return out
 
 
@@ -176,9 +162,9 @@ def gather(ctx: CheckContext) -> dict[str, Any]:
         "nccl": None,
         "arch_list": [],
         "nvcc": nvcc_version(),
-        "driver": ctx.facts.get("driver", {}).get("driver"),
-        "cuda_driver": ctx.facts.get("driver", {}).get("cuda_driver"),
-        "gpus": ctx.facts.get("gpus", []),
+        "driver": ctx.host.driver,
+        "cuda_driver": ctx.host.cuda_driver,
+        "gpus": [asdict(g) for g in ctx.host.gpus],
     }
     if torch.version.cuda and torch.cuda.is_available():
         facts["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
@@ -236,7 +222,7 @@ def nvcc_version() -> str | None:
 
 def run(ctx: CheckContext) -> CheckResult:
     facts = gather(ctx)
-    ctx.facts["stack"] = {k: v for k, v in facts.items() if k != "gpus"}
+    ctx.provided["stack"] = {k: v for k, v in facts.items() if k != "gpus"}
     kb = load_kb(Path(ctx.kb) if ctx.kb else None)
     findings = evaluate(facts, kb, device=ctx.device)
     build = f"CUDA {facts['torch_cuda']}" if facts["torch_cuda"] else "CPU build"

@@ -2,8 +2,13 @@
  * LD_LIBRARY_PATH and get the answers of a scenario file (FAKE_NVML_SCENARIO), one key=value a
  * line. A key applies to every GPU, or to one with a "gpuN." prefix. Functions a scenario lists
  * in "unsupported" return NOT_SUPPORTED; functions this file does not define are missing, as on an
- * old driver (pynvml raises FUNCTION_NOT_FOUND). See the .scenario files beside it. */
+ * old driver (pynvml raises FUNCTION_NOT_FOUND). See the .scenario files beside it.
+ * Fabric info answers only where a scenario sets fabric_state (else FUNCTION_NOT_FOUND, as before
+ * R550); pcie_idle_reads makes the first N generation reads per GPU answer pcie_gen_idle (a link
+ * trained down at idle that comes up under load); proc_self lists the calling process and its
+ * parent (gpuenv itself) as compute processes. */
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +19,9 @@
 #define E_INSUFFICIENT 7
 #define E_TIMEOUT 10
 #define E_UNINIT 1
+#define E_FUNCTION_NOT_FOUND 13
+#define E_VERSION_MISMATCH 25
+#define FABRIC_INFO_V2 0x02000024u
 
 typedef struct {
     int index;
@@ -23,11 +31,16 @@ typedef struct {
     int retired_pending, remap_corrected, remap_uncorrectable, remap_pending, remap_failure;
     int pcie_gen, pcie_max_gen, pcie_width, pcie_max_width;
     int persistence, temp, slowdown_temp, nvlinks, nvlink_down, procs, mig;
+    int fabric_state, fabric_status, fabric_clique, compute_mode, pcie_gen_idle, pcie_idle_reads, proc_self;
+    int gen_reads;
 } gpu_t;
 
 typedef struct { void *device; unsigned long long type, data; unsigned gi, ci; } event_t;
 typedef struct { char legacy[16]; unsigned domain, bus, device, id, subsys; char busId[32]; } pci_t;
 typedef struct { unsigned pid; unsigned long long mem; unsigned gi, ci; } proc_t;
+typedef struct {
+    unsigned version; unsigned char clusterUuid[16]; unsigned status, cliqueId, state, healthMask;
+} fabric_v2_t;
 
 static gpu_t gpus[MAXGPU];
 static int count = 8, init_error = 0, initialised = 0, nxid = 0, xid_next = 0, drained = 0;
@@ -47,6 +60,7 @@ static void defaults(void) {
         g->pcie_gen = g->pcie_max_gen = 5; g->pcie_width = g->pcie_max_width = 16;
         g->persistence = 1; g->temp = 38; g->slowdown_temp = 90; g->nvlinks = 18;
         g->nvlink_down = -1; g->clock_events = 0x1; g->energy = 1000000;
+        g->fabric_state = -1; g->pcie_gen_idle = 1;
     }
 }
 
@@ -61,6 +75,8 @@ static void set(gpu_t *g, const char *key, const char *val) {
     INT(retired_pending) INT(remap_corrected) INT(remap_uncorrectable) INT(remap_pending)
     INT(remap_failure) INT(pcie_gen) INT(pcie_max_gen) INT(pcie_width) INT(pcie_max_width)
     INT(persistence) INT(temp) INT(slowdown_temp) INT(nvlinks) INT(nvlink_down) INT(procs) INT(mig)
+    INT(fabric_state) INT(fabric_status) INT(fabric_clique) INT(compute_mode) INT(pcie_gen_idle)
+    INT(pcie_idle_reads) INT(proc_self)
 }
 
 static void load(void) {
@@ -131,7 +147,9 @@ int nvmlDeviceGetRetiredPagesPendingStatus(void *h, int *p) { GPU(h) *p = g->ret
 int nvmlDeviceGetRemappedRows(void *h, unsigned *c, unsigned *u, unsigned *p, unsigned *f) {
     GPU(h) *c = g->remap_corrected; *u = g->remap_uncorrectable; *p = g->remap_pending; *f = g->remap_failure; return OK;
 }
-int nvmlDeviceGetCurrPcieLinkGeneration(void *h, unsigned *v) { GPU(h) *v = g->pcie_gen; return OK; }
+int nvmlDeviceGetCurrPcieLinkGeneration(void *h, unsigned *v) {
+    GPU(h) *v = g->gen_reads++ < g->pcie_idle_reads ? g->pcie_gen_idle : g->pcie_gen; return OK;
+}
 int nvmlDeviceGetMaxPcieLinkGeneration(void *h, unsigned *v) { GPU(h) *v = g->pcie_max_gen; return OK; }
 int nvmlDeviceGetCurrPcieLinkWidth(void *h, unsigned *v) { GPU(h) *v = g->pcie_width; return OK; }
 int nvmlDeviceGetMaxPcieLinkWidth(void *h, unsigned *v) { GPU(h) *v = g->pcie_max_width; return OK; }
@@ -145,10 +163,22 @@ int nvmlDeviceGetNvLinkState(void *h, unsigned link, unsigned *active) {
     *active = (int)link != g->nvlink_down; return OK;
 }
 int nvmlDeviceGetComputeRunningProcesses_v3(void *h, unsigned *n, proc_t *procs) {
-    GPU(h) if (g->procs == 0) { *n = 0; return OK; }
-    if (!procs || *n < (unsigned)g->procs) { *n = g->procs; return E_INSUFFICIENT; }
-    for (int i = 0; i < g->procs; i++) { procs[i].pid = 4242 + i; procs[i].mem = 1 << 30; procs[i].gi = procs[i].ci = 0; }
-    *n = g->procs; return OK;
+    GPU(h) int total = g->procs + (g->proc_self ? 2 : 0);
+    if (total == 0) { *n = 0; return OK; }
+    if (!procs || *n < (unsigned)total) { *n = total; return E_INSUFFICIENT; }
+    for (int i = 0; i < total; i++) {
+        procs[i].pid = i < g->procs ? 4242 + i : (unsigned)(i == g->procs ? getpid() : getppid());
+        procs[i].mem = 1 << 30; procs[i].gi = procs[i].ci = 0;
+    }
+    *n = total; return OK;
+}
+int nvmlDeviceGetComputeMode(void *h, int *mode) { GPU(h) *mode = g->compute_mode; return OK; }
+int nvmlDeviceGetGpuFabricInfoV(void *h, fabric_v2_t *info) {
+    GPU(h) if (g->fabric_state < 0) return E_FUNCTION_NOT_FOUND;
+    if (info->version != FABRIC_INFO_V2) return E_VERSION_MISMATCH;
+    memset(info->clusterUuid, 0xab, sizeof info->clusterUuid);
+    info->status = (unsigned)g->fabric_status; info->cliqueId = (unsigned)g->fabric_clique;
+    info->state = (unsigned)g->fabric_state; info->healthMask = 0; return OK;
 }
 int nvmlDeviceGetMigMode(void *h, unsigned *cur, unsigned *pending) { GPU(h) *cur = *pending = g->mig; return OK; }
 int nvmlDeviceGetTotalEnergyConsumption(void *h, unsigned long long *mj) { GPU(h) g->energy += 50000; *mj = g->energy; return OK; }

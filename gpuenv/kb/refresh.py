@@ -1,0 +1,229 @@
+"""The `kb refresh` service: read the indexes (or a snapshot), derive the torch rows, merge them with the
+hand-kept overlay and the knowledge base in use, check the result, diff it and write it.
+
+Tables no index read here gives (cuda, driver branches, GPUs, PCI ids, OS) are carried over from the
+file in use and named in the output's `carried_over`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from gpuenv.compat import SchemaError, parse_kb
+from gpuenv.errors import BadRequest, CannotRun
+from gpuenv.kb.derive import COMPANIONS, Derived, Malformed, Upstream, builds_on_page, requires_dist, torch_rows
+from gpuenv.kb.diff import Change, diff_rows
+from gpuenv.kb.sources import (
+    DEFAULT_BASES,
+    HTML,
+    SIMPLE_JSON,
+    Fetcher,
+    HttpFetcher,
+    RecordingFetcher,
+    Request,
+    SnapshotFetcher,
+    split_url,
+)
+from gpuenv.resources import data_file
+
+PACKAGES = ("torch", *COMPANIONS)
+LIVE_CITES = {"pypi": "pypi", "pypi-files": "pypi-metadata", "pytorch": "pytorch-wheel-index"}
+SNAPSHOT_INFO = "snapshot.json"
+DERIVED_TABLES = ("torch",)
+
+
+@dataclass(frozen=True)
+class RefreshRequest:
+    output: Path
+    current: Path | None = None  # the knowledge base in use (--data); None: the shipped one
+    snapshot: Path | None = None  # --from DIR
+    record: Path | None = None  # --record DIR
+    bases: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_BASES))
+    timeout: float = 30.0
+    retries: int = 2
+    today: date | None = None
+
+
+@dataclass(frozen=True)
+class RefreshResult:
+    output: Path
+    generated: str
+    origin: str  # "network" or the snapshot directory
+    changes: tuple[Change, ...]
+    notes: tuple[str, ...]
+    carried_over: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "output": str(self.output),
+            "generated": self.generated,
+            "from": self.origin,
+            "changes": [c.__dict__ for c in self.changes],
+            "notes": list(self.notes),
+            "carried_over": list(self.carried_over),
+        }
+
+
+def refresh(request: RefreshRequest) -> RefreshResult:
+    """Write a proposed knowledge base to request.output; nothing is written unless all of it checks."""
+    _check(request)
+    current = _load_json(request.current or data_file("compat.json"), "the knowledge base in use")
+    overlay = _load_json(data_file("kb-overlay.json"), "the overlay")
+    fetcher, cite, checked = _fetcher(request)
+    try:
+        upstream = gather(fetcher, overlay, _known_builds(current), cite)
+    finally:
+        if isinstance(fetcher, HttpFetcher):
+            fetcher.close()
+    derived = torch_rows(upstream, overlay, _known_builds(current), checked)
+    proposed = merge(current, derived, overlay, checked)
+    changes = diff_rows("torch", "version", current["torch"], derived.rows, derived.field_sources, _gone(upstream))
+    write_output(request.output, json.dumps(proposed, indent=1, ensure_ascii=False) + "\n")
+    if request.record is not None:
+        info = {"recorded": checked, "cite": LIVE_CITES, "bases": dict(request.bases)}
+        write_output(request.record / SNAPSHOT_INFO, json.dumps(info, indent=1) + "\n")
+    origin = str(request.snapshot) if request.snapshot else "network"
+    return RefreshResult(request.output, checked, origin, tuple(changes), tuple(derived.notes), _carried(proposed))
+
+
+def merge(current: Mapping[str, Any], derived: Derived, overlay: Mapping[str, Any], checked: str) -> dict[str, Any]:
+    """The proposed file: the current one with derived tables replaced, checked like any loaded file."""
+    proposed = dict(current)
+    proposed["generated"] = checked
+    proposed["sources"] = {**current.get("sources", {}), **overlay.get("sources", {})}
+    proposed["torch"] = derived.rows
+    proposed["carried_over"] = [t for t in _tables(current) if t not in DERIVED_TABLES]
+    try:
+        parse_kb(proposed, origin="kb refresh")
+    except SchemaError as exc:
+        raise CannotRun(f"the refreshed knowledge base does not check, nothing written: {exc}") from exc
+    return proposed
+
+
+def gather(fetcher: Fetcher, overlay: Mapping[str, Any], builds: set[str], cite: Mapping[str, str]) -> Upstream:
+    """Everything the torch rows are derived from: project pages, wheel METADATA, the wheel index's pages."""
+    projects: dict[str, Any] = {}
+    requires: dict[str, dict[str, list[str]]] = {}
+    urls: dict[str, str] = {}
+    floors = {"torch": overlay["torch"]["floor"], **overlay["torch"]["companion_floor"]}
+    for package in PACKAGES:
+        projects[package] = _json(fetcher, Request("pypi", f"pypi/{package}/json"))
+        urls[f"pypi:{package}"] = fetcher.url("pypi", f"pypi/{package}/json")
+        wheels = _wheels(fetcher, package, Version(floors[package]))
+        requires[package] = {}
+        for version, (index, path) in wheels.items():
+            try:
+                requires[package][version] = requires_dist(fetcher.wheel_metadata(index, path))
+            except ValueError as exc:
+                raise Malformed(f"{fetcher.url(index, path)}: its METADATA does not parse: {exc}") from exc
+            urls[f"metadata:{package}:{version}"] = fetcher.url(index, path)
+    on_index: dict[str, set[str]] = {}
+    for build in sorted(builds):
+        page = fetcher.get(Request("pytorch", f"{build}/torch/", accept=HTML, optional=True))
+        urls[f"pytorch:{build}"] = fetcher.url("pytorch", f"{build}/torch/")
+        where = urls[f"pytorch:{build}"]
+        for version in builds_on_page(_text(page, where), build, where) if page is not None else ():
+            on_index.setdefault(version, set()).add(build)
+    return Upstream(projects, requires, on_index, cite, urls)
+
+
+def _wheels(fetcher: Fetcher, package: str, floor: Version) -> dict[str, tuple[str, str]]:
+    """Per final version from the floor on: (index, path) of its smallest manylinux x86_64 wheel,
+    from the Simple JSON API (PEP 691)."""
+    page_path = f"simple/{package}/"
+    page = _json(fetcher, Request("pypi", page_path, accept=SIMPLE_JSON))
+    files = page.get("files") if isinstance(page, dict) else None
+    if not isinstance(files, list):
+        raise Malformed(f"{fetcher.url('pypi', page_path)} is not a PEP 691 project page (no 'files')")
+    best: dict[str, tuple[int, str, str]] = {}
+    for f in files:
+        name = str(f.get("filename", "")) if isinstance(f, dict) else ""
+        parts = name.split("-")
+        if not (name.endswith("x86_64.whl") and "manylinux" in name and len(parts) >= 5) or f.get("yanked"):
+            continue
+        try:
+            version = Version(parts[1])
+        except InvalidVersion:
+            continue
+        if version.is_prerelease or version.local or version < floor:
+            continue
+        size = int(f.get("size") or 0)
+        if str(version) not in best or (size, name) < best[str(version)][:2]:
+            best[str(version)] = (size, name, str(f["url"]))
+    page_url = fetcher.url("pypi", page_path)
+    bases = dict(getattr(fetcher, "bases", {}))
+    return {v: split_url(url, page_url, bases) for v, (_, _, url) in best.items()}
+
+
+def _json(fetcher: Fetcher, request: Request) -> Any:
+    where = fetcher.url(request.index, request.path)
+    try:
+        return json.loads(_text(fetcher.get(request), where))
+    except json.JSONDecodeError as exc:
+        raise Malformed(f"{where} did not answer JSON: {exc}") from exc
+
+
+def _text(body: bytes | None, where: str) -> str:
+    try:
+        return (body or b"").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Malformed(f"{where} answered bytes that are not UTF-8 text") from exc
+
+
+def _fetcher(request: RefreshRequest) -> tuple[Fetcher, Mapping[str, str], str]:
+    """The fetcher, what to cite for each index, and the date the facts are from."""
+    today = (request.today or date.today()).isoformat()
+    if request.snapshot is not None:
+        info = _load_json(request.snapshot / SNAPSHOT_INFO, "the snapshot's snapshot.json")
+        return SnapshotFetcher(request.snapshot), {**LIVE_CITES, **info.get("cite", {})}, str(info["recorded"])
+    fetcher: Fetcher = HttpFetcher(dict(request.bases), request.timeout, request.retries)
+    if request.record is not None:
+        fetcher = RecordingFetcher(fetcher, request.record)
+    return fetcher, LIVE_CITES, today
+
+
+def _known_builds(kb: Mapping[str, Any]) -> set[str]:
+    return {str(row["build"]) for row in kb.get("cuda", [])}
+
+
+def _tables(kb: Mapping[str, Any]) -> list[str]:
+    return [k for k, v in kb.items() if isinstance(v, list) and k != "carried_over"]
+
+
+def _carried(kb: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(kb.get("carried_over", ()))
+
+
+def _gone(upstream: Upstream) -> str:
+    return f"not on {upstream.urls.get('pypi:torch', 'the package index')} from the overlay's floor on"
+
+
+def _check(request: RefreshRequest) -> None:
+    if request.output.resolve() == data_file("compat.json").resolve():
+        raise BadRequest("kb refresh never overwrites the shipped knowledge base", hint="write elsewhere with -o FILE")
+    if request.snapshot is not None and request.record is not None:
+        raise BadRequest("--from and --record exclude each other", hint="record from the network, or read a snapshot")
+    if request.snapshot is not None and dict(request.bases) != DEFAULT_BASES:
+        raise BadRequest("index base URLs do not apply to --from DIR", hint="drop the --*-url options or --from")
+
+
+def _load_json(path: Path, what: str) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadRequest(f"{what} ({path}) is not readable JSON: {exc}", hint="check the path") from exc
+
+
+def write_output(path: Path, text: str) -> None:
+    """The one place refresh writes a file: atomically (temporary file, then rename)."""
+    from gpuenv.verify.outputs import write_atomic
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, text)

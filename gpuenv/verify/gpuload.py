@@ -1,0 +1,74 @@
+"""A short-lived process that keeps every visible GPU busy while NVML reads the PCIe links.
+
+Idle links train down (Gen1 on H100/H200, by design), so the link generation means something only
+under load. The load runs in its own process, never in the verify worker: a CUDA context held by
+a long-lived process would keep the ranks of later checks off GPUs in EXCLUSIVE_PROCESS mode.
+
+Protocol: prints "ready N" on stdout once each of the N GPUs has finished one synchronised matmul
+(the load is real, not just launched), or "unavailable WHY"; then runs until stdin closes or
+LIMIT_S passes. Run as `python -m gpuenv.verify.gpuload PARENT_PID`.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+LIMIT_S = 60.0
+READY_S = 30.0
+SIZE = 4096
+
+
+def _load(index: int, started: threading.Barrier, stop: threading.Event) -> None:
+    import torch
+
+    try:
+        dev = torch.device("cuda", index)
+        a = torch.randn(SIZE, SIZE, device=dev, dtype=torch.bfloat16)
+        a @ a
+        torch.cuda.synchronize(dev)
+    except Exception:
+        started.abort()  # the main thread reports the GPU load as unavailable
+        raise
+    started.wait()
+    while not stop.is_set():
+        a @ a
+        torch.cuda.synchronize(dev)
+
+
+def main(argv: list[str]) -> int:
+    from gpuenv.verify.procs import die_with_parent
+
+    die_with_parent(int(argv[0]))
+    try:
+        import torch
+    except ImportError as exc:
+        print(f"unavailable cannot import torch: {exc}", flush=True)
+        return 0
+    if not torch.cuda.is_available():
+        print("unavailable torch sees no CUDA device", flush=True)
+        return 0
+    count = torch.cuda.device_count()
+    started, stop = threading.Barrier(count + 1), threading.Event()
+    threads = [threading.Thread(target=_load, args=(i, started, stop), daemon=True) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    try:
+        started.wait(timeout=READY_S)
+    except threading.BrokenBarrierError:
+        print("unavailable a GPU did not finish its first matmul", flush=True)
+        return 0
+    print(f"ready {count}", flush=True)
+    watcher = threading.Thread(target=sys.stdin.read, daemon=True)
+    watcher.start()
+    watcher.join(timeout=LIMIT_S)
+    stop.set()
+    deadline = time.monotonic() + 10
+    for thread in threads:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,147 @@
+"""The verify application service: one frozen request in, one outcome out.
+
+The command line parses its options into a `VerifyRequest` and calls `verify`; everything between
+(bad input files, the test-fault switch, the run on this node or inside an image, the output
+files) happens here, so the CLI only presents the outcome.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuenv.errors import EXIT_BAD_RESULT, EXIT_CANNOT_RUN, BadRequest, BadResult, CannotRun, GpuenvError
+from gpuenv.files import output_kind
+from gpuenv.verify.model import CheckResult, DeviceChoice, Level, Report, readable
+
+IMAGE_BUDGET = 10  # inside an image: this many times the per-check limit for the whole run
+
+
+@dataclass(frozen=True)
+class VerifyRequest:
+    level: Level = "quick"
+    checks: tuple[str, ...] = ()
+    device: DeviceChoice = "auto"
+    expect_gpus: int | None = None
+    strict: bool = False
+    report: Path | None = None
+    junit: Path | None = None
+    prometheus: Path | None = None
+    artifacts: Path | None = None
+    baseline: Path | None = None
+    policy: Path | None = None
+    kb: Path | None = None
+    timeout: float | None = None
+    image: str | None = None
+
+
+@dataclass(frozen=True)
+class VerifyOutcome:
+    exit_code: int
+    report: Report | None = None  # a run on this node
+    image_report: dict[str, Any] | None = None  # the report a run inside an image gave
+    unwritten: tuple[str, ...] = ()  # output files that could not be written, each named
+
+
+def verify(request: VerifyRequest, *, on_result: Callable[[CheckResult], None] | None = None) -> VerifyOutcome:
+    """Certify this node (or request.image); writes the requested output files."""
+    from gpuenv.verify import faults
+
+    problem = faults.check_setting()
+    if problem:
+        raise BadRequest(problem, hint=f"unset {faults.ENV}: it is for gpuenv's own tests")
+    if request.image is not None:
+        return _in_image(request)
+    return _on_this_node(request, on_result)
+
+
+def _on_this_node(request: VerifyRequest, on_result: Callable[[CheckResult], None] | None) -> VerifyOutcome:
+    from gpuenv.verify import outputs
+    from gpuenv.verify.baselines import load_baselines
+    from gpuenv.verify.checks.nvml import load_policy
+    from gpuenv.verify.engine import VerifyOptions, run_verify
+
+    load_baselines(request.baseline)  # bad files are a bad request, before anything runs
+    load_policy(request.policy)
+    artifacts = request.artifacts
+    if artifacts is None and request.report is not None and output_kind(request.report) == "atomic":
+        artifacts = request.report.parent / f"{request.report.stem}.artifacts"
+    opts = VerifyOptions(
+        level=request.level,
+        checks=request.checks,
+        device=request.device,
+        expect_gpus=request.expect_gpus,
+        strict=request.strict,
+        artifacts_dir=_text(artifacts),
+        baseline=_text(request.baseline),
+        policy=_text(request.policy),
+        kb=_text(request.kb),
+        timeout=request.timeout,
+    )
+    report = run_verify(opts, on_result=on_result)
+    unwritten = []
+    for option, path, render in (
+        ("--report", request.report, outputs.to_json),
+        ("--junit", request.junit, outputs.to_junit),
+        ("--prometheus", request.prometheus, outputs.to_prometheus),
+    ):
+        try:
+            if path is not None:
+                outputs.write_atomic(path, render(report))
+        except (OSError, GpuenvError) as exc:  # the verdict still counts: name the file, exit 1 or 3
+            reason = exc.message if isinstance(exc, GpuenvError) else f"{type(exc).__name__}: {exc.strerror or exc}"
+            unwritten.append(f"{option} {path} was not written: {reason}")
+    code = report.verdict.exit_code
+    if unwritten:  # not certified stays 1 (a health check must still drain); certified becomes 3
+        code = EXIT_CANNOT_RUN if code == 0 else max(code, EXIT_BAD_RESULT)
+    return VerifyOutcome(code, report=report, unwritten=tuple(unwritten))
+
+
+def _text(path: Path | None) -> str | None:
+    return str(path) if path is not None else None
+
+
+def image_args(request: VerifyRequest) -> list[str]:
+    """The options passed on to the verify inside the image (files stay on the host)."""
+    args: list[str] = []
+    for name in request.checks:
+        args += ["--check", name]
+    if request.expect_gpus:
+        args += ["--expect-gpus", str(request.expect_gpus)]
+    if request.strict:
+        args.append("--strict")
+    if request.timeout:
+        args += ["--timeout", str(request.timeout)]
+    return args
+
+
+def _in_image(request: VerifyRequest) -> VerifyOutcome:
+    from gpuenv.adapters.docker import run_verify_in_image
+    from gpuenv.verify import outputs
+
+    tag = str(request.image)
+    budget = (request.timeout or 600.0) * IMAGE_BUDGET
+    code, data = run_verify_in_image(
+        tag, level=request.level, device=request.device, timeout=budget, extra_args=image_args(request)
+    )
+    if data is not None and not readable(data):
+        raise BadResult(
+            f"verify inside {tag} wrote a report of schema {data.get('schema')!r}, which this gpuenv cannot read",
+            hint="use the same gpuenv version on the host and in the image",
+        )
+    if data is None:
+        if code in (0, 1):
+            raise BadResult(
+                f"verify inside {tag} gave no report (exit {code})",
+                hint=f"run it by hand: docker run --rm {tag} gpuenv verify",
+            )
+        raise CannotRun(
+            f"verify could not run inside {tag} (exit {code})",
+            hint="is gpuenv[verify] installed in the image? (gpuenv build-image installs it)",
+        )
+    if request.report is not None:
+        outputs.write_atomic(request.report, json.dumps(data, indent=2) + "\n")
+    return VerifyOutcome(code, image_report=data)

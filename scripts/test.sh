@@ -14,7 +14,7 @@ if [ "$(id -u)" = 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends \
     docker.io docker-registry debootstrap openssh-client gcc libc6-dev python3-dev \
-    iproute2 ca-certificates >/dev/null
+    iproute2 ca-certificates slurm-wlm munge >/dev/null
 fi
 
 if [ ! -x .venv/bin/python ]; then

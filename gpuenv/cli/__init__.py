@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "verify": "gpuenv.cli.verify_cmd:verify",
     "kb": "gpuenv.cli.kb_cmd:kb",
     "config": "gpuenv.cli.config_cmd:config_group",
+    "slurm": "gpuenv.cli.slurm_cmd:slurm",
 }
 
 EPILOG = """\b

@@ -1,0 +1,90 @@
+"""`gpuenv slurm`: Slurm's HealthCheckProgram, prolog and epilog, and the slurm.conf lines for them."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gpuenv.errors import BadRequest
+from gpuenv.slurm import core
+from gpuenv.verify.registry import CHECKS
+
+# hook -> (default level, default checks, default --max-time, help)
+HOOKS = {
+    "health-check": ("quick", (), 50.0, "HealthCheckProgram: verify; drain on a failure, resume gpuenv's drains."),
+    "prolog": (
+        "quick",
+        ("nvml", "stack", "allreduce"),
+        30.0,
+        "Prolog: verify the job's GPUs; drain, exit 1 on a failure.",
+    ),
+    "epilog": (
+        "quick",
+        ("nvml",),
+        30.0,
+        "Epilog: what the job left on its GPUs (row remaps pending, processes, XIDs).",
+    ),
+}
+
+
+@click.group("slurm")
+def slurm() -> None:
+    """Slurm hooks that drain a bad node with a `gpuenv:` reason and resume only gpuenv's drains."""
+
+
+def _hook_command(hook: str) -> click.Command:
+    level, checks, max_time, doc = HOOKS[hook]
+    limit = core.HEALTH_CHECK_MAX_TIME if hook == "health-check" else 3600.0
+
+    @click.option("--level", type=click.Choice(["quick", "standard", "deep"]), default=level, show_default=True)
+    @click.option(
+        "--check",
+        "checks",
+        multiple=True,
+        type=click.Choice([c.name for c in CHECKS]),
+        help=f"Run only this verify check [default: {checks or 'all'}].",
+    )
+    @click.option("--max-time", type=click.FloatRange(10, limit), default=max_time, show_default=True, metavar="S")
+    @click.option("--reports-dir", type=click.Path(file_okay=False, exists=True, path_type=Path), metavar="DIR")
+    @click.option("--expect-gpus", type=click.IntRange(min=1), metavar="N", help="Fail when fewer GPUs are visible.")
+    @click.option("--no-drain-on-error", is_flag=True, help="Exit 3 without draining when verify could not run.")
+    @click.option("--node", metavar="NAME", help="The node name [default: SLURMD_NODENAME, else the host name].")
+    def command(**opts: Any) -> int:
+        from gpuenv.slurm.service import HookRequest, run_hook
+
+        opts["checks"] = tuple(opts["checks"]) or checks
+        req = HookRequest(hook=hook, drain_on_error=not opts.pop("no_drain_on_error"), **opts)
+        result = run_hook(req)
+        click.echo(f"gpuenv slurm {hook}: {result.node}: {result.action}: {result.summary}", err=True)
+        return result.exit_code
+
+    command.__doc__ = doc
+    return slurm.command(hook)(command)
+
+
+for _hook in HOOKS:
+    _hook_command(_hook)
+
+
+@slurm.command("config")
+@click.option("--scripts-dir", default="/etc/slurm", show_default=True, help="Where the hook scripts go.")
+@click.option("--reports-dir", default="/var/log/gpuenv", show_default=True, help="Where verify reports go.")
+@click.option("--interval", type=click.IntRange(min=60), default=300, show_default=True, metavar="S")
+@click.option("--node-state", default="IDLE", show_default=True, help="HealthCheckNodeState.")
+@click.option("--script", type=click.Choice(list(HOOKS)), help="Print this hook's script instead.")
+def config(scripts_dir: str, reports_dir: str, interval: int, node_state: str, script: str | None) -> None:
+    """Print the slurm.conf lines that wire gpuenv in (or, with --script, one hook's script)."""
+    gpuenv = shutil.which("gpuenv") or "/usr/local/bin/gpuenv"
+    req = core.ConfigRequest(gpuenv, scripts_dir, reports_dir, interval, node_state)
+    try:
+        lines = core.config_lines(req)
+    except ValueError as exc:
+        raise BadRequest(str(exc), hint="choose paths without spaces") from exc
+    if script is None:
+        click.echo("\n".join(lines))
+        return
+    args = ["--reports-dir", reports_dir] + (["--max-time", "50"] if script == "health-check" else [])
+    click.echo(core.wrapper_script(gpuenv, script, args), nl=False)

@@ -1,0 +1,111 @@
+"""The pure half of the Slurm hooks: reason text, whose drain it is, slurm.conf lines."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+REASON_PREFIX = "gpuenv:"
+# Slurm keeps a reason of any length, but sinfo -R, squeue and most dashboards show one short line;
+# gpuenv keeps every reason to one line of at most this many characters.
+REASON_MAX = 200
+NOT_CERTIFIED = ("fail", "timeout", "crash")
+HEALTH_CHECK_MAX_TIME = 55.0  # slurmd kills a HealthCheckProgram after 60 s
+
+
+@dataclass(frozen=True)
+class Problem:
+    """The first thing wrong in a verify report: a finding code, the GPU it names, a message."""
+
+    code: str
+    gpu: str | None
+    message: str
+
+
+def reason(*parts: str | None) -> str:
+    """`gpuenv: <parts>` on one line, within REASON_MAX characters."""
+    text = " ".join(" ".join(p.split()) for p in parts if p)
+    line = f"{REASON_PREFIX} {text}".strip()
+    return line if len(line) <= REASON_MAX else line[: REASON_MAX - 3].rstrip() + "..."
+
+
+def is_ours(node_reason: str | None) -> bool:
+    """A drain gpuenv made (only those may gpuenv resume)."""
+    return bool(node_reason) and str(node_reason).startswith(REASON_PREFIX)
+
+
+def first_problem(report: dict[str, Any]) -> Problem | None:
+    """The first failing finding of the first check that is not certified, or that check itself."""
+    for check in report.get("checks", []):
+        if check.get("status") not in NOT_CERTIFIED:
+            continue
+        name = str(check.get("name", "verify"))
+        for finding in check.get("findings", []):
+            if finding.get("severity") == "fail":
+                # `code` (<check>.<rule>) where the report has it; the check name otherwise
+                code = finding.get("code") or name
+                gpu = finding.get("gpu")
+                label = f"GPU{gpu['index']}" if isinstance(gpu, dict) and "index" in gpu else None
+                return Problem(str(code), label, str(finding.get("message", "")))
+        return Problem(f"{name}.{check['status']}", None, str(check.get("summary", "")))
+    return None
+
+
+def failure_reason(report: dict[str, Any]) -> str:
+    problem = first_problem(report)
+    if problem is None:
+        return reason("verify", str(report.get("verdict", {}).get("summary", "not certified")))
+    return reason(problem.code, problem.gpu, problem.message)
+
+
+def could_not_run_reason(why: str) -> str:
+    return reason("could not run:", why.removeprefix("could not run: "))
+
+
+def job_gpus(env: dict[str, str]) -> str | None:
+    """The job's GPUs as CUDA_VISIBLE_DEVICES wants them: its own value, else SLURM_JOB_GPUS."""
+    for name in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_GPUS", "SLURM_STEP_GPUS"):
+        value = env.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
+def candidate_node_names(env: dict[str, str], hostname: str) -> list[str]:
+    """Names to try, best first: slurmd's own (SLURMD_NODENAME), the short host name, the full one."""
+    names = [env.get("SLURMD_NODENAME", "").strip(), hostname.split(".")[0], hostname]
+    return list(dict.fromkeys(n for n in names if n))
+
+
+_SAFE = re.compile(r"^[A-Za-z0-9._/+@=:-]+$")
+
+
+@dataclass(frozen=True)
+class ConfigRequest:
+    gpuenv: str  # the gpuenv executable slurmd runs
+    scripts_dir: str
+    reports_dir: str
+    interval: int
+    node_state: str
+
+
+def wrapper_script(gpuenv: str, subcommand: str, args: list[str]) -> str:
+    """A script for slurm.conf (which takes a path, not a command line)."""
+    line = " ".join([gpuenv, "-q", "slurm", subcommand, *args])
+    return f"#!/bin/sh\nexec {line}\n"
+
+
+def config_lines(req: ConfigRequest) -> list[str]:
+    """The slurm.conf lines that wire gpuenv in (the scripts themselves come from wrapper_script)."""
+    for value in (req.gpuenv, req.scripts_dir, req.reports_dir):
+        if not _SAFE.match(value):
+            raise ValueError(f"{value!r}: paths in slurm.conf must be plain (no spaces or shell characters)")
+    return [
+        f"HealthCheckProgram={req.scripts_dir}/gpuenv-health-check",
+        f"HealthCheckInterval={req.interval}",
+        f"HealthCheckNodeState={req.node_state}",
+        f"Prolog={req.scripts_dir}/gpuenv-prolog",
+        f"Epilog={req.scripts_dir}/gpuenv-epilog",
+        "PrologFlags=Alloc",
+    ]

@@ -1,0 +1,52 @@
+"""Adapter for Slurm's own commands (scontrol, sinfo), each call under a timeout."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+from gpuenv.errors import CannotRun
+
+TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class NodeState:
+    state: str  # sinfo's long state, e.g. "idle", "drained", "draining", "mixed*"
+    reason: str | None
+
+    @property
+    def drained(self) -> bool:
+        return "drain" in self.state
+
+
+def _run(args: list[str], *, timeout: float = TIMEOUT) -> str:
+    if shutil.which(args[0]) is None:
+        raise CannotRun(f"{args[0]} not found", hint="run this on a Slurm node (Debian: apt-get install slurm-client)")
+    try:
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise CannotRun(f"{' '.join(args[:3])} did not answer within {timeout:.0f} s", hint="is slurmctld up?") from exc
+    if proc.returncode != 0:
+        detail = (proc.stderr or proc.stdout).strip().splitlines()
+        raise CannotRun(f"{' '.join(args[:3])} failed: {detail[-1] if detail else f'exit {proc.returncode}'}")
+    return proc.stdout
+
+
+def node_state(node: str) -> NodeState | None:
+    """The node's state and reason as slurmctld has them, or None when it does not know the node."""
+    out = _run(["sinfo", "--noheader", "--Node", "--nodes", node, "--format", "%T|%E"]).strip()
+    if not out:
+        return None
+    state, _, reason = out.splitlines()[0].partition("|")
+    reason = reason.strip()
+    return NodeState(state.strip(), None if reason in ("", "none") else reason)
+
+
+def drain(node: str, reason: str) -> None:
+    _run(["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"])
+
+
+def resume(node: str) -> None:
+    _run(["scontrol", "update", f"nodename={node}", "state=resume"])

@@ -1,0 +1,229 @@
+"""The Slurm hooks as services: run verify under a hard budget, then drain or resume the node."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuenv.errors import CannotRun
+from gpuenv.slurm import core, scontrol
+
+TERM_GRACE = 3.0  # seconds verify gets after SIGTERM to write its partial report
+SLACK = 5.0  # seconds kept back from the budget for the kill, the drain and the exit
+PR_SET_CHILD_SUBREAPER = 36
+
+
+@dataclass(frozen=True)
+class HookRequest:
+    hook: str  # "health-check" | "prolog" | "epilog"
+    level: str
+    max_time: float
+    checks: tuple[str, ...] = ()
+    expect_gpus: int | None = None
+    reports_dir: Path | None = None
+    drain_on_error: bool = True
+    node: str | None = None
+
+
+@dataclass(frozen=True)
+class HookResult:
+    exit_code: int  # 0 healthy, 1 drained (or the job's GPUs failed), 3 could not run
+    node: str | None
+    action: str  # "drained", "resumed", "kept", "none"
+    reason: str | None
+    summary: str
+    report: Path | None
+
+
+@dataclass(frozen=True)
+class VerifyRun:
+    code: int
+    report: dict[str, Any] | None
+    over_budget: bool
+    stderr_tail: str
+
+
+def find_node(explicit: str | None) -> str:
+    """The node name as slurmd knows it: --node, SLURMD_NODENAME, else the host name slurmctld knows."""
+    if explicit:
+        return explicit
+    env = dict(os.environ)
+    if env.get("SLURMD_NODENAME"):
+        return env["SLURMD_NODENAME"]
+    for name in core.candidate_node_names(env, socket.gethostname()):
+        if scontrol.node_state(name) is not None:
+            return name
+    raise CannotRun(f"slurmctld knows no node named {socket.gethostname()!r}", hint="give the node name with --node")
+
+
+def run_hook(req: HookRequest) -> HookResult:
+    """Run verify for a hook and act on the node: drain on a failure, resume only gpuenv's drains."""
+    node = find_node(req.node)
+    report_path = _report_path(req, node)
+    run = run_verify(_verify_args(req, report_path), req.max_time, report_path, _verify_env(req))
+    if run.over_budget:
+        return _drain(node, core.reason("verify.budget", f"verify ran past {req.max_time:.0f} s"), 1, report_path)
+    if run.code == 0:
+        return _healthy(node, run, req, report_path)
+    if run.code == 3 and run.report is not None and _nothing_to_check(run.report):
+        return HookResult(0, node, "none", None, f"skip: {_skip_reasons(run.report)}", report_path)
+    if run.code == 1 and run.report is not None:
+        return _drain(node, core.failure_reason(run.report), 1, report_path)
+    why = _could_not_run_why(run)
+    if not req.drain_on_error:
+        return HookResult(3, node, "none", None, f"could not run: {why}", report_path)
+    return _drain(node, core.could_not_run_reason(why), 3, report_path)
+
+
+def _healthy(node: str, run: VerifyRun, req: HookRequest, report: Path | None) -> HookResult:
+    summary = str((run.report or {}).get("verdict", {}).get("summary", "certified"))
+    if req.hook != "health-check":  # prolog and epilog never resume: that is the health check's call
+        return HookResult(0, node, "none", None, summary, report)
+    state = scontrol.node_state(node)
+    if state is not None and state.drained and core.is_ours(state.reason):
+        scontrol.resume(node)
+        return HookResult(0, node, "resumed", state.reason, summary, report)
+    kept = state is not None and state.drained
+    return HookResult(0, node, "kept" if kept else "none", state.reason if state else None, summary, report)
+
+
+def _drain(node: str, reason: str, code: int, report: Path | None) -> HookResult:
+    """Drain, idempotently; a drain an operator made for another reason is left as it is."""
+    state = scontrol.node_state(node)
+    if state is not None and state.drained and not core.is_ours(state.reason):
+        return HookResult(code, node, "kept", state.reason, reason, report)
+    if state is None or not state.drained or state.reason != reason:
+        scontrol.drain(node, reason)
+    return HookResult(code, node, "drained", reason, reason, report)
+
+
+def _nothing_to_check(report: dict[str, Any]) -> bool:
+    """A CPU-only node where every selected check (the GPU ones) was skipped: nothing to judge."""
+    checks = report.get("checks", [])
+    return bool(report.get("cpu_only")) and bool(checks) and all(c.get("status") == "skip" for c in checks)
+
+
+def _skip_reasons(report: dict[str, Any]) -> str:
+    return "; ".join(f"{c.get('name')}: {c.get('summary', '')}" for c in report.get("checks", []))
+
+
+def _could_not_run_why(run: VerifyRun) -> str:
+    if run.report is not None:
+        return str(run.report.get("verdict", {}).get("summary", f"verify exit {run.code}"))
+    lines = [line.strip() for line in run.stderr_tail.splitlines() if line.strip()]
+    errors = [line.split("error:", 1)[1].strip() for line in lines if "error:" in line]
+    return (errors or lines or [f"verify exit {run.code}"])[-1]
+
+
+def _report_path(req: HookRequest, node: str) -> Path | None:
+    if req.reports_dir is None:
+        return None
+    job = os.environ.get("SLURM_JOB_ID")
+    name = f"{node}-{req.hook}" + (f"-{job}" if job and req.hook != "health-check" else "")
+    return req.reports_dir / f"{name}.json"
+
+
+def _verify_args(req: HookRequest, report: Path | None) -> list[str]:
+    # each check's own limit stays inside the budget, so verify's watchdog names a hung check
+    per_check = max(1.0, req.max_time - SLACK - TERM_GRACE)
+    args = ["--level", req.level, "--timeout", f"{per_check:.0f}"]
+    for name in req.checks:
+        args += ["--check", name]
+    if req.expect_gpus:
+        args += ["--expect-gpus", str(req.expect_gpus)]
+    return args + (["--report", str(report)] if report else [])
+
+
+def _verify_env(req: HookRequest) -> dict[str, str]:
+    env = dict(os.environ)
+    gpus = core.job_gpus(env) if req.hook != "health-check" else None
+    if gpus:
+        env["CUDA_VISIBLE_DEVICES"] = gpus
+    return env
+
+
+def run_verify(args: list[str], max_time: float, report: Path | None, env: dict[str, str]) -> VerifyRun:
+    """`gpuenv verify` in its own process group, killed with all it started at the deadline.
+
+    Meant for the one-shot `gpuenv slurm` process: it makes that process a subreaper and, after
+    verify, kills every child it has left.
+    """
+    _become_subreaper()  # orphans of verify (its worker has its own session) come back to us
+    with tempfile.TemporaryDirectory(prefix="gpuenv-slurm-") as tmp:
+        out = report or Path(tmp) / "report.json"
+        cmd = [sys.executable, "-m", "gpuenv", "-q", "verify", *args]
+        if report is None:
+            cmd += ["--report", str(out)]
+        with open(Path(tmp) / "stderr", "w+b") as err:
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env, start_new_session=True)
+            over = _wait_or_kill(proc, deadline=time.monotonic() + max(1.0, max_time - SLACK))
+            _kill_descendants()
+            err.seek(0)
+            tail = err.read()[-2000:].decode(errors="replace")
+        data = None if over else _load(out)
+    return VerifyRun(proc.returncode, data, over, tail)
+
+
+def _wait_or_kill(proc: subprocess.Popen[bytes], *, deadline: float) -> bool:
+    """Wait for verify; past the deadline SIGTERM its group (a partial report), then SIGKILL it."""
+    try:
+        proc.wait(timeout=max(0.0, deadline - time.monotonic() - TERM_GRACE))
+        return False
+    except subprocess.TimeoutExpired:
+        pass
+    for sig, grace in ((signal.SIGTERM, TERM_GRACE), (signal.SIGKILL, 5.0)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace)
+            break
+    return True
+
+
+def _become_subreaper() -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat = (entry / "stat").read_text()
+                if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+    return found
+
+
+def _kill_descendants() -> None:
+    """SIGKILL whatever verify left behind (a subreaper inherits it), and reap it."""
+    for _ in range(20):
+        children = _children(os.getpid())
+        if not children:
+            return
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL) if os.getpgid(pid) == pid else os.kill(pid, signal.SIGKILL)
+        for pid in children:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

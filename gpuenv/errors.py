@@ -39,3 +39,7 @@ class CannotRun(GpuenvError):
     """gpuenv's own tooling is missing or unreachable on this machine (exit 3)."""
 
     exit_code = EXIT_CANNOT_RUN
+
+
+class Interrupted(CannotRun):
+    """A signal (Ctrl-C, SIGTERM) stopped the command before it finished (exit 3)."""

@@ -7,7 +7,6 @@ exactly.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -124,15 +123,10 @@ class Stack:
 
 def load_stack(path: Path) -> Stack:
     """Read a stack written by `gpuenv resolve --json`; values are re-validated before use."""
+    from gpuenv import schema
+
     hint = "give a file written by gpuenv resolve --json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadRequest(f"cannot read stack file {path}: {exc}", hint=hint) from exc
-    except json.JSONDecodeError as exc:
-        raise BadRequest(f"stack file {path} is not JSON: line {exc.lineno}: {exc.msg}", hint=hint) from exc
-    if not isinstance(data, dict):
-        raise BadRequest(f"stack file {path} is not a JSON object", hint=hint)
+    data = schema.load(path, "stack file", "stack", hint=hint)
     try:
         stack = Stack.from_dict(data)
     except (KeyError, TypeError) as exc:

@@ -27,6 +27,7 @@ export PATH="$PWD/.venv/bin:$PATH"
 
 bash tests/infra/prepare.sh
 
-# Every session runs even when one fails; nox exits non-zero if any did. pytest's "no tests
+# Every session runs even when one fails; nox exits non-zero if any did. gpu goes first so the
+# run closes on the summary of the sessions that run here. pytest's "no tests
 # selected" (exit 5) counts as success inside the sessions, so an empty marker selection cannot fail CI.
-nox --sessions lint unit cpu integration gpu -- "$@"
+nox --sessions lint gpu unit cpu integration -- "$@"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -13,7 +14,7 @@ from click.core import ParameterSource
 
 from gpuenv import validate
 from gpuenv.cli import settings
-from gpuenv.cli.output import console, emit_json, warn
+from gpuenv.cli.output import console, emit_json, printable, warn
 from gpuenv.cli.params import checked, choice, grammar, stack_options, stack_request
 from gpuenv.image.plan import DEFAULTS, BuildRequest, plan_image
 from gpuenv.render.dockerfile import FLAVORS
@@ -113,7 +114,9 @@ def build_image(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
             emit_json(written.to_dict(prepared))
         else:
             click.echo(f"wrote {', '.join(written.files)} into {written.dest}")
-            click.echo(f"build it with: docker build -t {prepared.plan.tags[0]} {written.dest}")
+            click.echo(
+                f"build it with: docker build -t {shlex.quote(prepared.plan.tags[0])} {shlex.quote(str(written.dest))}"
+            )
         return 0
     with _progress(say, live=sys.stderr.isatty() and not quiet, verbose=verbose) as on_event:
         built = build(prepared, on_event=on_event, say=say)
@@ -124,7 +127,7 @@ def build_image(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
 
 def _sayer(quiet: bool) -> Callable[[str], None]:
     """Progress and notes go to stderr, so that stdout carries only the result (or the JSON)."""
-    return (lambda text: None) if quiet else (lambda text: click.echo(text, err=True))
+    return (lambda text: None) if quiet else (lambda text: click.echo(printable(text), err=True))
 
 
 @contextmanager

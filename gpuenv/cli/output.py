@@ -17,7 +17,12 @@ def emit_json(obj: Any) -> None:
 
 def warn(text: str) -> None:
     """A warning on stderr, whatever --quiet says."""
-    click.secho(f"warning: {text}", fg="yellow", err=True)
+    click.secho(f"warning: {printable(text)}", fg="yellow", err=True)
+
+
+def printable(text: str) -> str:
+    """Text for a terminal: control characters (escape sequences included) become visible escapes."""
+    return "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in text)
 
 
 def console(*, stderr: bool = False) -> Any:

@@ -20,7 +20,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 STACK_KEYS = ("torch", "cuda", "driver", "python", "gpu", "os", "stack_file")
 
 
-def checked(check: Callable[[str], Any]) -> Callable[[click.Context, click.Parameter, Any], Any]:
+def checked(check: Callable[[Any], Any]) -> Callable[[click.Context, click.Parameter, Any], Any]:
     """A Click callback running a gpuenv.validate grammar over an option's value (each one, if repeated).
 
     The same callback checks a value from the command line, the environment or the config file.

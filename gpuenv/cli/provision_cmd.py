@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,8 @@ import click
 from gpuenv import validate
 from gpuenv.cli import settings
 from gpuenv.cli.output import console, emit_json, table, warn
-from gpuenv.cli.params import checked, choice, grammar, stack_options, stack_request, version_of
+from gpuenv.cli.params import checked, choice, grammar, stack_options, stack_request
+from gpuenv.errors import BadRequest
 from gpuenv.provision.project import SCHEMA, ProvisionRequest, prepare_project, render_project, run_project
 from gpuenv.provision.runner import Progress, ProgressBoard, check_limit
 from gpuenv.provision.variables import DRIVER_SOURCES, KERNEL_MODULES
@@ -66,7 +68,9 @@ HELP = {
 @click.option("--become-password-file", type=FILE, help=HELP["become_password_file"])
 @click.option("--ask-become-pass", "-K", is_flag=True, help="Prompt for the become password.")
 @stack_options
-@click.option("--driver-branch", callback=version_of("driver branch", strip="Rr"), help=HELP["driver_branch"])
+@click.option(
+    "--driver-branch", callback=grammar(validate.driver_branch, "--driver-branch"), help=HELP["driver_branch"]
+)
 @click.option("--driver-source", **choice(DRIVER_SOURCES, DEFAULT.driver_source), help=HELP["driver_source"])
 @click.option(
     "--kernel-modules",
@@ -82,7 +86,7 @@ HELP = {
     "--venv",
     default=DEFAULT.venv,
     show_default=True,
-    callback=grammar(validate.safe_path, "--venv"),
+    callback=grammar(validate.absolute_path, "--venv"),
     help="Venv on the hosts.",
 )
 @click.option("--wheelhouse", type=DIR, help=HELP["wheelhouse"])
@@ -128,8 +132,8 @@ def provision(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
         else:
             click.echo(
                 f"wrote the Ansible project to {request.render_only}; run it with:\n"
-                f"  cd {request.render_only} && ansible-playbook site.yml"
-                "          # or plan_driver.yml for the driver plan"
+                f"  cd {shlex.quote(str(request.render_only))} && ansible-playbook site.yml"
+                "   # or plan_driver.yml for the driver plan"
             )
         return 0
     with ProgressView(enabled=not settings(ctx).quiet) as view:
@@ -155,6 +159,10 @@ def _print_result(result: Any) -> None:
 
 
 def _prompt(text: str) -> str:
+    if not sys.stdin.isatty():
+        raise BadRequest(
+            "--ask-become-pass needs a terminal to prompt on", hint="use --become-password-file FILE instead"
+        )
     return str(click.prompt(text, hide_input=True, err=True))
 
 

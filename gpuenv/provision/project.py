@@ -7,7 +7,6 @@ inventory); `write_project` lays the static playbooks, those files and gpuenv's 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -19,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from gpuenv import validate
-from gpuenv.errors import BadRequest
+from gpuenv.errors import BadRequest, Interrupted
+from gpuenv.files import owned_entries, wheelhouse_files, write_manifest
 from gpuenv.provision import INVENTORY_FILE, VARS_FILE, WHEEL_DIR
-from gpuenv.provision.inventory import Inventory, hosts_from_args, parse_inventory, with_become, with_defaults
+from gpuenv.provision.inventory import Inventory, hosts_from_args, load_inventory, with_become, with_defaults
 from gpuenv.provision.runner import PLAN, SITE, HostSummary, Progress, RunRequest
 from gpuenv.provision.variables import ProvisionOptions
 from gpuenv.stack import Stack
@@ -29,6 +29,7 @@ from gpuenv.stacks import StackRequest, Warn
 from gpuenv.types import DeviceChoice, Level
 
 SCHEMA = "gpuenv.provision/1"
+REPORT_OUTCOMES = ("certified", "not certified", "could not run", "interrupted")
 
 
 @dataclass(frozen=True)
@@ -147,12 +148,7 @@ def _inventory(request: ProvisionRequest) -> Inventory:
     if request.hosts and request.inventory_file:
         raise BadRequest("give HOST arguments or -i INVENTORY, not both", hint="put every host in the inventory")
     if request.inventory_file is not None:
-        path = validate.existing_file(str(request.inventory_file), "inventory")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise BadRequest(f"cannot read inventory {path}: {exc}", hint="give a readable text file") from exc
-        inventory = parse_inventory(text, source=str(path))
+        inventory = load_inventory(validate.existing_file(str(request.inventory_file), "inventory"))
     else:
         inventory = hosts_from_args(request.hosts)
     key = request.ssh_key
@@ -191,7 +187,7 @@ def _options(request: ProvisionRequest) -> ProvisionOptions:
     if wheelhouse is not None:
         checked = validate.safe_path(str(wheelhouse), "--wheelhouse")
         wheelhouse = validate.existing_dir(checked, "--wheelhouse").resolve()
-        if not any(wheelhouse.glob("*.whl")):
+        if not any(w.suffix == ".whl" for w in wheelhouse_files(wheelhouse)):
             raise BadRequest(
                 f"--wheelhouse {wheelhouse} holds no wheels",
                 hint="fill it with: pip download -d DIR torch==VERSION ...",
@@ -232,7 +228,20 @@ def write_project(project: Project, dest: Path) -> Path:
     else:
         (dest / WHEEL_DIR).mkdir(parents=True, exist_ok=True)
         shutil.copy2(project.wheel, dest / WHEEL_DIR / project.wheel.name)
+    write_manifest(dest, [p.name for p in dest.iterdir()])
     return dest
+
+
+def _claim_project(project: Path) -> None:
+    """A project left by an earlier run with the same --artifacts-dir is replaced; anything else is refused."""
+    if not (project.exists() or project.is_symlink()):
+        return
+    if project.is_symlink() or not project.is_dir() or not owned_entries(project):
+        raise BadRequest(
+            f"--artifacts-dir: {project} exists and is not a project gpuenv wrote",
+            hint="give a new --artifacts-dir, or move that directory away",
+        )
+    shutil.rmtree(project)
 
 
 def render_project(project: Project, dest: Path) -> Path:
@@ -250,15 +259,22 @@ def run_project(project: Project, *, on_progress: Callable[[Progress], None]) ->
 
     request = project.request
     keep = request.artifacts_dir
-    work = Path(validate.safe_path(str(keep), "--artifacts-dir")).resolve() if keep else None
-    work = work or Path(tempfile.mkdtemp(prefix="gpuenv-provision-"))
+    if keep:
+        work = Path(validate.safe_path(str(keep), "--artifacts-dir")).resolve()
+        _claim_project(work / "project")
+    else:
+        work = Path(tempfile.mkdtemp(prefix="gpuenv-provision-"))
     started = time.time()
+    outcome = None
     try:
         arguments = runner_arguments(_run_request(project, write_project(project, work / "project"), work))
         outcome = run_playbook(arguments, become_password=project.password, on_progress=on_progress)
     finally:
-        if keep is None:
+        touched = outcome is not None and outcome.interrupted is not None and bool(outcome.tally.touched)
+        if keep is None and not touched:
             shutil.rmtree(work, ignore_errors=True)
+    if outcome.interrupted is not None:
+        raise _interrupted(outcome.interrupted, sorted(outcome.tally.touched), project.inventory, work)
     summaries = tuple(outcome.tally.hosts.values())
     if not summaries:
         raise BadRequest("no host matched", hint="check --limit against the inventory's host and group names")
@@ -289,12 +305,32 @@ def _attach_reports(summaries: tuple[HostSummary, ...], reports_dir: Path, *, si
         if not path.is_file() or path.stat().st_mtime < since - 1:
             continue
         s.report = str(path)
-        try:
-            verdict = json.loads(path.read_text(encoding="utf-8")).get("verdict")
-        except (OSError, ValueError):
-            s.verdict = "unreadable report"
-            continue
-        s.verdict = verdict.get("outcome") if isinstance(verdict, dict) else str(verdict)
+        s.verdict = _report_outcome(path)
+
+
+def _report_outcome(path: Path) -> str:
+    """The verdict a host's report gives; a host's file is input like any other: capped, and checked."""
+    from gpuenv.errors import GpuenvError
+    from gpuenv.files import read_text
+    from gpuenv.schema import parse_json
+
+    try:
+        data = parse_json(read_text(path, "host report"))
+    except (GpuenvError, ValueError):
+        return "unreadable report"
+    verdict = data.get("verdict") if isinstance(data, dict) else None
+    outcome = verdict.get("outcome") if isinstance(verdict, dict) else None
+    return outcome if outcome in REPORT_OUTCOMES else "unreadable report"
+
+
+def _interrupted(signame: str, touched: list[str], inventory: Inventory, work: Path) -> Interrupted:
+    if not touched:
+        return Interrupted(f"interrupted by {signame}: Ansible was stopped before it touched any host")
+    untouched = [h for h in inventory.names if h not in touched]
+    message = f"interrupted by {signame}: Ansible was stopped; state unknown on {', '.join(touched)}"
+    if untouched:
+        message += f"; not started on {', '.join(untouched)}"
+    return Interrupted(message, hint=f"the project and its events are kept in {work}; rerun provision to finish")
 
 
 def _host_row(s: HostSummary) -> dict[str, Any]:

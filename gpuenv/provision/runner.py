@@ -36,7 +36,7 @@ class RunRequest:
 
 
 def check_limit(value: str) -> str:
-    if not _LIMIT.fullmatch(value):
+    if not _LIMIT.fullmatch(value) or value.startswith("-"):  # "-vvv" would be read as an option
         raise BadRequest(
             f"invalid --limit {value[:60]!r}", hint="host or group names separated by commas, e.g. gpu01,gpu02"
         )
@@ -151,12 +151,15 @@ class HostTally:
     hosts: dict[str, HostSummary] = field(default_factory=dict)
     plans: dict[str, dict[str, Any]] = field(default_factory=dict)
     stats_seen: bool = False
+    touched: set[str] = field(default_factory=set)  # hosts any task started on
 
     def add(self, event: dict[str, Any]) -> None:
         kind = event.get("event", "")
         data = event.get("event_data") or {}
         host = data.get("host")
         res = data.get("res") or {}
+        if host and kind.startswith("runner_on_"):
+            self.touched.add(str(host))
         if kind in ("runner_on_failed", "runner_on_unreachable") and host and not data.get("ignore_errors"):
             summary = self.hosts.setdefault(host, HostSummary(host))
             if not summary.message:

@@ -92,6 +92,7 @@ def test_render_only_writes_a_buildable_context_without_docker(tmp_path: Path) -
     assert names == sorted(
         [
             ".dockerignore",
+            ".gpuenv-manifest",  # what --force may replace later
             "Dockerfile",
             "constraints.txt",
             "extra-requirements.txt",

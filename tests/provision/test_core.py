@@ -44,13 +44,13 @@ def test_variables_carry_the_stack_and_the_options() -> None:
     kb = load_kb()
     text = render_variables(
         stack,
-        ProvisionOptions(wheelhouse="/srv/wheels", torch_only=True, verify_device="cpu", driver_branch="R570"),
+        ProvisionOptions(wheelhouse="/srv/wheels", torch_only=True, verify_device="cpu", driver_branch="R590"),
         kb_facts(kb, stack),
     )
     data = yaml.safe_load(text)
     assert data["pytorch_requirements"] == ["torch==2.13.0", stack.numpy]
     assert data["pytorch_wheelhouse"] == "/srv/wheels" and data["pytorch_index_url"] == ""
-    assert data["nvidia_driver_branch"] == "570"
+    assert data["nvidia_driver_branch"] == "590"
     assert data["verify_device"] == "cpu" and data["verify_venv"] == data["pytorch_venv"]
     assert data["pytorch_python_by_os"]["debian12"]["packages"] == ["python3.11", "python3.11-venv", "python3.11-dev"]
     assert data["nvidia_driver_open_modules_policy"]["Blackwell"] == "required"

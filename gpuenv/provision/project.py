@@ -305,10 +305,10 @@ def _attach_reports(summaries: tuple[HostSummary, ...], reports_dir: Path, *, si
         if not path.is_file() or path.stat().st_mtime < since - 1:
             continue
         s.report = str(path)
-        s.verdict = _report_outcome(path)
+        s.verdict = report_outcome(path)
 
 
-def _report_outcome(path: Path) -> str:
+def report_outcome(path: Path) -> str:
     """The verdict a host's report gives; a host's file is input like any other: capped, and checked."""
     from gpuenv.errors import GpuenvError
     from gpuenv.files import read_text

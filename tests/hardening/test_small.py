@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuenv.cli.provision_cmd import _report_outcome
+from gpuenv.provision.project import report_outcome
 from tests.conftest import run_gpuenv
 
 NO_DOCKER = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
@@ -92,7 +92,7 @@ def test_artifacts_dir_never_overwrites_a_project_gpuenv_did_not_write(tmp_path:
 def test_any_host_report_gives_an_outcome_not_a_crash(tmp_path: Path, text: str, expected: str) -> None:
     report = tmp_path / "h1.json"
     report.write_text(text)
-    assert _report_outcome(report) == expected
+    assert report_outcome(report) == expected
 
 
 @pytest.mark.parametrize("kind", ["fifo", "unreadable"])

@@ -16,13 +16,14 @@ from pathlib import Path
 from timing import medians, report
 
 RENDER_ALL = (
-    "from gpuenv.compat import load_kb\n"
-    "from gpuenv.render.images import curated_specs, load_spec, render_spec\n"
-    "kb = load_kb()\n"
+    "from gpuenv.image.plan import BuildRequest, plan_image\n"
+    "from gpuenv.render.dockerfile import render_image\n"
+    "from gpuenv.render.images import curated_specs\n"
     "specs = curated_specs()\n"
     "assert len(specs) >= 3\n"
     "for spec in specs:\n"
-    "    render_spec(kb, load_spec(spec))\n"
+    "    plan = plan_image(BuildRequest(spec=str(spec)), kb_path=None)\n"
+    "    render_image(plan.stack, plan.options)\n"
 )
 
 

@@ -19,7 +19,9 @@ from typing import Any, Literal
 from packaging.version import InvalidVersion, Version
 
 from gpuenv.errors import BadRequest, CannotRun
+from gpuenv.files import read_text
 from gpuenv.resources import data_file
+from gpuenv.schema import parse_json
 from gpuenv.stack import PythonSource
 
 SCHEMA = "gpuenv.compat/2"
@@ -374,7 +376,7 @@ def load_kb(path: Path | None = None) -> KnowledgeBase:
     user_file = path is not None
     source = path if path is not None else data_file("compat.json")
     try:
-        raw = json.loads(source.read_text(encoding="utf-8"))
+        raw = parse_json(read_text(source, "knowledge base"))  # size-capped, finite numbers, bounded nesting
         return parse_kb(raw, origin=str(source) if user_file else "shipped")
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, SchemaError) as exc:
         message = f"knowledge base {source} is not usable: {exc}"

@@ -1,4 +1,4 @@
-"""The errors gpuenv raises, each carrying its exit code (see DESIGN.md).
+"""The errors gpuenv raises, each carrying its exit code (see docs/architecture.md).
 
 The library never prints and never exits: it raises one of these, and the CLI turns it into
 one line on stderr, a hint, and the exit code.
@@ -39,3 +39,7 @@ class CannotRun(GpuenvError):
     """gpuenv's own tooling is missing or unreachable on this machine (exit 3)."""
 
     exit_code = EXIT_CANNOT_RUN
+
+
+class Interrupted(CannotRun):
+    """A signal (Ctrl-C, SIGTERM) stopped the command before it finished (exit 3)."""

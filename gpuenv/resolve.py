@@ -62,7 +62,7 @@ def resolve(kb: KnowledgeBase, request: Request) -> Stack:
             f"unknown CUDA version {request.cuda}",
             hint=f"known: {', '.join(c.version for c in kb.cuda)}",
         )
-    if request.torch and not any(_torch_matches(t.version, request.torch) for t in kb.torch):
+    if request.torch and not any(torch_matches(t.version, request.torch) for t in kb.torch):
         raise BadRequest(
             f"unknown torch version {request.torch}",
             hint=f"known: {_release_lines(kb)}",
@@ -130,7 +130,7 @@ def _arch(kb: KnowledgeBase, gpu: str) -> Architecture:
     return arch
 
 
-def _torch_matches(version: str, wanted: str) -> bool:
+def torch_matches(version: str, wanted: str) -> bool:
     """'2.4' matches any 2.4.x; '2.0.1' matches exactly; '2.4.0+cu121' matches 2.4.0."""
     wanted = wanted.split("+", 1)[0]
     return version == wanted or version.startswith(wanted + ".")
@@ -149,7 +149,7 @@ def _candidates(
     survivors: list[Candidate] = []
     rejected: list[tuple[TorchRelease, Rejected]] = []
     for torch in kb.torch:
-        if request.torch and not _torch_matches(torch.version, request.torch):
+        if request.torch and not torch_matches(torch.version, request.torch):
             continue
         for build in torch.builds:
             cuda = kb.cuda_by_build[build]
@@ -406,7 +406,7 @@ def _nearest(kb: KnowledgeBase, request: Request) -> str:
             continue
         tried.append(f"without --{name}: torch {stack.torch}+{stack.cuda_build} ({kept})")
     if request.torch and request.cuda:
-        builds = sorted({b for t in kb.torch if _torch_matches(t.version, request.torch) for b in t.builds})
+        builds = sorted({b for t in kb.torch if torch_matches(t.version, request.torch) for b in t.builds})
         tried.append(f"torch {request.torch} is built for {', '.join(builds)}")
     if request.gpu:
         tried.append(_gpu_hint(kb, request))
@@ -423,7 +423,7 @@ def _gpu_hint(kb: KnowledgeBase, request: Request) -> str:
     """Which builds carry code for the GPU, within the requested torch (or all releases)."""
     arch = _arch(kb, request.gpu or "")
     name = f"{request.gpu} (sm_{arch.sm.replace('.', '')})"
-    releases = [t for t in kb.torch if not request.torch or _torch_matches(t.version, request.torch)]
+    releases = [t for t in kb.torch if not request.torch or torch_matches(t.version, request.torch)]
     fits = [f"{t.version}+{b}" for t in releases for b in t.builds if gpu_code_for(t.arch[b], arch.sm)]
     if not fits:
         return f"no torch {request.torch or 'release'} carries code for {name}"

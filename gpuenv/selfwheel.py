@@ -15,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 
 from gpuenv import __version__
+from gpuenv.requirements import declared
 from gpuenv.resources import shipped_dir
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -75,5 +76,5 @@ def _metadata() -> str:
         text = None
     if text:
         return text
-    requires = "".join(f"Requires-Dist: {r}\n" for r in ("click>=8.1", "jinja2>=3.1", "packaging>=23", "rich>=13"))
+    requires = "".join(f"Requires-Dist: {r}\n" for r in declared())
     return f"Metadata-Version: 2.1\nName: gpuenv\nVersion: {__version__}\nRequires-Python: >=3.10\n{requires}"

@@ -7,7 +7,7 @@ exactly.
 
 from __future__ import annotations
 
-import json
+import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -15,7 +15,8 @@ from typing import Any
 from gpuenv.errors import BadRequest
 
 SCHEMA = "gpuenv.stack/1"
-IMAGE_VARIANTS = ("base", "runtime", "devel", "cudnn-runtime", "cudnn-devel")
+_ARCH_LIST = re.compile(r"\d{1,2}\.\d(\+PTX)?(;\d{1,2}\.\d(\+PTX)?)*", re.ASCII)
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,32 @@ class Stack:
         lines.append(self.numpy)
         return lines
 
+    def validate(self) -> Stack:
+        """Every value re-checked before it reaches a template, a shell or Ansible; BadRequest if one is off."""
+        from gpuenv import validate
+
+        for name in ("torch", "cuda", "python"):
+            validate.version(getattr(self, name), f"stack {name}")
+        for name in ("torchvision", "torchaudio", "cudnn", "gpu_sm"):
+            if getattr(self, name) is not None:
+                validate.version(getattr(self, name), f"stack {name}")
+        for name in ("driver_min", "driver_floor"):
+            validate.driver(getattr(self, name))
+        validate.url(self.index_url, "stack index_url")
+        validate.pip_requirement(self.numpy)
+        for name, value in (("cuda_build", self.cuda_build), ("os", self.os), ("driver_branch", self.driver_branch)):
+            if not _NAME.fullmatch(value):
+                raise BadRequest(f"stack {name} {value!r} is invalid", hint="regenerate the stack")
+        if self.schema != SCHEMA:
+            raise BadRequest(f"stack schema {self.schema!r} is not {SCHEMA!r}", hint="regenerate the stack")
+        if not _ARCH_LIST.fullmatch(self.arch_list):
+            raise BadRequest(f"stack arch_list {self.arch_list!r} is invalid", hint="e.g. 8.0;8.6;9.0")
+        for package in self.python_source.packages:
+            validate.pip_requirement(package)  # Debian and RPM package names fit the same grammar
+        for ref in self.base_images.values():
+            validate.image_ref(ref, "stack base image")
+        return self
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Stack:
         if data.get("schema") != SCHEMA:
@@ -96,33 +123,12 @@ class Stack:
 
 def load_stack(path: Path) -> Stack:
     """Read a stack written by `gpuenv resolve --json`; values are re-validated before use."""
-    from gpuenv import validate
+    from gpuenv import schema
 
     hint = "give a file written by gpuenv resolve --json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadRequest(f"cannot read stack file {path}: {exc}", hint=hint) from exc
-    except json.JSONDecodeError as exc:
-        raise BadRequest(f"stack file {path} is not JSON: line {exc.lineno}: {exc.msg}", hint=hint) from exc
-    if not isinstance(data, dict):
-        raise BadRequest(f"stack file {path} is not a JSON object", hint=hint)
+    data = schema.load(path, "stack file", "stack", hint=hint)
     try:
         stack = Stack.from_dict(data)
     except (KeyError, TypeError) as exc:
         raise BadRequest(f"stack file {path} is malformed: {exc}", hint=hint) from exc
-    for name in ("torch", "cuda", "python"):
-        validate.version(getattr(stack, name), f"stack {name}")
-    for name in ("torchvision", "torchaudio", "cudnn"):
-        if getattr(stack, name) is not None:
-            validate.version(getattr(stack, name), f"stack {name}")
-    validate.driver(stack.driver_min)
-    validate.url(stack.index_url, "stack index_url")
-    validate.pip_requirement(stack.numpy)
-    for ref in stack.base_images.values():
-        validate.image_ref(ref, "stack base image")
-    for pkg in stack.python_source.packages:
-        validate.pip_requirement(pkg)  # same grammar as a Debian/RPM package name
-    if not all(c.isalnum() or c in "_.-" for c in stack.cuda_build + stack.os + stack.driver_branch):
-        raise BadRequest("stack file holds an invalid cuda_build, os or driver_branch", hint="regenerate it")
-    return stack
+    return stack.validate()

@@ -7,6 +7,7 @@ Patterns use re.ASCII so that look-alike digits (fullwidth '９') are rejected.
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -17,6 +18,7 @@ MAX_LEN = 200
 _VERSION = re.compile(r"\d{1,4}(\.\d{1,4}){0,3}", re.ASCII)
 _TORCH_VERSION = re.compile(r"\d{1,4}(\.\d{1,4}){0,3}(\+cu\d{3,4})?", re.ASCII)
 _DRIVER = re.compile(r"\d{3}(\.\d{1,3}){0,2}", re.ASCII)
+_DRIVER_BRANCH = re.compile(r"[Rr]?(\d{3})", re.ASCII)
 _OS = re.compile(r"[a-z]{2,20}\d{1,2}(\.\d{2})?", re.ASCII)
 _SM = re.compile(r"sm_?(\d)(\d{1,2})", re.ASCII | re.IGNORECASE)
 _GPU_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,39}", re.ASCII)
@@ -26,9 +28,10 @@ _HOSTNAME = re.compile(
 )
 _IPV6 = re.compile(r"[0-9A-Fa-f:]{2,39}", re.ASCII)
 _USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}", re.ASCII)
+_REF_SEP = r"(\.|_{1,2}|-+)"  # Docker's separators: one dot, one or two underscores, dashes ('..' is none)
 _IMAGE_REF = re.compile(
-    r"([a-z0-9]+([._-]{1,2}[a-z0-9]+)*(:\d{1,5})?/)?"  # optional registry[:port]/
-    r"[a-z0-9]+([._-]{1,2}[a-z0-9]+)*(/[a-z0-9]+([._-]{1,2}[a-z0-9]+)*)*"  # path
+    rf"([a-z0-9]+({_REF_SEP}[a-z0-9]+)*(:\d{{1,5}})?/)?"  # optional registry[:port]/
+    rf"[a-z0-9]+({_REF_SEP}[a-z0-9]+)*(/[a-z0-9]+({_REF_SEP}[a-z0-9]+)*)*"  # path
     r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"  # :tag
     r"(@sha256:[a-f0-9]{64})?",  # @digest
     re.ASCII,
@@ -49,7 +52,7 @@ def _basic(value: str, what: str) -> str:
         raise BadRequest(f"{what} is empty", hint=f"give a value for {what}")
     if len(value) > MAX_LEN:
         raise BadRequest(f"{what} is too long ({len(value)} characters)", hint="check the value")
-    if any(not (32 < ord(c) < 127) and c != " " for c in value):
+    if not (value.isascii() and value.isprintable()):  # printable ASCII and the space only
         raise BadRequest(
             f"{what} {value[:40]!r} holds characters outside printable ASCII",
             hint="type the value in plain ASCII, without newlines or control characters",
@@ -86,6 +89,14 @@ def driver(value: str) -> str:
     return _match(_DRIVER, value, "driver version", "e.g. 535.104.05, 580 or auto")
 
 
+def driver_branch(value: str, what: str = "driver branch") -> str:
+    """A driver branch: three digits, optionally with NVIDIA's R ('580', 'R580'); returns the digits."""
+    match = _DRIVER_BRANCH.fullmatch(_basic(value, what))
+    if not match:
+        raise BadRequest(f"invalid {what}: {value[:60]!r}", hint="a branch is three digits, e.g. 580 or R580")
+    return match.group(1)
+
+
 def gpu(value: str) -> str:
     """A GPU model name ('H100') or a compute capability ('sm_90', 'sm_120'); case-insensitive."""
     value = _basic(value, "GPU")
@@ -95,14 +106,29 @@ def gpu(value: str) -> str:
     return _match(_GPU_NAME, value, "GPU", "a model name such as H100, A100, L4, or sm_90")
 
 
+RESERVED_HOSTS = ("all", "ungrouped")  # Ansible's own group names, not hosts
+
+
 def hostname(value: str) -> str:
     """A DNS name or an IPv4/IPv6 address (nothing else reaches an inventory)."""
     value = _basic(value, "host")
-    if _HOSTNAME.fullmatch(value) or (":" in value and _IPV6.fullmatch(value)):
+    if value in RESERVED_HOSTS:
+        raise BadRequest(f"invalid host: {value!r} is Ansible's name for a group", hint="name the hosts themselves")
+    if _HOSTNAME.fullmatch(value) or (":" in value and _IPV6.fullmatch(value) and _is_ipv6(value)):
         return value
     raise BadRequest(
         f"invalid host: {value[:60]!r}", hint="a host is a DNS name or an IP address, e.g. gpu01 or 10.0.0.5"
     )
+
+
+def _is_ipv6(value: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.IPv6Address(value)
+    except ValueError:
+        return False
+    return True
 
 
 def user(value: str) -> str:
@@ -138,9 +164,10 @@ def existing_dir(value: str, what: str = "directory") -> Path:
 
 def existing_file(value: str, what: str = "file") -> Path:
     _basic(value, what)
-    path = Path(value)
+    path = Path(path_length(value, what))
     if not path.is_file():
-        raise BadRequest(f"{what} {value!r} does not exist", hint="give the path of an existing file")
+        problem = "is not a regular file" if path.exists() else "does not exist"
+        raise BadRequest(f"{what} {value!r} {problem}", hint="give the path of an existing file")
     return path
 
 
@@ -165,6 +192,28 @@ def port(value: str | int, what: str = "port") -> int:
     if not re.fullmatch(r"\d{1,5}", text, re.ASCII) or not 1 <= int(text) <= 65535:
         raise BadRequest(f"invalid {what}: {text[:20]!r}", hint="a port is a number from 1 to 65535, e.g. 22")
     return int(text)
+
+
+def path_length(value: str, what: str = "path") -> str:
+    """A path the OS can look up: at most 4096 bytes, each component at most 255 (else ENAMETOOLONG)."""
+    if len(value.encode()) > 4096 or any(len(part.encode()) > 255 for part in value.split("/")):
+        raise BadRequest(f"{what} is too long to be a file name ({len(value)} characters)", hint="check the value")
+    return value
+
+
+def seconds(value: float, what: str = "--timeout", *, most: float = 86400.0) -> float:
+    """A finite number of seconds, from 1 to `most` (nan, inf and 1e300 are not durations)."""
+    if not math.isfinite(value) or not 1 <= value <= most:
+        raise BadRequest(f"invalid {what}: {value!r}", hint=f"a number of seconds from 1 to {most:g}")
+    return value
+
+
+def absolute_path(value: str, what: str = "path") -> str:
+    """A plain absolute path without '..' (a directory on a host, such as --venv)."""
+    safe_path(value, what)
+    if not value.startswith("/") or ".." in value.split("/"):
+        raise BadRequest(f"{what} must be an absolute path: {value[:60]!r}", hint="e.g. /opt/gpuenv/venv")
+    return value
 
 
 def safe_path(value: str, what: str = "path") -> str:

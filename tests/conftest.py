@@ -19,6 +19,22 @@ REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("GPUENV_TEST_CACHE", "/var/cache/gpuenv-test"))
 SUITE_VARIABLES = ("GPUENV_TEST_", "GPUENV_UPDATE_GOLDEN")  # the suite's own, not gpuenv settings
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+# Fixtures that start real services (root: dockerd, a registry, SSH hosts), need the cached rootfs,
+# wheelhouse or Debian's libnvidia-ml, or compile the fake one and run the whole CLI over it:
+# a test using one is an integration test (nox -s integration).
+INTEGRATION_FIXTURES = frozenset(
+    {"dockerd", "docker_env", "docker_client", "standin_image", "registry", "ssh_hosts", "provisioned"}
+    | {"bookworm_rootfs_tar", "wheelhouse", "fake_nvml_dir", "debian_nvml_dir", "slurm"}
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked docker, ssh or slurm, or using a service fixture, are marked integration."""
+    for item in items:
+        uses = set(getattr(item, "fixturenames", ()))
+        if any(item.get_closest_marker(m) for m in ("docker", "ssh", "slurm")) or uses & INTEGRATION_FIXTURES:
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(autouse=True, scope="session")

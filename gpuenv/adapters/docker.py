@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuenv.errors import BadRequest, BadResult, CannotRun
+from gpuenv.types import DEVICE_CHOICES, DeviceChoice, Level
 
 log = logging.getLogger(__name__)
 
@@ -26,16 +27,7 @@ BUILD_TIMEOUT = 7200.0  # seconds without a word from the daemon before a build 
 TAIL_LINES = 25
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 _NO_GPU_RUNTIME = ("could not select device driver", "unknown or invalid runtime name: nvidia", "nvidia-container-cli")
-_PULL_FAILED = (
-    "pull access denied",
-    "manifest unknown",
-    "not found",
-    "no such host",
-    "connection refused",
-    "repository does not exist",
-    "dial tcp",
-    "i/o timeout",
-)
+_PULL_FAILED = ("pull access denied", "manifest unknown")  # a build error that means: no base image
 
 DAEMON_HINT = (
     "start Docker (systemctl start docker) or point DOCKER_HOST at a running daemon; "
@@ -179,7 +171,7 @@ def _fail(chunk: dict[str, Any], result: BuildResult, tail: deque[str]) -> None:
     instruction = _step_text(result)
     lines = "\n".join(f"  | {line}" for line in tail) or "  | (no output)"
     hint = "rerun with -v for the whole log; --no-cache rebuilds every step"
-    if instruction.upper().startswith("FROM") or any(s in message.lower() for s in _PULL_FAILED[:2]):
+    if instruction.upper().startswith("FROM") or any(s in message.lower() for s in _PULL_FAILED):
         hint = (
             "the base image cannot be pulled: mirror it and pass --base-image REGISTRY/IMAGE, "
             "or pin a digest that still exists (end-of-life nvidia/cuda tags are deleted)"
@@ -358,8 +350,8 @@ def _wait(container: Any, timeout: float, image: str) -> int:
 def run_verify_in_image(
     tag: str,
     *,
-    level: str,
-    device: str,
+    level: Level,
+    device: DeviceChoice,
     timeout: float,
     extra_args: list[str],
     on_note: Callable[[str], None] | None = None,
@@ -371,7 +363,7 @@ def run_verify_in_image(
     The report, when stdout holds one, gains an "image_run" entry saying how it was run.
     """
     note = on_note or (lambda text: log.warning("%s", text))
-    if device not in ("auto", "cuda", "cpu"):
+    if device not in DEVICE_CHOICES:
         raise BadRequest(f"unknown device {device!r}", hint="auto, cuda or cpu")
     client = connect()
     command = ["gpuenv", "verify", "--level", level, "--json"]

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from gpuenv import __version__, config
+from gpuenv import __version__, config, interrupt
 from gpuenv.errors import EXIT_BAD_REQUEST, EXIT_CANNOT_RUN, BadRequest, GpuenvError
 
 # name -> "module:function"; a command is listed here only once it works.
@@ -57,6 +57,12 @@ class Settings:
     quiet: bool = False
     data: Path | None = None
     config: config.ConfigFile | None = None
+
+
+def settings(ctx: click.Context) -> Settings:
+    """The one way a command reads the settings (a command invoked on its own gets the defaults)."""
+    found = ctx.find_object(Settings)
+    return found if found is not None else Settings()
 
 
 class LazyGroup(click.Group):
@@ -126,13 +132,17 @@ def _print_error(message: str, hint: str | None) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
+    interrupt.install()
+    for stream in (sys.stdout, sys.stderr):  # an ASCII-only terminal gets '?' for what it cannot show
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
     try:
         result: Any = cli.main(args=args, prog_name="gpuenv", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        _print_error("aborted", None)
-        sys.exit(130)
+    except click.exceptions.Abort:  # Click's word for Ctrl-C or end of input at a prompt
+        _print_error("interrupted", None)
+        sys.exit(EXIT_CANNOT_RUN)
     except click.ClickException as exc:
         if debug:
             traceback.print_exc()
@@ -143,9 +153,9 @@ def main(argv: list[str] | None = None) -> None:
             traceback.print_exc()
         _print_error(exc.message, exc.hint)
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        _print_error("interrupted", None)
-        sys.exit(130)
+    except KeyboardInterrupt as exc:  # one rule for every command: interrupted is exit 3, and says so
+        _print_error(f"interrupted by {exc}" if str(exc) else "interrupted", None)
+        sys.exit(EXIT_CANNOT_RUN)
     except Exception as exc:  # gpuenv itself crashed: never blame the thing checked
         if debug:
             traceback.print_exc()

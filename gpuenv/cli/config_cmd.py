@@ -7,6 +7,7 @@ import os
 import click
 
 from gpuenv import config
+from gpuenv.cli import settings as settings_of
 from gpuenv.cli.output import emit_json
 from gpuenv.errors import BadRequest
 
@@ -30,9 +31,9 @@ def config_group() -> None:
 @click.pass_context
 def path(ctx: click.Context) -> None:
     """Print the config file in use (nothing on stdout when none is)."""
-    settings = ctx.find_root().obj
-    if settings.config is not None:
-        click.echo(str(settings.config.path))
+    found = settings_of(ctx).config
+    if found is not None:
+        click.echo(str(found.path))
         return
     looked = ", ".join(str(p) for _, p in config.candidates(os.environ))
     click.echo(f"gpuenv: no config file in use (--no-config, or none of ${config.CONFIG_ENV}, {looked})", err=True)
@@ -57,7 +58,7 @@ def show(ctx: click.Context, as_json: bool, command: str | None, args: tuple[str
     if command is not None and command not in names:
         raise BadRequest(f"{command!r} is not a gpuenv command with settings", hint=f"one of: {', '.join(names)}")
     chosen = [command] if command else names
-    file = root.obj.config
+    file = settings_of(ctx).config
     defaults = config.default_map(file, group, root, chosen)
     parent = click.Context(group, info_name=root.info_name, obj=root.obj, default_map=defaults)
     settings: list[config.Setting] = []

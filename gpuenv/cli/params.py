@@ -1,17 +1,26 @@
-"""Click glue shared by the commands."""
+"""Click glue shared by the commands: validating callbacks and the stack options."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 from click.core import ParameterSource
 
+from gpuenv import validate
 from gpuenv.errors import BadRequest
+from gpuenv.resolve import Request
+from gpuenv.stacks import StackRequest
+
+F = TypeVar("F", bound=Callable[..., Any])
+# The parameters stack_options adds: the fields of resolve.Request, and the stack file.
+STACK_KEYS = ("torch", "cuda", "driver", "python", "gpu", "os", "stack_file")
 
 
-def checked(check: Callable[[str], Any]) -> Callable[[click.Context, click.Parameter, Any], Any]:
+def checked(check: Callable[[Any], Any]) -> Callable[[click.Context, click.Parameter, Any], Any]:
     """A Click callback running a gpuenv.validate grammar over an option's value (each one, if repeated).
 
     The same callback checks a value from the command line, the environment or the config file.
@@ -28,3 +37,47 @@ def checked(check: Callable[[str], Any]) -> Callable[[click.Context, click.Param
             raise
 
     return callback
+
+
+def version_of(what: str, *, strip: str = "") -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A callback checking a version; strip: leading characters to drop first ("R580" -> "580")."""
+    return checked(lambda v: validate.version(v.lstrip(strip), what))
+
+
+def choice(values: tuple[str, ...] | list[str], default: str) -> dict[str, Any]:
+    """Option settings for one of VALUES, DEFAULT shown in the help."""
+    return {"type": click.Choice(values), "default": default, "show_default": True}
+
+
+def grammar(check: Callable[[str, str], Any], what: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A callback running a validator that names what it checks, e.g. grammar(validate.url, "--index-url")."""
+    return checked(lambda v: check(v, what))
+
+
+def stack_options(func: F) -> F:
+    """Add --torch --cuda --driver --python --gpu --os --stack to a command."""
+    torch_help = "PyTorch version, e.g. 2.4, 2.4.0 or 2.4.0+cu121 (the local version picks the CUDA build)."
+    os_help = "ubuntu20.04, ubuntu22.04 (default), ubuntu24.04, debian12, rockylinux8, rockylinux9."
+    driver_help = "NVIDIA driver the stack must run on, e.g. 535.104.05; 'auto' reads this machine's."
+    options = [
+        click.option("--torch", callback=checked(validate.torch_version), help=torch_help),
+        click.option("--cuda", callback=version_of("CUDA version"), help="CUDA version, e.g. 11.7 or 12.4.1."),
+        click.option("--driver", callback=checked(validate.driver), help=driver_help),
+        click.option("--python", callback=version_of("Python version"), help="Python version, e.g. 3.11."),
+        click.option("--gpu", callback=checked(validate.gpu), help="GPU model (H100, A100, L4…) or sm_NN."),
+        click.option("--os", "os", callback=checked(validate.os_name), help=os_help),
+        click.option(
+            "--stack",
+            "stack_file",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="Use a stack written by `gpuenv resolve --json` instead of resolving.",
+        ),
+    ]
+    return functools.reduce(lambda f, opt: opt(f), reversed(options), func)
+
+
+def stack_request(params: dict[str, Any]) -> StackRequest:
+    """Take the stack options out of a command's parameters, as one request."""
+    values = {key: params.pop(key) for key in STACK_KEYS}
+    stack_file: Path | None = values.pop("stack_file")
+    return StackRequest(Request(**values), stack_file)

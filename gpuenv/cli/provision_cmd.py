@@ -2,43 +2,22 @@
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
+import shlex
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import click
 
 from gpuenv import validate
-from gpuenv.cli.output import console, emit_json
-from gpuenv.cli.params import checked
-from gpuenv.cli.resolve_cmd import stack_from_options, stack_options
+from gpuenv.cli import settings
+from gpuenv.cli.output import console, emit_json, table, warn
+from gpuenv.cli.params import checked, choice, grammar, stack_options, stack_request
 from gpuenv.errors import BadRequest
-from gpuenv.provision import INVENTORY_FILE, VARS_FILE, WHEEL_DIR
-from gpuenv.provision.inventory import (
-    Inventory,
-    hosts_from_args,
-    parse_inventory,
-    render_inventory,
-    with_become,
-    with_defaults,
-)
-from gpuenv.provision.runner import PLAN, SITE, HostSummary, Progress, RunRequest, check_limit, runner_arguments
-from gpuenv.provision.variables import (
-    DRIVER_SOURCES,
-    KERNEL_MODULES,
-    VERIFY_DEVICES,
-    VERIFY_LEVELS,
-    ProvisionOptions,
-    kb_facts,
-    render_variables,
-)
-
-SCHEMA = "gpuenv.provision/1"
+from gpuenv.provision.project import SCHEMA, ProvisionRequest, prepare_project, render_project, run_project
+from gpuenv.provision.runner import Progress, ProgressBoard, check_limit
+from gpuenv.provision.variables import DRIVER_SOURCES, KERNEL_MODULES
+from gpuenv.types import DEVICE_CHOICES, LEVELS
 
 EPILOG = """\b
 Examples:
@@ -52,410 +31,150 @@ Examples:
 Exit codes: 0 all hosts provisioned (and certified), 1 a host failed or was unreachable,
 2 bad request, 3 Ansible missing or broken on this machine.
 """
+DEFAULT = ProvisionRequest()  # the request's defaults are the options' defaults
+FILE = click.Path(dir_okay=False, path_type=Path)
+DIR = click.Path(file_okay=False, path_type=Path)
+COLUMNS = ("host", "status", "ok", "changed", "failed", "unreachable", "verify", "report")
+HELP = {
+    "inventory": "Ansible inventory, INI or YAML (instead of HOST arguments).",
+    "index_url": "A mirror of the stack's PyTorch wheel index.",
+    "reports_dir": "Where verify reports land, as HOST.json.",
+    "timeout": "Seconds the whole run may take.",
+    "user": "SSH user for hosts the inventory leaves unset [default: root].",
+    "become_password_file": "File holding the become password (never put it on the command line).",
+    "driver_branch": "Driver branch to install, e.g. 580 [default: the stack's].",
+    "driver_source": "The OS's own driver packages or NVIDIA's CUDA repository.",
+    "allow_secure_boot": "Install even with Secure Boot on (you sign the module).",
+    "with_container_toolkit": "Also install the NVIDIA Container Toolkit for Docker.",
+    "wheelhouse": "Install from this directory of wheels, copied to each host (air-gapped).",
+    "gpuenv_wheel": "Install this gpuenv wheel on the hosts [default: a wheel of the gpuenv running here].",
+    "torch_only": "Install torch and numpy only, not torchvision/torchaudio.",
+    "verify_device": "Device gpuenv verify certifies on the hosts (cpu: hosts without GPUs).",
+    "min_free_gb": "Free space preflight requires on the hosts' root filesystem.",
+    "plan_only": "Only work out the driver plan for each host; change nothing.",
+    "artifacts_dir": "Keep ansible-runner's working directory (events, output) here.",
+}
 
 
 @click.command(epilog=EPILOG)
 @click.argument("hosts", nargs=-1, callback=lambda c, p, v: tuple(v))
-@click.option(
-    "-i",
-    "--inventory",
-    "inventory_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Ansible inventory, INI or YAML (instead of HOST arguments).",
-)
-@click.option(
-    "--user", callback=checked(validate.user), help="SSH user for hosts the inventory leaves unset [default: root]."
-)
+@click.option("-i", "--inventory", "inventory_file", type=FILE, help=HELP["inventory"])
+@click.option("--user", callback=checked(validate.user), help=HELP["user"])
 @click.option("--port", callback=checked(validate.port), help="SSH port for hosts the inventory leaves unset.")
-@click.option("--ssh-key", type=click.Path(dir_okay=False, path_type=Path), help="SSH private key file.")
+@click.option("--ssh-key", type=FILE, help="SSH private key file.")
 @click.option(
-    "--become-method",
-    type=click.Choice(["sudo", "su"]),
-    default="sudo",
-    show_default=True,
-    help="How a non-root user becomes root.",
+    "--become-method", **choice(["sudo", "su"], DEFAULT.become_method), help="How a non-root user becomes root."
 )
-@click.option(
-    "--become-password-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="File holding the become password (never put it on the command line).",
-)
+@click.option("--become-password-file", type=FILE, help=HELP["become_password_file"])
 @click.option("--ask-become-pass", "-K", is_flag=True, help="Prompt for the become password.")
 @stack_options
 @click.option(
-    "--driver-branch",
-    callback=checked(lambda v: validate.version(v.lstrip("Rr"), "driver branch")),
-    help="Driver branch to install, e.g. 580 [default: the stack's].",
+    "--driver-branch", callback=grammar(validate.driver_branch, "--driver-branch"), help=HELP["driver_branch"]
 )
-@click.option(
-    "--driver-source",
-    type=click.Choice(DRIVER_SOURCES),
-    default="auto",
-    show_default=True,
-    help="The OS's own driver packages or NVIDIA's CUDA repository.",
-)
+@click.option("--driver-source", **choice(DRIVER_SOURCES, DEFAULT.driver_source), help=HELP["driver_source"])
 @click.option(
     "--kernel-modules",
-    type=click.Choice(KERNEL_MODULES),
-    default="auto",
-    show_default=True,
+    **choice(KERNEL_MODULES, DEFAULT.kernel_modules),
     help="Open or proprietary NVIDIA kernel modules.",
 )
-@click.option("--allow-secure-boot", is_flag=True, help="Install even with Secure Boot on (you sign the module).")
+@click.option("--allow-secure-boot", is_flag=True, help=HELP["allow_secure_boot"])
 @click.option("--no-reboot", is_flag=True, help="Never reboot; verify fails until you reboot yourself.")
 @click.option("--skip-driver", is_flag=True, help="Leave the NVIDIA driver alone.")
 @click.option("--skip-verify", is_flag=True, help="Do not certify the hosts.")
-@click.option("--with-container-toolkit", is_flag=True, help="Also install the NVIDIA Container Toolkit for Docker.")
+@click.option("--with-container-toolkit", is_flag=True, help=HELP["with_container_toolkit"])
 @click.option(
     "--venv",
-    default="/opt/gpuenv/venv",
+    default=DEFAULT.venv,
     show_default=True,
-    callback=checked(lambda v: validate.safe_path(v, "--venv")),
+    callback=grammar(validate.absolute_path, "--venv"),
     help="Venv on the hosts.",
 )
-@click.option(
-    "--wheelhouse",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Install from this directory of wheels, copied to each host (air-gapped).",
-)
-@click.option(
-    "--index-url",
-    callback=checked(lambda v: validate.url(v, "--index-url")),
-    help="A mirror of the stack's PyTorch wheel index.",
-)
-@click.option(
-    "--gpuenv-wheel",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Install this gpuenv wheel on the hosts [default: a wheel of the gpuenv running here].",
-)
-@click.option("--torch-only", is_flag=True, help="Install torch and numpy only, not torchvision/torchaudio.")
-@click.option("--verify-level", type=click.Choice(VERIFY_LEVELS), default="quick", show_default=True)
-@click.option(
-    "--verify-device",
-    type=click.Choice(VERIFY_DEVICES),
-    default="auto",
-    show_default=True,
-    help="Device gpuenv verify certifies on the hosts (cpu: hosts without GPUs).",
-)
-@click.option(
-    "--reports-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("reports"),
-    show_default=True,
-    help="Where verify reports land, as HOST.json.",
-)
+@click.option("--wheelhouse", type=DIR, help=HELP["wheelhouse"])
+@click.option("--index-url", callback=grammar(validate.url, "--index-url"), help=HELP["index_url"])
+@click.option("--gpuenv-wheel", type=FILE, help=HELP["gpuenv_wheel"])
+@click.option("--torch-only", is_flag=True, help=HELP["torch_only"])
+@click.option("--verify-level", **choice(LEVELS, DEFAULT.verify_level))
+@click.option("--verify-device", **choice(DEVICE_CHOICES, DEFAULT.verify_device), help=HELP["verify_device"])
+@click.option("--reports-dir", type=DIR, default=DEFAULT.reports_dir, show_default=True, help=HELP["reports_dir"])
 @click.option(
     "--min-free-gb",
     type=click.IntRange(1, 10000),
-    default=10,
+    default=DEFAULT.min_free_gb,
     show_default=True,
-    help="Free space preflight requires on the hosts' root filesystem.",
+    help=HELP["min_free_gb"],
 )
-@click.option("--forks", type=click.IntRange(1, 200), default=10, show_default=True, help="Hosts provisioned at once.")
+@click.option(
+    "--forks", type=click.IntRange(1, 200), default=DEFAULT.forks, show_default=True, help="Hosts provisioned at once."
+)
 @click.option("--limit", callback=checked(check_limit), help="Only these hosts or groups (Ansible pattern).")
 @click.option(
     "--timeout",
     "timeout_s",
     type=click.IntRange(60, 86400),
-    default=4 * 3600,
+    default=DEFAULT.timeout_s,
     show_default=True,
-    help="Seconds the whole run may take.",
+    help=HELP["timeout"],
 )
 @click.option("--dry-run", "--check", "dry_run", is_flag=True, help="Ansible check mode with diffs: change nothing.")
-@click.option("--plan", "plan_only", is_flag=True, help="Only work out the driver plan for each host; change nothing.")
-@click.option(
-    "--render-only",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Write the Ansible project to this directory and run nothing.",
-)
-@click.option(
-    "--artifacts-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Keep ansible-runner's working directory (events, output) here.",
-)
+@click.option("--plan", "plan_only", is_flag=True, help=HELP["plan_only"])
+@click.option("--render-only", type=DIR, help="Write the Ansible project to this directory and run nothing.")
+@click.option("--artifacts-dir", type=DIR, help=HELP["artifacts_dir"])
 @click.option("--json", "as_json", is_flag=True, help="The summary as JSON on stdout.")
 @click.pass_context
-def provision(ctx: click.Context, /, hosts: tuple[str, ...], inventory_file: Path | None, **opts: Any) -> int:
+def provision(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
     """Install the NVIDIA driver, PyTorch and gpuenv on HOSTS, then certify them."""
-    inventory = _inventory(hosts, inventory_file, opts)
-    password = _become_password(opts)
-    stack_keys = ("torch", "cuda", "driver", "python", "gpu", "os_name", "stack_file")
-    stack = stack_from_options(ctx, **{k: opts.pop(k) for k in stack_keys})
-    options = _options(opts)
-    wheel = _gpuenv_wheel(opts["gpuenv_wheel"])
-    files = _project_files(ctx, stack, options, inventory, wheel_name=wheel.name if wheel else None)
-    if opts["render_only"] is not None:
-        return _render_only(opts["render_only"], files, opts["as_json"], wheel=wheel)
-    return _run(stack, inventory, files, opts, password=password, reports_dir=Path(options.reports_dir), wheel=wheel)
-
-
-def _gpuenv_wheel(value: Path | None) -> Path | None:
-    if value is None:
-        return None
-    path = validate.existing_file(validate.safe_path(str(value), "--gpuenv-wheel"), "--gpuenv-wheel")
-    if not (path.name.startswith("gpuenv-") and path.name.endswith(".whl")):
-        raise BadRequest(f"--gpuenv-wheel {path.name!r} is not a gpuenv wheel", hint="give a gpuenv-VERSION-*.whl file")
-    return path.resolve()
-
-
-def _inventory(hosts: tuple[str, ...], inventory_file: Path | None, opts: dict[str, Any]) -> Inventory:
-    if hosts and inventory_file:
-        raise BadRequest("give HOST arguments or -i INVENTORY, not both", hint="put every host in the inventory")
-    if inventory_file is not None:
-        path = validate.existing_file(str(inventory_file), "inventory")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise BadRequest(f"cannot read inventory {path}: {exc}", hint="give a readable text file") from exc
-        inventory = parse_inventory(text, source=str(path))
-    else:
-        inventory = hosts_from_args(hosts)
-    key = opts["ssh_key"]
-    if key is not None:
-        key = str(validate.existing_file(validate.safe_path(str(key), "--ssh-key"), "--ssh-key").resolve())
-    defaults = {
-        "ansible_user": opts["user"] or "root",
-        "ansible_port": opts["port"],
-        "ansible_ssh_private_key_file": key,
-    }
-    return with_become(with_defaults(inventory, defaults), method=opts["become_method"])
-
-
-def _become_password(opts: dict[str, Any]) -> str | None:
-    path, ask = opts["become_password_file"], opts["ask_become_pass"]
-    if path is not None and ask:
-        raise BadRequest("--become-password-file and --ask-become-pass exclude each other", hint="use one")
-    if ask:
-        return str(click.prompt("BECOME password", hide_input=True, err=True))
-    if path is None:
-        return None
-    file = validate.private_file(str(path), "--become-password-file")
-    try:
-        lines = file.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadRequest(
-            f"cannot read --become-password-file: {type(exc).__name__}", hint="give a readable file"
-        ) from exc
-    if not lines or not lines[0]:
-        raise BadRequest("--become-password-file is empty", hint="write the password on its first line")
-    return lines[0]
-
-
-def _options(opts: dict[str, Any]) -> ProvisionOptions:
-    wheelhouse = opts["wheelhouse"]
-    if wheelhouse is not None:
-        checked = validate.safe_path(str(wheelhouse), "--wheelhouse")
-        wheelhouse = validate.existing_dir(checked, "--wheelhouse").resolve()
-        if not any(wheelhouse.glob("*.whl")):
-            raise BadRequest(
-                f"--wheelhouse {wheelhouse} holds no wheels",
-                hint="fill it with: pip download -d DIR torch==VERSION ...",
+    request = ProvisionRequest(stack=stack_request(params), **params)
+    project = prepare_project(request, kb_path=settings(ctx).data, prompt=_prompt, on_warning=warn)
+    if request.render_only is not None:
+        dest = render_project(project, request.render_only)
+        if as_json:
+            emit_json({"schema": SCHEMA, "rendered": str(dest)})
+        else:
+            click.echo(
+                f"wrote the Ansible project to {request.render_only}; run it with:\n"
+                f"  cd {shlex.quote(str(request.render_only))} && ansible-playbook site.yml"
+                "   # or plan_driver.yml for the driver plan"
             )
-    reports = Path(validate.safe_path(str(opts["reports_dir"]), "--reports-dir")).resolve()
-    return ProvisionOptions(
-        venv=opts["venv"],
-        wheelhouse=str(wheelhouse) if wheelhouse else None,
-        index_url=opts["index_url"],
-        torch_only=opts["torch_only"],
-        driver=not opts["skip_driver"],
-        driver_branch=opts["driver_branch"],
-        driver_source=opts["driver_source"],
-        kernel_modules=opts["kernel_modules"],
-        allow_secure_boot=opts["allow_secure_boot"],
-        reboot=not opts["no_reboot"],
-        container_toolkit=opts["with_container_toolkit"],
-        verify=not opts["skip_verify"],
-        verify_level=opts["verify_level"],
-        verify_device=opts["verify_device"],
-        reports_dir=str(reports),
-        min_free_gb=opts["min_free_gb"],
-    )
-
-
-def _project_files(
-    ctx: click.Context, stack: Any, options: ProvisionOptions, inventory: Inventory, *, wheel_name: str | None
-) -> dict[str, str]:
-    from dataclasses import replace
-
-    from gpuenv import __version__
-    from gpuenv.compat import load_kb
-
-    kb = load_kb(ctx.find_root().obj.data)
-    options = replace(options, gpuenv_wheel=wheel_name or f"gpuenv-{__version__}-py3-none-any.whl")
-    return {
-        VARS_FILE: render_variables(stack, options, kb_facts(kb, stack)),
-        INVENTORY_FILE: render_inventory(inventory),
-    }
-
-
-def _write_project(dest: Path, files: dict[str, str], *, wheel: Path | None) -> Path:
-    """The static playbooks, the two rendered files, and gpuenv's own wheel under files/."""
-    from gpuenv.resources import shipped_dir
-    from gpuenv.selfwheel import build_own_wheel
-
-    shutil.copytree(
-        shipped_dir("playbooks"), dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"), dirs_exist_ok=True
-    )
-    for name, text in files.items():
-        (dest / name).parent.mkdir(parents=True, exist_ok=True)
-        (dest / name).write_text(text, encoding="utf-8")
-    if wheel is None:
-        build_own_wheel(dest / WHEEL_DIR)
-    else:
-        (dest / WHEEL_DIR).mkdir(parents=True, exist_ok=True)
-        shutil.copy2(wheel, dest / WHEEL_DIR / wheel.name)
-    return dest
-
-
-def _render_only(dest: Path, files: dict[str, str], as_json: bool, *, wheel: Path | None) -> int:
-    validate.safe_path(str(dest), "--render-only")
-    if dest.exists() and any(dest.iterdir()):
-        raise BadRequest(f"--render-only {dest} is not empty", hint="give a new or empty directory")
-    _write_project(dest, files, wheel=wheel)
+        return 0
+    with ProgressView(enabled=not settings(ctx).quiet) as view:
+        result = run_project(project, on_progress=view.update)
     if as_json:
-        emit_json({"schema": SCHEMA, "rendered": str(dest.resolve())})
+        emit_json(result.to_dict())
     else:
-        click.echo(
-            f"wrote the Ansible project to {dest}; run it with:\n"
-            f"  cd {dest} && ansible-playbook site.yml          # or plan_driver.yml for the driver plan"
-        )
-    return 0
+        _print_result(result)
+    return result.exit_code
 
 
-def _run(
-    stack: Any,
-    inventory: Inventory,
-    files: dict[str, str],
-    opts: dict[str, Any],
-    *,
-    password: str | None,
-    reports_dir: Path,
-    wheel: Path | None,
-) -> int:
-    from gpuenv.adapters.ansible import run_playbook
-
-    playbook = PLAN if opts["plan_only"] else SITE
-    keep = opts["artifacts_dir"]
-    if keep:
-        work = Path(validate.safe_path(str(keep), "--artifacts-dir")).resolve()
-    else:
-        work = Path(tempfile.mkdtemp(prefix="gpuenv-provision-"))
-    try:
-        project = _write_project(work / "project", files, wheel=wheel)
-        request = RunRequest(
-            project_dir=project,
-            private_data_dir=work,
-            playbook=playbook,
-            forks=opts["forks"],
-            limit=opts["limit"],
-            check=opts["dry_run"],
-            ask_become_pass=password is not None,
-            timeout_s=opts["timeout_s"],
-            path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
-        )
-        view = _ProgressView(enabled=not _quiet(), total=len(inventory.hosts))
-        started = time.time()
-        with view:
-            outcome = run_playbook(runner_arguments(request), become_password=password, on_progress=view.update)
-    finally:
-        if keep is None:
-            shutil.rmtree(work, ignore_errors=True)
-    summaries = list(outcome.tally.hosts.values())
-    if not summaries:
-        raise BadRequest("no host matched", hint="check --limit against the inventory's host and group names")
-    if playbook == SITE and not opts["dry_run"] and not opts["skip_verify"]:
-        _attach_reports(summaries, reports_dir, since=started)
-    _present(stack, summaries, outcome.tally.plans if opts["plan_only"] else None, opts, status=outcome.status)
-    return 0 if all(s.succeeded for s in summaries) and outcome.status != "timeout" else 1
-
-
-def _quiet() -> bool:
-    ctx = click.get_current_context(silent=True)
-    return bool(ctx and ctx.find_root().obj and ctx.find_root().obj.quiet)
-
-
-def _attach_reports(summaries: list[HostSummary], reports_dir: Path, *, since: float) -> None:
-    for s in summaries:
-        path = reports_dir / f"{s.host}.json"
-        if not path.is_file() or path.stat().st_mtime < since - 1:
-            continue
-        s.report = str(path)
-        try:
-            verdict = json.loads(path.read_text(encoding="utf-8")).get("verdict")
-        except (OSError, ValueError):
-            s.verdict = "unreadable report"
-            continue
-        s.verdict = verdict.get("outcome") if isinstance(verdict, dict) else str(verdict)
-
-
-def _host_row(s: HostSummary) -> dict[str, Any]:
-    state = "unreachable" if s.unreachable else "failed" if s.failed else "ok"
-    return {
-        "host": s.host,
-        "status": state,
-        "ok": s.ok,
-        "changed": s.changed,
-        "failed": s.failed,
-        "unreachable": s.unreachable,
-        "skipped": s.skipped,
-        "verify": s.verdict,
-        "report": s.report,
-        "message": s.message or None,
-    }
-
-
-def _present(
-    stack: Any, summaries: list[HostSummary], plans: dict[str, Any] | None, opts: dict[str, Any], *, status: str
-) -> None:
-    rows = [_host_row(s) for s in summaries]
-    if opts["as_json"]:
-        doc: dict[str, Any] = {
-            "schema": SCHEMA,
-            "status": status,
-            "check": opts["dry_run"],
-            "stack": stack.to_dict(),
-            "hosts": rows,
-        }
-        if plans is not None:
-            doc["plans"] = plans
-        emit_json(doc)
-        return
-    _print_table(rows, status)
-    for host, plan in (plans or {}).items():
-        click.echo(f"{host}: {plan.get('summary')}")
-
-
-def _print_table(rows: list[dict[str, Any]], status: str) -> None:
-    from rich.table import Table
-
-    table = Table(title="gpuenv provision" + (f" ({status})" if status not in ("successful", "failed") else ""))
-    for column in ("host", "status", "ok", "changed", "failed", "unreachable", "verify", "report"):
-        table.add_column(column)
-    for r in rows:
-        table.add_row(
-            *(
-                str(r[c]) if r[c] is not None else "-"
-                for c in ("host", "status", "ok", "changed", "failed", "unreachable", "verify", "report")
-            )
-        )
+def _print_result(result: Any) -> None:
+    status = result.status
     out = console()
-    out.print(table)
+    title = "gpuenv provision" + (f" ({status})" if status not in ("successful", "failed") else "")
+    rows = result.rows()
+    out.print(table(COLUMNS, ([str(r[c]) if r[c] is not None else "-" for c in COLUMNS] for r in rows), title=title))
     for r in rows:
         if r["message"]:
             out.print(f"{r['host']}: {r['status']}: {r['message']}")
+    for host, plan in (result.plans or {}).items():
+        click.echo(f"{host}: {plan.get('summary')}")
 
 
-class _ProgressView:
+def _prompt(text: str) -> str:
+    if not sys.stdin.isatty():
+        raise BadRequest(
+            "--ask-become-pass needs a terminal to prompt on", hint="use --become-password-file FILE instead"
+        )
+    return str(click.prompt(text, hide_input=True, err=True))
+
+
+class ProgressView:
     """Live per-host progress on stderr: a table on a terminal, otherwise one line per change or failure."""
 
-    def __init__(self, *, enabled: bool, total: int) -> None:
-        self.enabled = enabled
-        self.rows: dict[str, dict[str, Any]] = {}
+    def __init__(self, *, enabled: bool) -> None:
+        self.enabled, self.board = enabled, ProgressBoard()
         self.live: Any = None
-        self.tty = enabled and sys.stderr.isatty()
 
-    def __enter__(self) -> _ProgressView:
-        if self.tty:
+    def __enter__(self) -> ProgressView:
+        if self.enabled and sys.stderr.isatty():
             from rich.live import Live
 
             self.live = Live(self._table(), console=console(stderr=True), refresh_per_second=4, transient=False)
@@ -469,23 +188,11 @@ class _ProgressView:
     def update(self, p: Progress) -> None:
         if not self.enabled:
             return
-        row = self.rows.setdefault(p.host, {"task": "", "ok": 0, "changed": 0, "failed": 0, "state": "running"})
-        row["task"] = p.task
-        if p.status in ("ok", "changed", "failed"):
-            row[p.status] += 1
-        if p.status in ("failed", "unreachable"):
-            row["state"] = p.status
+        worth_a_line = self.board.add(p)
         if self.live is not None:
             self.live.update(self._table())
-        elif p.status in ("changed", "failed", "unreachable"):
+        elif worth_a_line:
             click.echo(f"{p.host}: {p.status}: {p.task}", err=True)
 
     def _table(self) -> Any:
-        from rich.table import Table
-
-        table = Table(box=None)
-        for column in ("host", "task", "ok", "changed", "failed", "state"):
-            table.add_column(column)
-        for host, r in self.rows.items():
-            table.add_row(host, r["task"][:60], str(r["ok"]), str(r["changed"]), str(r["failed"]), r["state"])
-        return table
+        return table(ProgressBoard.COLUMNS, self.board.table_rows(), box=None)

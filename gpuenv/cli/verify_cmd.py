@@ -10,8 +10,11 @@ from typing import Any
 
 import click
 
-from gpuenv import validate
+from gpuenv import interrupt, validate
+from gpuenv.cli import settings as settings_of
+from gpuenv.cli.params import checked
 from gpuenv.errors import BadRequest
+from gpuenv.files import STDOUT, check_output
 from gpuenv.verify.model import DEVICE_CHOICES, LEVELS
 from gpuenv.verify.registry import CHECKS
 
@@ -33,15 +36,10 @@ interrupted, gpuenv crashed).
 
 
 def _out_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """Every output is checked before the first check runs (the rule is gpuenv.files')."""
     if value is None:
         return None
-    if value.is_dir():
-        raise BadRequest(f"--{param.name} {value} is a directory", hint="give a file path")
-    if not value.parent.is_dir():
-        raise BadRequest(
-            f"--{param.name}: folder {value.parent} does not exist",
-            hint="create it first, or give a path in an existing folder",
-        )
+    check_output(str(value), f"--{param.name}")
     return value
 
 
@@ -76,9 +74,9 @@ def _out_option(name: str, help_text: str) -> Callable[[Callable[..., Any]], Cal
 @click.option("--expect-gpus", type=click.IntRange(min=1), metavar="N", help="Fail when fewer GPUs are visible.")
 @click.option("--strict", is_flag=True, help="Treat warnings as failures (exit 1).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
-@_out_option("--report", "Write the JSON report here (atomically, also when interrupted).")
-@_out_option("--junit", "Write JUnit XML here (one testcase per check).")
-@_out_option("--prometheus", "Write a node_exporter textfile here (atomically, world-readable).")
+@_out_option("--report", "Write the JSON report here (atomically, also when interrupted; - for stdout).")
+@_out_option("--junit", "Write JUnit XML here (one testcase per check; - for stdout).")
+@_out_option("--prometheus", "Write a node_exporter textfile here (atomically, world-readable; - for stdout).")
 @click.option(
     "--artifacts",
     type=click.Path(path_type=Path, file_okay=False),
@@ -93,7 +91,8 @@ def _out_option(name: str, help_text: str) -> Callable[[Callable[..., Any]], Cal
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=1),
+    type=float,
+    callback=checked(validate.seconds),
     metavar="SECONDS",
     help="Seconds allowed to each check (default: per check and level).",
 )
@@ -104,22 +103,40 @@ def verify(ctx: click.Context, /, as_json: bool, **options: Any) -> int:
     from gpuenv.verify.service import VerifyRequest
     from gpuenv.verify.service import verify as run
 
-    settings = ctx.obj
-    quiet = bool(settings and settings.quiet)
-    request = VerifyRequest(kb=settings.data if settings else None, **options)
-    outcome = run(request, on_result=None if (as_json or quiet or request.image) else _progress)
-    if outcome.report is not None:
-        _present(outcome.report, as_json=as_json, quiet=quiet)
-    elif outcome.image_report is not None:
-        _present_image(str(request.image), outcome.image_report, outcome.exit_code, as_json=as_json)
+    settings = settings_of(ctx)
+    quiet = settings.quiet
+    on_stdout = _one_stdout(as_json=as_json, **{k: options[k] for k in ("report", "junit", "prometheus")})
+    request = VerifyRequest(kb=settings.data, **options)
+    # The engine turns the first SIGINT/SIGTERM into a partial report; any signal after it is only
+    # noted, so a second Ctrl-C cannot stop the report the run promised from being written.
+    with interrupt.Deferred() as late:
+        outcome = run(request, on_result=None if (as_json or quiet or request.image) else _progress)
+        if outcome.report is not None:
+            _present(outcome.report, as_json=as_json, quiet=quiet, to_stderr=on_stdout)
+        elif outcome.image_report is not None:
+            _present_image(str(request.image), outcome.image_report, outcome.exit_code, as_json=as_json)
+    for problem in outcome.unwritten:  # named after the verdict, which is shown in any case
+        click.echo(f"gpuenv: error: {problem}", err=True)
+    if late.signal and outcome.report is not None and not outcome.report.interrupted:
+        click.echo(f"gpuenv: error: interrupted by {late.signal} after the checks (outputs written)", err=True)
+        return 3
     return outcome.exit_code
+
+
+def _one_stdout(*, as_json: bool, **outputs: Path | None) -> bool:
+    """At most one thing on standard output; True when an output file is `-`."""
+    to_stdout = [f"--{name}" for name, path in outputs.items() if path is not None and str(path) == STDOUT]
+    if len(to_stdout) > 1 or (to_stdout and as_json):
+        both = ", ".join(to_stdout + (["--json"] if as_json else []))
+        raise BadRequest(f"{both} would all write to standard output", hint="send one of them to a file")
+    return bool(to_stdout)
 
 
 def _progress(result: Any) -> None:
     click.echo(f"  {result.name:<10} {result.status:<8} {result.duration_s:6.1f}s  {result.summary}", err=True)
 
 
-def _present(report: Any, *, as_json: bool, quiet: bool) -> None:
+def _present(report: Any, *, as_json: bool, quiet: bool, to_stderr: bool = False) -> None:
     from gpuenv.cli.output import console
     from gpuenv.verify import outputs
 
@@ -129,7 +146,7 @@ def _present(report: Any, *, as_json: bool, quiet: bool) -> None:
         if not report.verdict.certified:
             click.echo(report.verdict.summary, err=True)
     else:
-        outputs.render_table(report, console())
+        outputs.render_table(report, console(stderr=to_stderr))
 
 
 def _present_image(tag: str, data: dict[str, Any], code: int, *, as_json: bool) -> None:

@@ -1,7 +1,8 @@
 """Provisioning, pure half: inventories, the variables file, and what ansible-runner is asked to do.
 
 The Ansible project itself is static (playbooks/); gpuenv renders only its variables file and its
-inventory. Running it is gpuenv.adapters.ansible; the command is gpuenv.cli.provision_cmd.
+inventory. The service gpuenv.provision.project writes and runs it (through gpuenv.adapters.ansible);
+the command is gpuenv.cli.provision_cmd.
 """
 
 from __future__ import annotations

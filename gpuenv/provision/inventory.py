@@ -1,26 +1,35 @@
-"""Inventories: hosts from the command line, or a user's INI/YAML inventory, checked line by line.
+"""Inventories: hosts from the command line, or a user's inventory as Ansible itself reads it.
 
-A user's inventory never reaches Ansible as written: it is parsed here, every value is validated
-(host names, ports, users, paths), and gpuenv renders its own YAML inventory from the result. So a
-template (`{{ lookup('pipe', ...) }}`) or a shell fragment in a value is refused before anything
-runs, and errors name the line.
+A user's inventory is loaded with `ansible-inventory --list` (so host ranges, group_vars/ and
+host_vars/, inventory scripts and plugins work as they do in Ansible), after a cheap pre-scan
+that bounds YAML aliases and nesting. It never reaches the run as written: every value gpuenv
+passes on is validated (host names, ports, users, paths), and gpuenv renders its own YAML
+inventory from the result. So a template (`{{ lookup('pipe', ...) }}`) or a shell fragment in a
+value is refused before anything runs, and errors name the host and the variable.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import re
-import shlex
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from gpuenv import validate
 from gpuenv.errors import BadRequest
+from gpuenv.files import read_bytes
 
 _GROUP = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}", re.ASCII)
 _INTERPRETER = re.compile(r"(/[A-Za-z0-9_.+-]+)+|auto|auto_silent|auto_legacy|auto_legacy_silent", re.ASCII)
 _HINT = "see docs/provision.md for the inventory format gpuenv accepts"
+INVENTORY_TIMEOUT_S = 900.0  # ansible-inventory on 100k INI hosts takes about 30 s here
+MAX_DEPTH = 64  # YAML nesting: an inventory ten groups deep needs about 25
+ALIAS_BUDGET = 10_000  # nodes aliases may add beyond the size of the document itself
+MAX_VARS_FILES = 10_000
 
 
 def _interpreter(value: str) -> str:
@@ -77,11 +86,6 @@ class Inventory:
         return tuple(h.name for h in self.hosts)
 
 
-def _located(source: str, line: int | None, error: BadRequest) -> BadRequest:
-    where = f"{source} line {line}" if line else source
-    return BadRequest(f"inventory {where}: {error.message}", hint=error.hint or _HINT)
-
-
 def _check_var(name: str, value: Any) -> Any:
     check = HOST_VARS.get(name)
     if check is None:
@@ -91,7 +95,13 @@ def _check_var(name: str, value: Any) -> Any:
         )
     if isinstance(value, (dict, list)) or value is None:
         raise BadRequest(f"{name} must be a plain value", hint=_HINT)
-    return check(str(value).lower() if isinstance(value, bool) else str(value))
+    return _checked(name, str(value).lower() if isinstance(value, bool) else str(value))
+
+
+@functools.lru_cache(maxsize=65536)
+def _checked(name: str, text: str) -> Any:
+    """A fleet repeats its users, ports and interpreters: each distinct value is checked once."""
+    return HOST_VARS[name](text)
 
 
 def hosts_from_args(names: Iterable[str]) -> Inventory:
@@ -109,214 +119,132 @@ def hosts_from_args(names: Iterable[str]) -> Inventory:
     return Inventory(tuple(hosts.values()), {})
 
 
-def parse_inventory(text: str, *, source: str) -> Inventory:
-    """Parse an Ansible inventory in YAML (a mapping with 'all' or groups) or INI form."""
-    stripped = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith(("#", ";"))]
-    looks_yaml = (
-        bool(stripped) and not stripped[0].startswith("[") and (stripped[0].endswith(":") or stripped[0] == "---")
-    )
-    inventory = parse_yaml(text, source=source) if looks_yaml else parse_ini(text, source=source)
-    if not inventory.hosts:
-        raise BadRequest(f"inventory {source} lists no hosts", hint=_HINT)
-    return inventory
+def load_inventory(path: Path, *, timeout_s: float = INVENTORY_TIMEOUT_S) -> Inventory:
+    """A user's inventory as Ansible reads it (INI, YAML, host ranges, group_vars/ and host_vars/,
+    inventory scripts and plugins), after a bounded pre-scan of every YAML file Ansible would parse,
+    and with every value gpuenv passes on validated."""
+    from gpuenv.adapters.ansible import list_inventory
+
+    source = str(path)
+    if not os.access(path, os.X_OK):  # a script is run by Ansible, not parsed: nothing to pre-scan
+        prescan_yaml(read_bytes(path, "inventory", kind="inventory"), source)
+    for extra in _vars_files(path.parent):
+        prescan_yaml(read_bytes(extra, "inventory variables file", kind="inventory"), str(extra))
+    return inventory_from_ansible(list_inventory(path, timeout_s=timeout_s), source=source)
 
 
-# --- INI -------------------------------------------------------------------------------------
+def _vars_files(folder: Path) -> list[Path]:
+    found: list[Path] = []
+    for name in ("group_vars", "host_vars"):
+        base = folder / name
+        if base.is_dir():
+            found += sorted(p for p in base.rglob("*") if p.is_file())[:MAX_VARS_FILES]
+    return found
 
 
-class _Builder:
-    """Collects hosts, group memberships, group vars and children, then flattens them."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.host_vars: dict[str, dict[str, Any]] = {}
-        self.members: dict[str, list[str]] = {}
-        self.group_vars: dict[str, dict[str, Any]] = {}
-        self.children: dict[str, list[str]] = {}
-        self.lines: dict[str, int | None] = {}
-
-    def group(self, name: str, line: int | None) -> str:
-        if not _GROUP.fullmatch(name):
-            raise _located(
-                self.source, line, BadRequest(f"invalid group name {name[:40]!r}", hint="letters, digits and _ only")
-            )
-        self.members.setdefault(name, [])
-        self.lines.setdefault(name, line)
-        return name
-
-    def host(self, name: str, group: str, values: dict[str, Any], line: int | None) -> None:
-        try:
-            name = validate.hostname(name)
-            checked = {k: _check_var(k, v) for k, v in values.items()}
-        except BadRequest as exc:
-            raise _located(self.source, line, exc) from None
-        self.host_vars.setdefault(name, {}).update(checked)
-        if group != "all" and name not in self.members[group]:
-            self.members[group].append(name)
-
-    def var(self, group: str, key: str, value: Any, line: int | None) -> None:
-        try:
-            self.group_vars.setdefault(group, {})[key] = _check_var(key, value)
-        except BadRequest as exc:
-            raise _located(self.source, line, exc) from None
-
-    def build(self) -> Inventory:
-        for parent, kids in self.children.items():
-            for kid in kids:
-                if kid not in self.members:
-                    raise _located(
-                        self.source,
-                        self.lines.get(parent),
-                        BadRequest(f"group {parent!r} names an unknown child group {kid!r}", hint=_HINT),
-                    )
-        groups = {g: tuple(self._hosts_of(g, set())) for g in self.members if g not in ("all", "ungrouped")}
-        hosts = []
-        for name, own in self.host_vars.items():
-            merged = dict(self.group_vars.get("all", {}))
-            for group in self._groups_of(name):
-                merged.update(self.group_vars.get(group, {}))
-            merged.update(own)
-            hosts.append(Host(name, merged))
-        return Inventory(tuple(hosts), groups)
-
-    def _hosts_of(self, group: str, seen: set[str]) -> list[str]:
-        if group in seen:
-            loop = BadRequest(f"group {group!r} contains itself", hint=_HINT)
-            raise _located(self.source, self.lines.get(group), loop)
-        found = list(self.members.get(group, []))
-        for kid in self.children.get(group, []):
-            found += [h for h in self._hosts_of(kid, seen | {group}) if h not in found]
-        return found
-
-    def _groups_of(self, host: str) -> list[str]:
-        """Groups holding the host, parents before children, so the nearer group's vars win."""
-        direct = [g for g, members in self.members.items() if host in members]
-        order: list[str] = []
-
-        def add_with_parents(group: str) -> None:
-            for parent, kids in self.children.items():
-                if group in kids and parent not in order:
-                    add_with_parents(parent)
-            if group not in order:
-                order.append(group)
-
-        for group in direct:
-            add_with_parents(group)
-        return order
-
-
-def parse_ini(text: str, *, source: str) -> Inventory:
-    b = _Builder(source)
-    section, kind = b.group("ungrouped", None), "hosts"
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith(("#", ";")):
-            continue
-        if line.startswith("["):
-            if not line.endswith("]"):
-                raise _located(source, number, BadRequest(f"unterminated section header {line[:40]!r}", hint=_HINT))
-            name, _, kind = line[1:-1].partition(":")
-            kind = kind or "hosts"
-            if kind not in ("hosts", "vars", "children"):
-                raise _located(
-                    source,
-                    number,
-                    BadRequest(f"unknown section kind {kind!r}", hint="[group], [group:vars] or [group:children]"),
-                )
-            section = b.group(name, number)
-            continue
-        try:
-            words = shlex.split(line, comments=True)
-        except ValueError as exc:
-            raise _located(source, number, BadRequest(f"cannot parse {line[:40]!r}: {exc}", hint=_HINT)) from None
-        if kind == "children":
-            if len(words) != 1:
-                raise _located(source, number, BadRequest("a [group:children] line names one group", hint=_HINT))
-            if not _GROUP.fullmatch(words[0]):
-                raise _located(source, number, BadRequest(f"invalid group name {words[0][:40]!r}", hint=_HINT))
-            b.children.setdefault(section, []).append(words[0])
-        elif kind == "vars":
-            key, eq, value = line.partition("=")
-            if not eq:
-                raise _located(source, number, BadRequest(f"expected key=value, got {line[:40]!r}", hint=_HINT))
-            b.var(section, key.strip(), value.strip().strip("'\""), number)
-        else:
-            values = {}
-            for word in words[1:]:
-                key, eq, value = word.partition("=")
-                if not eq:
-                    bad = BadRequest(f"expected key=value after the host, got {word[:40]!r}", hint=_HINT)
-                    raise _located(source, number, bad)
-                values[key] = value
-            b.host(words[0], section, values, number)
-    return b.build()
-
-
-# --- YAML ------------------------------------------------------------------------------------
-
-
-def parse_yaml(text: str, *, source: str) -> Inventory:
+def prescan_yaml(data: bytes, source: str) -> None:
+    """Refuse YAML whose aliases or nesting would make any loader (Ansible's too) run away: a
+    self-referencing alias, aliases expanding to more than the document plus ALIAS_BUDGET nodes,
+    or nesting deeper than MAX_DEPTH. Reads libyaml's event stream only, so it is cheap. Text that
+    is not YAML (an INI inventory) is left to Ansible."""
     import yaml  # type: ignore[import-untyped]  # PyYAML comes with ansible-core
 
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    starts = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
+    ends = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
+    sizes: dict[str, int] = {}
+    open_nodes: list[tuple[str | None, int]] = []
+    nodes = events = 0
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        line = exc.problem_mark.line + 1 if exc.problem_mark else None
-        raise _located(source, line, BadRequest(f"not valid YAML: {exc.problem}", hint=_HINT)) from None
-    except yaml.YAMLError as exc:
-        raise _located(source, None, BadRequest(f"not valid YAML: {exc}", hint=_HINT)) from None
-    b = _Builder(source)
-    if root is None:
-        return b.build()
-    for name_node, group_node in _mapping(root, source, "the top level"):
-        _yaml_group(b, str(name_node.value), group_node, source, name_node.start_mark.line + 1)
-    return b.build()
+        for event in yaml.parse(data, Loader=loader):
+            events += 1
+            if isinstance(event, starts):
+                open_nodes.append((event.anchor, nodes))
+                nodes += 1
+                if len(open_nodes) > MAX_DEPTH:
+                    raise _refused(source, f"nesting deeper than {MAX_DEPTH} levels")
+            elif isinstance(event, ends):
+                anchor, start = open_nodes.pop()
+                if anchor is not None:
+                    sizes[anchor] = nodes - start
+            elif isinstance(event, yaml.ScalarEvent):
+                nodes += 1
+                if event.anchor is not None:
+                    sizes[event.anchor] = 1
+            elif isinstance(event, yaml.AliasEvent):
+                if any(anchor == event.anchor for anchor, _ in open_nodes):
+                    raise _refused(source, f"alias *{event.anchor} refers to a node that contains it")
+                nodes += sizes.get(event.anchor, 1)
+                if nodes - events > ALIAS_BUDGET + events:
+                    raise _refused(source, "aliases expand it to far more than the file holds")
+    except yaml.YAMLError:
+        return
 
 
-def _mapping(node: Any, source: str, what: str) -> list[tuple[Any, Any]]:
-    import yaml  # type: ignore[import-untyped]
-
-    if isinstance(node, yaml.ScalarNode) and node.value in ("", "~", "null"):
-        return []
-    if not isinstance(node, yaml.MappingNode):
-        raise _located(source, node.start_mark.line + 1, BadRequest(f"{what} must be a mapping", hint=_HINT))
-    return list(node.value)
+def _refused(source: str, why: str) -> BadRequest:
+    return BadRequest(f"inventory {source}: {why}", hint="write the groups out instead of aliasing them")
 
 
-def _yaml_group(b: _Builder, name: str, node: Any, source: str, line: int) -> None:
-    group = b.group(name, line)
-    for key_node, value_node in _mapping(node, source, f"group {name!r}"):
-        key, at = str(key_node.value), key_node.start_mark.line + 1
-        if key == "hosts":
-            for host_node, vars_node in _mapping(value_node, source, "hosts"):
-                values = {}
-                for k, v in _mapping(vars_node, source, f"host {host_node.value!r}"):
-                    value = _scalar(v, source)
-                    try:
-                        _check_var(str(k.value), value)
-                    except BadRequest as exc:
-                        raise _located(source, k.start_mark.line + 1, exc) from None
-                    values[str(k.value)] = value
-                b.host(str(host_node.value), group, values, host_node.start_mark.line + 1)
-        elif key == "vars":
-            for var_node, val_node in _mapping(value_node, source, "vars"):
-                b.var(group, str(var_node.value), _scalar(val_node, source), var_node.start_mark.line + 1)
-        elif key == "children":
-            for kid_node, kid_body in _mapping(value_node, source, "children"):
-                kid = str(kid_node.value)
-                _yaml_group(b, kid, kid_body, source, kid_node.start_mark.line + 1)
-                b.children.setdefault(group, []).append(kid)
-        else:
-            unknown = BadRequest(f"unknown key {key!r} in group {name!r}", hint="hosts, vars or children")
-            raise _located(source, at, unknown)
+def inventory_from_ansible(data: Any, *, source: str) -> Inventory:
+    """gpuenv's Inventory from `ansible-inventory --list` output, every passed-on value validated.
+
+    Connection variables (HOST_VARS) are checked and carried into the inventory gpuenv renders;
+    any other ansible_* variable is refused (it changes how Ansible connects or runs); variables
+    of the user's own are not passed on. Errors name the host (or group) and the variable."""
+    if not isinstance(data, dict) or not isinstance(data.get("_meta", {}), dict):
+        raise BadRequest(f"inventory {source}: ansible-inventory gave no inventory", hint=_HINT)
+    hostvars = data.get("_meta", {}).get("hostvars", {}) or {}
+    members: dict[str, list[str]] = {}
+    children: dict[str, list[str]] = {}
+    order: dict[str, None] = {}
+    for group, body in data.items():
+        if group == "_meta" or not isinstance(body, dict):
+            continue
+        if group not in ("all", "ungrouped") and not _GROUP.fullmatch(group):
+            raise BadRequest(f"inventory {source}: invalid group name {group[:40]!r}", hint="letters, digits and _")
+        members[group] = [str(h) for h in body.get("hosts", [])]
+        children[group] = [str(c) for c in body.get("children", [])]
+        order.update(dict.fromkeys(members[group]))
+    order.update(dict.fromkeys(str(h) for h in hostvars))
+    hosts = tuple(_host(name, hostvars.get(name) or {}, source) for name in order)
+    if not hosts:
+        raise BadRequest(f"inventory {source} lists no hosts", hint=_HINT)
+    groups = {g: tuple(_members(g, members, children, {}, ())) for g in members if g not in ("all", "ungrouped")}
+    return Inventory(hosts, groups)
 
 
-def _scalar(node: Any, source: str) -> Any:
-    import yaml  # type: ignore[import-untyped]
+def _host(name: str, values: dict[str, Any], source: str) -> Host:
+    try:
+        validate.hostname(name)
+    except BadRequest as exc:
+        raise BadRequest(f"inventory {source}: {exc.message}", hint=exc.hint) from None
+    checked = {}
+    for key, value in values.items():
+        if key not in HOST_VARS and not key.startswith("ansible_"):
+            continue  # the user's own variable: gpuenv's project never sees it
+        try:
+            checked[key] = _check_var(key, value)
+        except BadRequest as exc:
+            raise BadRequest(f"inventory {source}: host {name}, variable {key}: {exc.message}", hint=exc.hint) from None
+    return Host(name, checked)
 
-    if not isinstance(node, yaml.ScalarNode):
-        raise _located(source, node.start_mark.line + 1, BadRequest("expected a plain value", hint=_HINT))
-    return node.value
+
+def _members(
+    group: str,
+    members: dict[str, list[str]],
+    children: dict[str, list[str]],
+    memo: dict[str, list[str]],
+    path: tuple[str, ...],
+) -> list[str]:
+    if group in memo:
+        return memo[group]
+    if group in path:
+        raise BadRequest(f"inventory: group {group!r} contains itself", hint=_HINT)
+    found = dict.fromkeys(members.get(group, []))
+    for kid in children.get(group, []):
+        found.update(dict.fromkeys(_members(kid, members, children, memo, (*path, group))))
+    memo[group] = list(found)
+    return memo[group]
 
 
 # --- defaults and rendering ------------------------------------------------------------------

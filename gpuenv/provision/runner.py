@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuenv.errors import BadRequest
+from gpuenv.provision import INVENTORY_FILE
 
 SITE = "site.yml"
 PLAN = "plan_driver.yml"
@@ -35,7 +36,7 @@ class RunRequest:
 
 
 def check_limit(value: str) -> str:
-    if not _LIMIT.fullmatch(value):
+    if not _LIMIT.fullmatch(value) or value.startswith("-"):  # "-vvv" would be read as an option
         raise BadRequest(
             f"invalid --limit {value[:60]!r}", hint="host or group names separated by commas, e.g. gpu01,gpu02"
         )
@@ -53,7 +54,7 @@ def runner_arguments(req: RunRequest) -> dict[str, Any]:
         "private_data_dir": str(req.private_data_dir),
         "project_dir": str(req.project_dir),
         "playbook": req.playbook,
-        "inventory": str(req.project_dir / "inventory" / "hosts.yml"),
+        "inventory": str(req.project_dir / INVENTORY_FILE),
         "forks": req.forks,
         "envvars": {
             "PATH": req.path,
@@ -103,6 +104,30 @@ def progress_from_event(event: dict[str, Any]) -> Progress | None:
 
 
 @dataclass
+class ProgressBoard:
+    """Each host's current task and counts, as progress arrives (what a live view draws)."""
+
+    COLUMNS = ("host", "task", "ok", "changed", "failed", "state")
+    rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def add(self, p: Progress) -> bool:
+        """Record one step; True when it is worth a line of its own (a change, a failure)."""
+        row = self.rows.setdefault(p.host, {"task": "", "ok": 0, "changed": 0, "failed": 0, "state": "running"})
+        row["task"] = p.task
+        if p.status in ("ok", "changed", "failed"):
+            row[p.status] += 1
+        if p.status in ("failed", "unreachable"):
+            row["state"] = p.status
+        return p.status in ("changed", "failed", "unreachable")
+
+    def table_rows(self) -> list[tuple[str, ...]]:
+        return [
+            (host, r["task"][:60], str(r["ok"]), str(r["changed"]), str(r["failed"]), r["state"])
+            for host, r in self.rows.items()
+        ]
+
+
+@dataclass
 class HostSummary:
     host: str
     ok: int = 0
@@ -126,12 +151,15 @@ class HostTally:
     hosts: dict[str, HostSummary] = field(default_factory=dict)
     plans: dict[str, dict[str, Any]] = field(default_factory=dict)
     stats_seen: bool = False
+    touched: set[str] = field(default_factory=set)  # hosts any task started on
 
     def add(self, event: dict[str, Any]) -> None:
         kind = event.get("event", "")
         data = event.get("event_data") or {}
         host = data.get("host")
         res = data.get("res") or {}
+        if host and kind.startswith("runner_on_"):
+            self.touched.add(str(host))
         if kind in ("runner_on_failed", "runner_on_unreachable") and host and not data.get("ignore_errors"):
             summary = self.hosts.setdefault(host, HostSummary(host))
             if not summary.message:

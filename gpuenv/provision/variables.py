@@ -7,15 +7,16 @@ JSON (which YAML reads the same), after a last check that none could be taken fo
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from gpuenv import validate
 from gpuenv.compat import KnowledgeBase, driver_runs_cuda
 from gpuenv.errors import BadRequest
+from gpuenv.requirements import gpuenv_requirements
 from gpuenv.stack import Stack
+from gpuenv.types import DeviceChoice, Level
 
-VERIFY_LEVELS = ("quick", "standard", "deep")
-VERIFY_DEVICES = ("auto", "cuda", "cpu")
 DRIVER_SOURCES = ("auto", "distro", "cuda-repo")
 KERNEL_MODULES = ("auto", "open", "proprietary")
 DEBIAN_NONFREE_BRANCH = "R535"  # what Debian 12's non-free component ships
@@ -37,8 +38,8 @@ class ProvisionOptions:
     reboot: bool = True
     container_toolkit: bool = False
     verify: bool = True
-    verify_level: str = "quick"
-    verify_device: str = "auto"
+    verify_level: Level = "quick"
+    verify_device: DeviceChoice = "auto"
     reports_dir: str = "reports"  # on the controller (absolute)
     min_free_gb: int = 10
 
@@ -51,7 +52,29 @@ class KbFacts:
     open_modules_policy: dict[str, str]
     debian_nonfree_ok: bool
     debian_nonfree_branch: str = "535"
-    notes: tuple[str, ...] = field(default_factory=tuple)
+    min_driver_branch: int = 0  # the lowest branch that runs the stack's CUDA
+
+
+def min_driver_branch(kb: KnowledgeBase, stack: Stack) -> int:
+    """The lowest driver branch that runs the stack's CUDA (minor-version compatibility included)."""
+    row = kb.find_cuda(stack.cuda)
+    if row is None:
+        raise BadRequest(f"unknown CUDA version {stack.cuda}", hint="resolve the stack again with gpuenv resolve")
+    floor = int(row.minor_compat_floor.split(".")[0])
+    assert driver_runs_cuda(kb, str(floor), stack.cuda).ok  # the one definition of "runs"
+    return floor
+
+
+def driver_branch(stack: Stack, options: ProvisionOptions, facts: KbFacts) -> str:
+    """The branch to install (asked for, else the stack's), checked to run the stack before anything is written."""
+    what = "--driver-branch" if options.driver_branch else "the stack's driver_branch"
+    branch = validate.driver_branch(options.driver_branch or stack.driver_branch, what)
+    if int(branch) < facts.min_driver_branch:
+        raise BadRequest(
+            f"{what} R{branch} cannot run CUDA {stack.cuda}: the lowest branch that does is R{facts.min_driver_branch}",
+            hint=f"drop --driver-branch to install the stack's {stack.driver_branch}, or give a newer branch",
+        )
+    return branch
 
 
 def kb_facts(kb: KnowledgeBase, stack: Stack) -> KbFacts:
@@ -68,7 +91,7 @@ def kb_facts(kb: KnowledgeBase, stack: Stack) -> KbFacts:
         open_modules_policy=policy,
         debian_nonfree_ok=bool(verdict and verdict.ok),
         debian_nonfree_branch=DEBIAN_NONFREE_BRANCH[1:],
-        notes=(verdict.message,) if verdict else (),
+        min_driver_branch=min_driver_branch(kb, stack),
     )
 
 
@@ -81,7 +104,7 @@ def requirements(stack: Stack, *, torch_only: bool) -> list[str]:
 
 
 def variables(stack: Stack, options: ProvisionOptions, facts: KbFacts) -> dict[str, Any]:
-    branch = (options.driver_branch or stack.driver_branch).lstrip("Rr")
+    branch = driver_branch(stack, options, facts)
     return {
         "gpuenv_stack": {k: getattr(stack, k) for k in STACK_SUMMARY},
         "preflight_min_free_gb": options.min_free_gb,
@@ -102,6 +125,7 @@ def variables(stack: Stack, options: ProvisionOptions, facts: KbFacts) -> dict[s
         "pytorch_index_url": "" if options.wheelhouse else (options.index_url or stack.index_url),
         "pytorch_wheelhouse": options.wheelhouse or "",
         "pytorch_gpuenv_wheel": options.gpuenv_wheel or "",
+        "pytorch_gpuenv_requirements": list(gpuenv_requirements()),
         "verify_enabled": options.verify,
         "verify_level": options.verify_level,
         "verify_device": options.verify_device,

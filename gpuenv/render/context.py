@@ -16,6 +16,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import Version
 
 from gpuenv.errors import BadRequest, CannotRun
+from gpuenv.files import check_tree, replace_owned, wheelhouse_files, write_manifest
 from gpuenv.render.dockerfile import RenderedImage
 
 WHEEL_DIR = "gpuenv-wheel"
@@ -33,13 +34,15 @@ def check_destination(dest: Path, *, force: bool, app: Path | None = None) -> No
         raise BadRequest(f"{dest} is not empty", hint=hint)
     if app is not None and dest.resolve().is_relative_to(app.resolve()):
         raise BadRequest(f"{dest} lies inside the app directory {app}", hint="render into a directory outside the app")
+    if app is not None:
+        check_tree(app, "--app", ignore=_IGNORED_IN_APP)
 
 
 def check_wheelhouse(wheelhouse: Path, pins: dict[str, str], names: tuple[str, ...] = ()) -> None:
     """Every pinned package (torch, its companions) must have a wheel there, and every other
     package named some wheel: fail now, not mid-build. (Their dependencies pip checks itself.)"""
     found: dict[str, set[Version]] = {}
-    for wheel in wheelhouse.glob("*.whl"):
+    for wheel in (w for w in wheelhouse_files(wheelhouse) if w.suffix == ".whl"):
         try:
             name, wheel_version, _, _ = parse_wheel_filename(wheel.name)
         except InvalidWheelFilename:
@@ -71,11 +74,12 @@ def write_context(
     from gpuenv.selfwheel import build_own_wheel
 
     check_destination(dest, force=force, app=app)
-    owned = [*rendered.files, WHEEL_DIR, WHEELS_DIR, APP_DIR]
+    dirs = [WHEEL_DIR, *([WHEELS_DIR] if wheelhouse else []), *([APP_DIR] if app else [])]
+    created = not dest.exists()
+    if dest.is_dir():
+        replace_owned(dest, list(rendered.files), dirs)  # refuses before anything is removed
     try:
         dest.mkdir(parents=True, exist_ok=True)
-        for name in owned:
-            _remove(dest / name)
         for name, text in rendered.files.items():
             (dest / name).write_text(text, encoding="utf-8")
         build_own_wheel(dest / WHEEL_DIR)
@@ -86,25 +90,19 @@ def write_context(
         if app is not None:
             shutil.copytree(app, dest / APP_DIR, symlinks=True, ignore=_IGNORED_IN_APP)
             written.append(APP_DIR)
+        write_manifest(dest, written)
     except OSError as exc:
+        if created:  # nothing half-written is left behind
+            shutil.rmtree(dest, ignore_errors=True)
         message = f"cannot write the build context in {dest}: {exc}"
         raise CannotRun(message, hint="check the path and free space") from exc
     return written
 
 
-def _remove(path: Path) -> None:
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.is_dir():
-        shutil.rmtree(path)
-
-
 def _copy_wheels(source: Path, dest: Path) -> None:
     """Hard-link wheels when the filesystem allows (a torch wheel is large), else copy them."""
     dest.mkdir()
-    for wheel in sorted(source.glob("*.whl")):
-        if not wheel.is_file():
-            continue
+    for wheel in (w for w in wheelhouse_files(source) if w.suffix == ".whl"):
         try:
             os.link(wheel, dest / wheel.name)
         except OSError:

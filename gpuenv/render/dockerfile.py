@@ -8,11 +8,11 @@ adapter. Every value that reaches the template is validated here first, whatever
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 
 from gpuenv import validate
 from gpuenv.errors import BadRequest
+from gpuenv.requirements import gpuenv_requirements
 from gpuenv.resources import shipped_dir
 from gpuenv.stack import Stack
 
@@ -21,9 +21,6 @@ COMPANIONS = ("torchvision", "torchaudio")
 DEFAULT_WITH = ("torchvision",)
 LABEL_PREFIX = "io.gpuenv."
 STACK_IN_IMAGE = "/opt/gpuenv/stack.json"
-# gpuenv's own run-time dependencies, installed beside its wheel (which goes in with --no-deps),
-# with nvidia-ml-py for `gpuenv verify` (torch and numpy are already pinned by the stack).
-GPUENV_REQUIREMENTS = ("click>=8.1", "jinja2>=3.1", "packaging>=23", "rich>=13", "nvidia-ml-py>=12")
 
 # The deadsnakes PPA's signing key ("Launchpad PPA for deadsnakes"), pinned by full fingerprint.
 DEADSNAKES_FINGERPRINT = "F23C5A6CF475977595C89F51BA6932366A755776"
@@ -34,9 +31,6 @@ IMAGE_OS = {**{f"ubuntu{v}": "apt" for v in UBUNTU_CODENAMES}, "rockylinux8": "d
 DNF_EXTRA_REPO = {"rockylinux8": "powertools", "rockylinux9": "crb"}
 IMAGE_PYTHON_SOURCES = {"apt": ("system", "distro", "deadsnakes"), "dnf": ("system", "appstream")}
 COMPILERS = {"apt": ("gcc", "g++", "libc6-dev"), "dnf": ("gcc", "gcc-c++")}
-
-_ARCH_LIST = re.compile(r"\d{1,2}\.\d(\+PTX)?(;\d{1,2}\.\d(\+PTX)?)*", re.ASCII)
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -53,7 +47,8 @@ class ImageOptions:
     pip: tuple[str, ...] = ()
     app: bool = False
     app_requirements: bool = False
-    gpuenv_requirements: tuple[str, ...] = GPUENV_REQUIREMENTS
+    # installed beside gpuenv's wheel (which goes in with --no-deps); from gpuenv's package metadata
+    gpuenv_requirements: tuple[str, ...] = field(default_factory=gpuenv_requirements)
 
 
 @dataclass(frozen=True)
@@ -78,8 +73,9 @@ def render_image(stack: Stack, options: ImageOptions) -> RenderedImage:
     files = {
         "Dockerfile": dockerfile,
         ".dockerignore": _render("dockerignore.j2", context),
+        # the pins, and the constraints every later pip run (gpuenv's dependencies, --pip, the app's) keeps
         "requirements.txt": _lines(_torch_requirements(stack, options)),
-        "constraints.txt": _lines(_constraints(stack, options)),
+        "constraints.txt": _lines(_torch_requirements(stack, options)),
         "extra-requirements.txt": _lines([*options.gpuenv_requirements, *options.pip]),
         "stack.json": json.dumps(stack.to_dict(), indent=2, sort_keys=True) + "\n",
     }
@@ -137,24 +133,8 @@ def image_labels(stack: Stack, options: ImageOptions, base: str) -> dict[str, st
 
 
 def _check_stack(stack: Stack) -> None:
-    for name in ("torch", "cuda", "python"):
-        validate.version(getattr(stack, name), f"stack {name}")
-    for name in ("torchvision", "torchaudio", "cudnn", "gpu_sm"):
-        if getattr(stack, name) is not None:
-            validate.version(getattr(stack, name), f"stack {name}")
-    for name in ("driver_min", "driver_floor"):
-        validate.driver(getattr(stack, name))
-    validate.url(stack.index_url, "stack index_url")
-    validate.pip_requirement(stack.numpy)
-    for name in ("cuda_build", "os", "driver_branch", "schema"):
-        if not _NAME.fullmatch(getattr(stack, name).replace("/", "-")):
-            raise BadRequest(f"stack {name} {getattr(stack, name)!r} is invalid", hint="regenerate the stack")
-    if not _ARCH_LIST.fullmatch(stack.arch_list):
-        raise BadRequest(f"stack arch_list {stack.arch_list!r} is invalid", hint="e.g. 8.0;8.6;9.0")
-    for package in stack.python_source.packages:
-        validate.pip_requirement(package)  # Debian package names fit the same grammar
-    for ref in stack.base_images.values():
-        validate.image_ref(ref, "stack base image")
+    """The stack's values, then what an image needs beyond them (a base image gpuenv renders for, a Python)."""
+    stack.validate()
     if not stack.base_images:
         raise BadRequest(
             f"{stack.os} has no nvidia/cuda images, so no image can be built for it",
@@ -208,11 +188,6 @@ def _torch_requirements(stack: Stack, options: ImageOptions) -> list[str]:
     lines = [f"torch=={stack.torch}"]
     lines += [f"{name}=={getattr(stack, name)}" for name in options.with_packages]
     return [*lines, stack.numpy]
-
-
-def _constraints(stack: Stack, options: ImageOptions) -> list[str]:
-    """Pins that later pip runs (gpuenv's dependencies, --pip, the app's requirements) must keep."""
-    return _torch_requirements(stack, options)
 
 
 def _lines(lines: list[str]) -> str:

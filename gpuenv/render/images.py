@@ -16,20 +16,14 @@ ship in images/, each with its rendered Dockerfile checked in beside it (NAME.Do
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuenv import validate
+from gpuenv import schema, validate
 from gpuenv.errors import BadRequest
 from gpuenv.resources import shipped_dir
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[import-not-found,no-redef]
 
 _STACK_KEYS = {"torch", "cuda", "driver", "python", "gpu", "os"}
 _IMAGE_KEYS = {"flavor", "cudnn", "with", "slim", "pip"}
@@ -48,6 +42,7 @@ class ImageSpec:
 
 def find_spec(value: str) -> Path:
     """A spec file by path, or a curated spec by name ('cu117-cudnn-ubuntu20.04')."""
+    validate.path_length(value, "--spec")
     path = Path(value)
     if path.is_file():
         return path
@@ -64,12 +59,7 @@ def curated_specs() -> list[Path]:
 
 
 def load_spec(path: Path) -> ImageSpec:
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadRequest(f"cannot read image spec {path}: {exc}", hint="give a readable TOML file") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise BadRequest(f"image spec {path} is not valid TOML: {exc}", hint="see docs/build-image.md") from exc
+    data = schema.load(path, "image spec", "spec", hint="see docs/build-image.md")
     _only(data, _TOP_KEYS, str(path))
     stack = _table(data, "stack", _STACK_KEYS, path)
     image = _table(data, "image", _IMAGE_KEYS, path)
@@ -148,12 +138,3 @@ def with_packages(values: list[str] | tuple[str, ...]) -> tuple[str, ...]:
             raise BadRequest("--with none cannot be combined with packages", hint="--with none, or list the packages")
         return ()
     return tuple(dict.fromkeys(names))
-
-
-def render_spec(kb: Any, spec: ImageSpec) -> Any:
-    """Resolve a spec's stack and render its image (what images/NAME.Dockerfile holds)."""
-    from gpuenv.render.dockerfile import ImageOptions, render_image
-    from gpuenv.resolve import Request, resolve
-
-    stack = resolve(kb, Request(**spec.stack))
-    return render_image(stack, ImageOptions(**spec_options(spec)))

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpuenv.errors import BadRequest
 from gpuenv.resources import data_file
+from gpuenv.schema import load as load_data_file
 
 SCHEMA = "gpuenv.baselines/1"
 
@@ -59,7 +59,7 @@ def _matches(row: dict[str, Any], gpu_name: str) -> bool:
 def load_baselines(path: Path | None = None) -> Baselines:
     source = path or data_file("baselines.json")
     try:
-        data = json.loads(Path(source).read_text())
+        data = load_data_file(source, "baselines", "baselines")  # size cap, JSON Schema (gpuenv.schema)
     except (OSError, ValueError) as exc:
         raise BadRequest(
             f"cannot read baselines {source}: {exc}",

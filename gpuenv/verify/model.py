@@ -9,17 +9,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+# Levels, device choices and statuses live in gpuenv.types; re-exported for verify's modules.
+from gpuenv.types import DEVICE_CHOICES as DEVICE_CHOICES
+from gpuenv.types import LEVELS as LEVELS
+from gpuenv.types import STATUSES as STATUSES
+from gpuenv.types import Device as Device
+from gpuenv.types import DeviceChoice as DeviceChoice
+from gpuenv.types import Level as Level
+from gpuenv.types import Status as Status
+
 SCHEMA = "gpuenv.verify-report/2"
 READABLE_SCHEMAS = ("gpuenv.verify-report/1", SCHEMA)  # what readers of reports accept
 
-# Levels, device choices and statuses (aliases local to verify until a shared module has them).
-Level = Literal["quick", "standard", "deep"]
-LEVELS: tuple[Level, ...] = ("quick", "standard", "deep")
-Device = Literal["cuda", "cpu"]
-DeviceChoice = Literal["auto", "cuda", "cpu"]
-DEVICE_CHOICES: tuple[DeviceChoice, ...] = ("auto", "cuda", "cpu")
-Status = Literal["pass", "warn", "fail", "skip", "timeout", "crash", "error"]
-STATUSES: tuple[Status, ...] = ("pass", "warn", "fail", "skip", "timeout", "crash", "error")
 Severity = Literal["info", "warn", "fail"]
 # What an operator should do about a finding (DCGM-like: monitor / reset / isolate ...).
 Action = Literal[

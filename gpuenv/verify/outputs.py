@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from gpuenv.files import write_output
 from gpuenv.verify.model import STATUSES, Report
+
+# Every output goes through gpuenv.files' one rule: files atomically, streams written through.
+write_atomic = write_output
 
 STYLE = {
     "pass": "green",
@@ -20,22 +21,6 @@ STYLE = {
     "crash": "bold red",
     "error": "magenta",
 }
-
-
-def write_atomic(path: Path, text: str, *, mode: int = 0o644) -> None:
-    """Write to a temporary file in the same folder, then rename over the target."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def to_json(report: Report) -> str:

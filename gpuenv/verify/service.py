@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuenv.errors import BadRequest, BadResult, CannotRun
+from gpuenv.errors import EXIT_BAD_RESULT, EXIT_CANNOT_RUN, BadRequest, BadResult, CannotRun, GpuenvError
+from gpuenv.files import output_kind
 from gpuenv.verify.model import CheckResult, DeviceChoice, Level, Report, readable
 
 IMAGE_BUDGET = 10  # inside an image: this many times the per-check limit for the whole run
@@ -42,6 +43,7 @@ class VerifyOutcome:
     exit_code: int
     report: Report | None = None  # a run on this node
     image_report: dict[str, Any] | None = None  # the report a run inside an image gave
+    unwritten: tuple[str, ...] = ()  # output files that could not be written, each named
 
 
 def verify(request: VerifyRequest, *, on_result: Callable[[CheckResult], None] | None = None) -> VerifyOutcome:
@@ -65,7 +67,7 @@ def _on_this_node(request: VerifyRequest, on_result: Callable[[CheckResult], Non
     load_baselines(request.baseline)  # bad files are a bad request, before anything runs
     load_policy(request.policy)
     artifacts = request.artifacts
-    if artifacts is None and request.report is not None:
+    if artifacts is None and request.report is not None and output_kind(request.report) == "atomic":
         artifacts = request.report.parent / f"{request.report.stem}.artifacts"
     opts = VerifyOptions(
         level=request.level,
@@ -80,12 +82,22 @@ def _on_this_node(request: VerifyRequest, on_result: Callable[[CheckResult], Non
         timeout=request.timeout,
     )
     report = run_verify(opts, on_result=on_result)
-    for path, render in ((request.report, outputs.to_json), (request.junit, outputs.to_junit)):
-        if path is not None:
-            outputs.write_atomic(path, render(report))
-    if request.prometheus is not None:
-        outputs.write_atomic(request.prometheus, outputs.to_prometheus(report))
-    return VerifyOutcome(report.verdict.exit_code, report=report)
+    unwritten = []
+    for option, path, render in (
+        ("--report", request.report, outputs.to_json),
+        ("--junit", request.junit, outputs.to_junit),
+        ("--prometheus", request.prometheus, outputs.to_prometheus),
+    ):
+        try:
+            if path is not None:
+                outputs.write_atomic(path, render(report))
+        except (OSError, GpuenvError) as exc:  # the verdict still counts: name the file, exit 1 or 3
+            reason = exc.message if isinstance(exc, GpuenvError) else f"{type(exc).__name__}: {exc.strerror or exc}"
+            unwritten.append(f"{option} {path} was not written: {reason}")
+    code = report.verdict.exit_code
+    if unwritten:  # not certified stays 1 (a health check must still drain); certified becomes 3
+        code = EXIT_CANNOT_RUN if code == 0 else max(code, EXIT_BAD_RESULT)
+    return VerifyOutcome(code, report=report, unwritten=tuple(unwritten))
 
 
 def _text(path: Path | None) -> str | None:

@@ -31,12 +31,14 @@ _GENERATION_BY_ID_PREFIX = {
     0x2D: "Blackwell",
     0x2F: "Blackwell",
 }
-# Lowest driver branch that supports each generation.
-_MIN_BRANCH = {"Hopper": 525, "Ada": 525, "Blackwell": 570}
+# Lowest driver branch that supports each generation: the branch of the driver bundled with the first
+# CUDA release that knows its first member (Hopper and Ada: CUDA 11.8, driver 520.61.05; Blackwell:
+# CUDA 12.8, R570), as gpuenv's knowledge base records it (tests/provision/test_playbook_facts.py).
+MIN_BRANCH = {"Hopper": 520, "Ada": 520, "Blackwell": 570}
 _OPEN_DEFAULT_FROM_BRANCH = 560  # NVIDIA's installers default to the open modules from R560
 _PCI_LINE = re.compile(r"^(\S+)\s+0x([0-9a-fA-F]{4})\s+0x([0-9a-fA-F]{4,6})(?:\t(.*))?$")
 _SUPPORTED = {"ubuntu": ("20.04", "22.04", "24.04"), "debian": ("12",), "rhel": ("8", "9")}
-_RHEL_LIKE = ("rocky", "redhat", "almalinux", "rhel", "centos")
+_RHEL_LIKE = ("rocky",)  # the RHEL family releases the knowledge base knows
 _MOK_STEPS = (
     "Secure Boot is enabled: an unsigned NVIDIA kernel module will not load. Either sign it: "
     "create a Machine Owner Key (openssl req -new -x509 -newkey rsa:2048 -nodes -days 36500 "
@@ -171,7 +173,7 @@ def _plan(facts: dict[str, Any]) -> dict[str, Any]:
     if version not in _SUPPORTED.get(family, ()):
         raise _Blocked(
             f"{facts['distribution']} {facts['distribution_version']} is not supported "
-            "(Ubuntu 20.04/22.04/24.04, Debian 12, Rocky/RHEL 8/9)"
+            "(Ubuntu 20.04/22.04/24.04, Debian 12, Rocky Linux 8/9)"
         )
     gpus = [d for d in facts.get("gpus") or [] if d.get("kind") == "gpu"]
     if not gpus:
@@ -190,7 +192,7 @@ def _plan(facts: dict[str, Any]) -> dict[str, Any]:
     if source == "auto":
         if family == "debian":
             fits = bool(facts.get("debian_nonfree_ok")) and all(
-                _MIN_BRANCH.get(g, 0) <= nonfree_branch for g in generations
+                MIN_BRANCH.get(g, 0) <= nonfree_branch for g in generations
             )
             source = "distro" if fits else "cuda-repo"
             notes.append(
@@ -206,8 +208,8 @@ def _plan(facts: dict[str, Any]) -> dict[str, Any]:
     if family == "debian" and source == "distro":
         branch = nonfree_branch
     for gen in sorted(generations):
-        if branch < _MIN_BRANCH.get(gen, 0):
-            raise _Blocked(f"{gen} GPUs need driver branch R{_MIN_BRANCH[gen]} or newer, not R{branch}")
+        if branch < MIN_BRANCH.get(gen, 0):
+            raise _Blocked(f"{gen} GPUs need driver branch R{MIN_BRANCH[gen]} or newer, not R{branch}")
     modules, modules_why = _kernel_modules(
         generations, branch, str(facts.get("kernel_modules", "auto")), dict(facts.get("open_modules_policy") or {})
     )

@@ -92,6 +92,7 @@ def test_render_only_writes_a_buildable_context_without_docker(tmp_path: Path) -
     assert names == sorted(
         [
             ".dockerignore",
+            ".gpuenv-manifest",  # what --force may replace later
             "Dockerfile",
             "constraints.txt",
             "extra-requirements.txt",
@@ -244,9 +245,10 @@ def test_eol_base_warns_and_offers_digest_pinning(tmp_path: Path) -> None:
 
 def test_rendering_imports_neither_docker_nor_torch() -> None:
     probe = (
-        "import sys; from gpuenv.cli import build_cmd; from gpuenv.render.images import render_spec, load_spec, "
-        "curated_specs; from gpuenv.compat import load_kb; kb = load_kb(); "
-        "[render_spec(kb, load_spec(p)) for p in curated_specs()]; "
+        "import sys; from gpuenv.cli import build_cmd; from gpuenv.image.plan import BuildRequest, plan_image; "
+        "from gpuenv.render.dockerfile import render_image; from gpuenv.render.images import curated_specs; "
+        "plans = [plan_image(BuildRequest(spec=str(p)), kb_path=None) for p in curated_specs()]; "
+        "[render_image(plan.stack, plan.options) for plan in plans]; "
         "heavy = [m for m in ('docker', 'torch', 'ansible_runner', 'pynvml', 'rich') if m in sys.modules]; "
         "print(heavy)"
     )

@@ -15,9 +15,10 @@ import pytest
 
 from gpuenv.compat import load_kb
 from gpuenv.errors import BadRequest
+from gpuenv.image.plan import BuildRequest, plan_image
 from gpuenv.render import jinja_env
-from gpuenv.render.dockerfile import DEADSNAKES_FINGERPRINT, ImageOptions, render_image
-from gpuenv.render.images import curated_specs, load_spec, render_spec
+from gpuenv.render.dockerfile import DEADSNAKES_FINGERPRINT, ImageOptions, RenderedImage, render_image
+from gpuenv.render.images import curated_specs
 from gpuenv.resolve import Request, resolve
 from gpuenv.stack import Stack
 from tests.conftest import REPO
@@ -25,6 +26,13 @@ from tests.conftest import REPO
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("GPUENV_UPDATE_GOLDEN") == "1"
 KB = load_kb()
+
+
+def render_spec(spec: Path) -> RenderedImage:
+    """A curated spec through build-image's own planning, rendered (what images/NAME.Dockerfile holds)."""
+    plan = plan_image(BuildRequest(spec=str(spec)), kb_path=None)
+    return render_image(plan.stack, plan.options)
+
 
 # name -> (request, options): one per stack family (CUDA 11/12/13, runtime/devel, Ubuntu releases).
 FAMILIES: dict[str, tuple[Request, ImageOptions]] = {
@@ -72,12 +80,12 @@ def test_golden_dockerfile(name: str) -> None:
 
 @pytest.mark.parametrize("spec", curated_specs(), ids=lambda p: p.stem)
 def test_curated_image_rendering_is_checked_in(spec: Path) -> None:
-    rendered = render_spec(KB, load_spec(spec))
+    rendered = render_spec(spec)
     _check_golden(spec.with_suffix(".Dockerfile"), rendered.files["Dockerfile"])
 
 
 def test_curated_images_cover_cuda_11_12_13() -> None:
-    majors = {render_spec(KB, load_spec(p)).labels["io.gpuenv.cuda"].split(".")[0] for p in curated_specs()}
+    majors = {render_spec(p).labels["io.gpuenv.cuda"].split(".")[0] for p in curated_specs()}
     assert majors >= {"11", "12", "13"}
     assert (REPO / "images" / "cu117-cudnn-ubuntu20.04.toml").is_file()
 

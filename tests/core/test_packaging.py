@@ -13,7 +13,7 @@ import pytest
 from gpuenv.selfwheel import build_own_wheel
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.integration]  # builds and installs wheels in venvs
 
 
 def _venv(where: Path) -> Path:

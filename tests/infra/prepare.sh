@@ -22,7 +22,7 @@ fi
 if ! ls "$CACHE/wheelhouse"/torch-2.13.0* "$CACHE/wheelhouse"/rich-* >/dev/null 2>&1; then
   # torch, numpy and what gpuenv itself needs, so images and hosts install with --no-index
   pip download -q -d "$CACHE/wheelhouse" -c "$(dirname "$0")/../constraints.txt" \
-    torch==2.13.0 numpy click jinja2 packaging rich nvidia-ml-py
+    torch==2.13.0 numpy $(python -m gpuenv.requirements)
 fi
 
 # Debian's real libnvidia-ml.so.1 (non-free, not installed, only unpacked): with no NVIDIA kernel

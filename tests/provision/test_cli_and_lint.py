@@ -63,7 +63,7 @@ def test_inventory_errors_name_the_line(tmp_path: Path) -> None:
     inventory.write_text("[gpu]\ngpu01\ngpu02 ansible_port=22 ansible_host=`id`\n")
     result = run_gpuenv("provision", "-i", str(inventory), *STACK, "--render-only", str(tmp_path / "p"))
     assert result.returncode == 2
-    assert f"{inventory} line 3:" in _one_error_line(result)
+    assert f"{inventory}: host gpu02, variable ansible_host" in _one_error_line(result)
     assert not (tmp_path / "p").exists()
 
 

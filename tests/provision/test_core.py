@@ -44,13 +44,13 @@ def test_variables_carry_the_stack_and_the_options() -> None:
     kb = load_kb()
     text = render_variables(
         stack,
-        ProvisionOptions(wheelhouse="/srv/wheels", torch_only=True, verify_device="cpu", driver_branch="R570"),
+        ProvisionOptions(wheelhouse="/srv/wheels", torch_only=True, verify_device="cpu", driver_branch="R590"),
         kb_facts(kb, stack),
     )
     data = yaml.safe_load(text)
     assert data["pytorch_requirements"] == ["torch==2.13.0", stack.numpy]
     assert data["pytorch_wheelhouse"] == "/srv/wheels" and data["pytorch_index_url"] == ""
-    assert data["nvidia_driver_branch"] == "570"
+    assert data["nvidia_driver_branch"] == "590"
     assert data["verify_device"] == "cpu" and data["verify_venv"] == data["pytorch_venv"]
     assert data["pytorch_python_by_os"]["debian12"]["packages"] == ["python3.11", "python3.11-venv", "python3.11-dev"]
     assert data["nvidia_driver_open_modules_policy"]["Blackwell"] == "required"
@@ -228,9 +228,9 @@ def test_plan_refuses_impossible_module_choices() -> None:
 
 
 def test_progress_without_a_terminal_prints_changes_and_failures(capsys: pytest.CaptureFixture[str]) -> None:
-    from gpuenv.cli.provision_cmd import _ProgressView
+    from gpuenv.cli.provision_cmd import ProgressView
 
-    view = _ProgressView(enabled=True, total=2)
+    view = ProgressView(enabled=True)
     with view:
         for progress in (
             Progress("h1", "Install torch", "changed"),
@@ -241,4 +241,5 @@ def test_progress_without_a_terminal_prints_changes_and_failures(capsys: pytest.
             view.update(progress)
     err = capsys.readouterr().err.splitlines()
     assert err == ["h1: changed: Install torch", "h2: unreachable: Gathering Facts", "h1: failed: apt"]
-    assert view.rows["h1"]["ok"] == 1 and view.rows["h1"]["changed"] == 1 and view.rows["h1"]["state"] == "failed"
+    rows = view.board.rows
+    assert rows["h1"]["ok"] == 1 and rows["h1"]["changed"] == 1 and rows["h1"]["state"] == "failed"

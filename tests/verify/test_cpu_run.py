@@ -16,6 +16,7 @@ from gpuenv.resources import data_file
 from tests.conftest import run_gpuenv
 from tests.verify.conftest import check, verify_json
 
+pytestmark = pytest.mark.cpu  # real torch in child processes: nox -s cpu
 SCHEMA = json.loads(data_file("report.schema.json").read_text())
 PROM_LINE = re.compile(r'^[a-z_]+(\{([a-z_]+="[^"]*",?)*\})? -?[0-9.e+-]+$')
 

@@ -16,7 +16,7 @@ import pytest
 
 from tests.verify.conftest import check, verify_json
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.cpu]
 
 
 def marked_env(fault: str) -> tuple[dict[str, str], str]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from gpuenv.errors import BadRequest
 from gpuenv.resources import data_file
+from gpuenv.schema import load as load_data_file
 from gpuenv.verify import catalogue
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.facts import GpuInfo, HostFacts, NvmlSnapshot, visible
@@ -40,7 +41,7 @@ def load_policy(path: Path | None = None) -> dict[str, Any]:
     if path is None:
         return policy
     try:
-        user = json.loads(Path(path).read_text())
+        user = load_data_file(path, "NVML policy", "nvml-policy")  # size cap, JSON Schema (gpuenv.schema)
     except (OSError, ValueError) as exc:
         raise BadRequest(
             f"cannot read NVML policy {path}: {exc}",

@@ -1,0 +1,280 @@
+"""The one rule for every file gpuenv reads from a user or writes for one.
+
+Writing (`check_output` before any work, `write_output` at the end):
+
+- `-` is standard output (for formats that make sense there; the caller decides).
+- A missing path or a regular file is written atomically: a temporary file in the same folder,
+  then a rename over the target, so a reader never sees half a file.
+- A character device or a FIFO (`/dev/null`, a named pipe) is written through, never renamed
+  over; so are `/dev/stdout`, `/dev/stderr` and `/dev/fd/N`, which name an open descriptor.
+- A directory, a block device, a socket (or anything else) is refused with exit 2.
+- Symlinks are followed as `open()` follows them: the kind of the final target decides, and a
+  regular file is replaced at its resolved path (the link itself stays). Like the kernel's
+  `protected_symlinks`, a link in a sticky world-writable folder (such as /tmp) is followed only
+  when it belongs to the caller or to the folder's owner; anyone else's is refused (exit 2).
+
+Reading (`read_text`): every input file is read through a size cap per kind, so `/dev/zero` or
+a runaway file is a bad request instead of a hang.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuenv.errors import BadRequest
+
+MiB = 1 << 20
+LIMITS = {"inventory": 64 * MiB, "knowledge base": 16 * MiB}
+DEFAULT_LIMIT = 1 * MiB
+STDOUT = "-"
+_DESCRIPTOR_PATHS = ("/dev/stdout", "/dev/stderr", "/dev/fd/", "/proc/self/fd/")
+_CHUNK = 1 << 16
+
+
+@dataclass(frozen=True)
+class Output:
+    """A checked output target: stdout, a file replaced atomically, or a stream written through."""
+
+    given: str
+    kind: str  # "stdout" | "atomic" | "through"
+    path: Path | None  # where the bytes go (the resolved path for "atomic")
+
+    @property
+    def is_stdout(self) -> bool:
+        return self.kind == "stdout"
+
+
+def _classify(given: str, what: str) -> Output:
+    if given == STDOUT:
+        return Output(given, "stdout", None)
+    path = Path(given)
+    if given.startswith(_DESCRIPTOR_PATHS):
+        return Output(given, "through", path)
+    _check_link(path, what)
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        if path.is_symlink():  # a dangling link: write where it points
+            return Output(given, "atomic", Path(os.path.realpath(path)))
+        return Output(given, "atomic", path)
+    except OSError as exc:
+        raise BadRequest(f"{what} {given}: {exc.strerror}", hint="give a writable file path") from exc
+    if stat.S_ISREG(st.st_mode):
+        return Output(given, "atomic", Path(os.path.realpath(path)))
+    if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
+        return Output(given, "through", path)
+    kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a block device" if stat.S_ISBLK(st.st_mode) else None
+    kind = kind or ("a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+    raise BadRequest(f"{what} {given} is {kind}", hint="give a file path (or - for standard output)")
+
+
+def _check_link(path: Path, what: str) -> None:
+    """Refuse to follow another user's symlink in a sticky world-writable folder."""
+    if not path.is_symlink():
+        return
+    folder = path.parent.stat()
+    sticky_public = folder.st_mode & stat.S_ISVTX and folder.st_mode & stat.S_IWOTH
+    owner = path.lstat().st_uid
+    if sticky_public and owner not in (os.geteuid(), folder.st_uid):
+        raise BadRequest(
+            f"{what} {path} is a symlink owned by another user in a shared folder",
+            hint="remove the link, or write somewhere only you can write",
+        )
+
+
+def output_kind(given: str | Path) -> str:
+    """ "stdout", "atomic" (a file, replaced) or "through" (a stream); refused kinds raise BadRequest."""
+    return _classify(str(given), "output").kind
+
+
+def check_output(given: str | Path, what: str, *, stdout_ok: bool = True) -> Output:
+    """Check an output path before any work starts: its kind, and that it can be written (exit 2)."""
+    target = _classify(str(given), what)
+    if target.is_stdout:
+        if not stdout_ok:
+            raise BadRequest(f"{what} cannot be standard output", hint="give a file path")
+        return target
+    assert target.path is not None
+    if target.kind == "through":
+        if not os.access(target.path, os.W_OK):
+            raise BadRequest(f"{what} {given} is not writable", hint="give a path you may write")
+        return target
+    folder = target.path.parent
+    if not folder.is_dir():
+        raise BadRequest(f"{what}: folder {folder} does not exist", hint="create it first, or give another path")
+    try:  # the one honest test: make (and remove) a file where the atomic write will make its own
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{target.path.name}.", suffix=".probe")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise BadRequest(
+            f"{what} {given}: cannot write in {folder} ({exc.strerror})", hint="give a path you may write"
+        ) from exc
+    return target
+
+
+def write_output(target: Output | str | Path, text: str, *, what: str = "output", mode: int = 0o644) -> None:
+    """Write `text` to a target by the rule above (re-checked now: the path may have changed)."""
+    given = target.given if isinstance(target, Output) else str(target)
+    out = _classify(given, what)
+    if out.is_stdout:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    elif out.kind == "through":
+        assert out.path is not None
+        _write_through(out.path, text)
+    else:
+        assert out.path is not None
+        write_atomic(out.path, text, mode=mode)
+
+
+def _write_through(path: Path, text: str) -> None:
+    """Append to a stream; a FIFO nobody reads is an error (ENXIO) rather than a wait without end."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC)
+    os.set_blocking(fd, True)  # a reader exists: let it take the text at its own pace
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def write_atomic(path: Path, text: str, *, mode: int = 0o644) -> None:
+    """Write to a temporary file in the same folder, then rename over the target."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def limit_for(kind: str) -> int:
+    return LIMITS.get(kind, DEFAULT_LIMIT)
+
+
+def read_bytes(path: Path | str, what: str, *, kind: str | None = None, hint: str | None = None) -> bytes:
+    """Read a user's input file, at most the cap for its kind (inventory, knowledge base, other)."""
+    limit = limit_for(kind or what)
+    hint = hint or "give a readable file"
+    try:
+        with open(path, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode) and not _is_stream(handle.fileno()):
+                raise BadRequest(f"{what} {path} is not a file", hint=hint)
+            chunks, size = [], 0
+            while size <= limit:
+                chunk = handle.read(min(_CHUNK, limit + 1 - size))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+    except OSError as exc:
+        raise BadRequest(f"cannot read {what} {path}: {exc.strerror or exc}", hint=hint) from exc
+    if size > limit:
+        raise BadRequest(f"{what} {path} is larger than {limit // MiB} MiB", hint="give the right file")
+    return b"".join(chunks)
+
+
+def _is_stream(fd: int) -> bool:
+    """A pipe or a character device may be read (`--stack <(gpuenv resolve --json)`), capped."""
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
+def read_text(path: Path | str, what: str, *, kind: str | None = None, hint: str | None = None) -> str:
+    data = read_bytes(path, what, kind=kind, hint=hint)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadRequest(
+            f"{what} {path} is not UTF-8 text (byte {exc.start})", hint=hint or "give a text file"
+        ) from exc
+
+
+def wheelhouse_files(folder: Path, what: str = "--wheelhouse") -> list[Path]:
+    """The entries of a wheelhouse, each a regular file: a symlink (to /etc/shadow, say), a folder,
+    a pipe or a device is refused, so nothing outside the folder reaches an image or a host."""
+    entries = []
+    try:
+        listing = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError as exc:
+        raise BadRequest(f"cannot list {what} {folder}: {exc.strerror}", hint="give a readable directory") from exc
+    for entry in listing:
+        if not entry.is_file(follow_symlinks=False):
+            kind = "a symlink" if entry.is_symlink() else "a folder" if entry.is_dir() else "not a regular file"
+            raise BadRequest(
+                f"{what} entry {entry.name!r} is {kind}",
+                hint="a wheelhouse holds regular files only: copy the wheel in instead of linking it",
+            )
+        entries.append(Path(entry.path))
+    return entries
+
+
+# --- what gpuenv wrote into a directory ------------------------------------------------------
+
+MANIFEST = ".gpuenv-manifest"
+
+
+def owned_entries(folder: Path) -> set[str]:
+    """The top-level entries gpuenv wrote into a folder, from its manifest (none when absent or unreadable)."""
+    try:
+        data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    entries = data.get("entries") if isinstance(data, dict) else None
+    return (
+        {e for e in entries if isinstance(e, str) and "/" not in e and e not in ("", ".", "..")} if entries else set()
+    )
+
+
+def write_manifest(folder: Path, entries: list[str]) -> None:
+    write_atomic(folder / MANIFEST, json.dumps({"written_by": "gpuenv", "entries": sorted(set(entries))}) + "\n")
+
+
+def replace_owned(folder: Path, files: list[str], dirs: list[str]) -> None:
+    """Make room for a new render: remove what the manifest says gpuenv wrote; a file gpuenv renders
+    by name is replaced; anything else in the way (a directory of the user's) is refused, exit 2."""
+    owned = owned_entries(folder)
+    for name in sorted(owned | set(files) | set(dirs)):
+        path = folder / name
+        if not (path.exists() or path.is_symlink()):
+            continue
+        if name not in owned and (name in dirs or not path.is_file() or path.is_symlink()):
+            raise BadRequest(
+                f"{path} is not gpuenv's (its manifest {MANIFEST} does not list it), so --force leaves it alone",
+                hint="move it away, or render into another directory",
+            )
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
+def check_tree(folder: Path, what: str, *, ignore: Any = None) -> None:
+    """Every entry of a tree gpuenv will copy is a folder, a symlink (copied as a link) or a
+    readable regular file: a FIFO would hang the copy, a device or socket cannot be copied (exit 2)."""
+    for root, dirs, names in os.walk(folder):
+        skipped = ignore(root, [*dirs, *names]) if ignore else set()
+        dirs[:] = [d for d in dirs if d not in skipped]
+        for name in names:
+            if name in skipped:
+                continue
+            path = Path(root, name)
+            mode = path.lstat().st_mode
+            if stat.S_ISLNK(mode):
+                continue
+            if not stat.S_ISREG(mode):
+                raise BadRequest(f"{what}: {path} is not a regular file", hint="remove it from the directory")
+            if not os.access(path, os.R_OK):
+                raise BadRequest(f"{what}: {path} is not readable", hint="fix its permissions or remove it")

@@ -1,0 +1,18 @@
+"""The closed vocabularies every layer shares: verify levels, devices and check statuses.
+
+One home for each: the CLI's choices, the provisioning variables, the Docker adapter and the verify
+engine all take them from here, so a new level or status is added in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+Level = Literal["quick", "standard", "deep"]
+DeviceChoice = Literal["auto", "cuda", "cpu"]  # what a user asks for
+Device = Literal["cuda", "cpu"]  # what a run settled on
+Status = Literal["pass", "warn", "fail", "skip", "timeout", "crash", "error"]
+
+LEVELS: tuple[Level, ...] = get_args(Level)
+DEVICE_CHOICES: tuple[DeviceChoice, ...] = get_args(DeviceChoice)
+STATUSES: tuple[Status, ...] = get_args(Status)

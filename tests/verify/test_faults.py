@@ -54,14 +54,15 @@ def test_a_rank_that_hangs_times_out_and_leaves_nothing_behind() -> None:
     env, mark = marked_env("allreduce:hang:rank0")
     started = time.monotonic()
     code, report, _ = verify_json(
-        "--device", "cpu", "--check", "allreduce", "--check", "amp", "--timeout", "10", env=env
+        "--device", "cpu", "--check", "allreduce", "--check", "profiler", "--timeout", "10", env=env
     )
     elapsed = time.monotonic() - started
     result = check(report, "allreduce")
     assert code == 1 and result["status"] == "timeout"
     assert result["duration_s"] <= 10 + 5 and "allreduce ran past its 10 s limit" in result["summary"]
     assert processes_with(mark) == []  # worker, forkserver and both ranks are gone
-    assert check(report, "amp")["status"] == "pass"  # a fresh worker ran the rest
+    # a fresh worker ran the rest (profiler: a torch check short enough for the 10 s limit on a busy CPU)
+    assert check(report, "profiler")["status"] == "pass"
     assert "not certified" in report["verdict"]["summary"] and "allreduce" in report["verdict"]["summary"]
     assert elapsed < 120
 

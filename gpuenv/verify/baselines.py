@@ -1,4 +1,5 @@
-"""Expected busbw and matmul throughput by GPU model (data in gpuenv/data/baselines.json)."""
+"""Expected busbw, matmul throughput and any registered figure by GPU model (data in
+gpuenv/data/baselines.json; figure names in gpuenv/verify/figures.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from gpuenv.errors import BadRequest
 from gpuenv.resources import data_file
 from gpuenv.schema import load as load_data_file
 
-SCHEMA = "gpuenv.baselines/1"
+SCHEMA = "gpuenv.baselines/2"  # /2 adds the `figures` table
+READABLE = ("gpuenv.baselines/1", SCHEMA)
 
 
 @dataclass(frozen=True)
@@ -20,6 +22,7 @@ class Baselines:
     busbw: tuple[dict[str, Any], ...]
     matmul_tflops: tuple[dict[str, Any], ...]
     origin: str
+    figures: tuple[dict[str, Any], ...] = ()
 
     def expected_busbw(self, gpu_name: str, gpus: int, collective: str, nbytes: int) -> float | None:
         for row in self.busbw:
@@ -40,11 +43,21 @@ class Baselines:
                 return float(row["tflops"])
         return None
 
-    def judge(self, measured: float, expected: float) -> str:
-        """ "fail", "warn" or "pass" for a measurement against its expected value."""
-        if measured < self.fail_below * expected:
+    def expected_figure(self, figure: str, gpu_name: str, gpus: int | None = None) -> float | None:
+        """The expected value of a registered figure ("amp.matmul_tflops") on this GPU model; a
+        row with a GPU count matches only that count, one without matches any."""
+        for row in self.figures:
+            if row["figure"] == figure and _matches(row, gpu_name) and row.get("gpus") in (None, gpus):
+                return float(row["value"])
+        return None
+
+    def judge(self, measured: float, expected: float, better: str = "higher") -> str:
+        """ "fail", "warn" or "pass" for a measurement against its expected value; for a figure
+        where lower is better (latency, joules) the ratio is turned around."""
+        ratio = measured / expected if better == "higher" else expected / measured if measured else 1.0
+        if ratio < self.fail_below:
             return "fail"
-        if measured < self.warn_below * expected:
+        if ratio < self.warn_below:
             return "warn"
         return "pass"
 
@@ -76,20 +89,22 @@ def load_baselines(path: Path | None = None) -> Baselines:
         tuple(data["busbw"]),
         tuple(data["matmul_tflops"]),
         str(source),
+        tuple(data.get("figures", ())),
     )
 
 
 def _problem(data: Any) -> str | None:
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+    if not isinstance(data, dict) or data.get("schema") not in READABLE:
         return f"schema must be {SCHEMA!r}"
     if not (0 < data.get("fail_below", 0) <= data.get("warn_below", 0) <= 1):
         return "want 0 < fail_below <= warn_below <= 1"
     needs = {
         "busbw": ("match", "gpus", "collective", "min_bytes", "busbw_gbps"),
         "matmul_tflops": ("match", "dtype", "tflops"),
+        "figures": ("match", "figure", "value"),
     }
     for table, keys in needs.items():
-        rows = data.get(table)
+        rows = data.get(table, [] if table == "figures" else None)
         if not isinstance(rows, list):
             return f"{table} must be a list"
         for i, row in enumerate(rows):

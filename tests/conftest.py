@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ("tests.provision.fixtures",)  # SSH test hosts, provisioned once per session
+
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("GPUENV_TEST_CACHE", "/var/cache/gpuenv-test"))
 SUITE_VARIABLES = ("GPUENV_TEST_", "GPUENV_UPDATE_GOLDEN")  # the suite's own, not gpuenv settings

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import REPO, run_gpuenv
 from tests.provision import hosts as test_hosts
-from tests.provision.conftest import Provisioned
+from tests.provision.fixtures import Provisioned
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]
 

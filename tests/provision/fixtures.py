@@ -1,4 +1,5 @@
-"""Session fixtures for provision: two real SSH test hosts (chrooted sshd), shared by every test.
+"""Session fixtures: two real SSH test hosts (chrooted sshd), shared by every test that needs hosts
+(provision, fleet, multi-node); loaded for the whole suite by tests/conftest.py.
 
 Ansible runs cost seconds each on a 2-core machine, so the hosts are made once, provisioned once
 (`provisioned`), and the later tests reuse them.

@@ -15,6 +15,7 @@ from gpuenv.cli import settings as settings_of
 from gpuenv.cli.params import checked
 from gpuenv.errors import BadRequest
 from gpuenv.files import STDOUT, check_output
+from gpuenv.verify.launch import LAUNCHER_CHOICES, Explicit
 from gpuenv.verify.model import DEVICE_CHOICES, LEVELS
 from gpuenv.verify.registry import CHECKS
 
@@ -25,6 +26,12 @@ Examples:
   gpuenv -q verify --prometheus /var/lib/node_exporter/textfile/gpuenv.prom
   gpuenv verify --device cpu --check allreduce --json
   gpuenv verify --image gpuenv/pytorch:2.4.1-cu121-py3.11-ubuntu22.04-runtime
+
+\b
+Across nodes (--check allreduce; the launcher is recognised from its environment):
+  srun --ntasks-per-node 8 gpuenv verify --check allreduce      # SLURM_PROCID/NTASKS/LOCALID
+  torchrun --nnodes 2 --nproc-per-node 8 ... -m gpuenv verify --check allreduce
+  gpuenv verify --check allreduce --nnodes 2 --node-rank 0 --master-addr gpu001   # no launcher
 
 \b
 Levels: quick (Slurm prolog, <= 30 s on 8 GPUs), standard (epilog, after provisioning, <= 3 min),
@@ -53,6 +60,48 @@ def _image(ctx: click.Context, param: click.Parameter, value: str | None) -> str
 
 def _out_option(name: str, help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     return click.option(name, type=click.Path(path_type=Path), metavar="FILE", callback=_out_path, help=help_text)
+
+
+EXPLICIT_KEYS = ("nnodes", "node_rank", "master_addr", "master_port", "node_name")
+
+
+def multi_node_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--launcher, the explicit placement where no launcher is present, and rank 0's job summary."""
+    for option in reversed(
+        (
+            click.option(
+                "--launcher",
+                type=click.Choice(LAUNCHER_CHOICES),
+                default="auto",
+                show_default=True,
+                help="Across nodes with --check allreduce: auto recognises srun (SLURM_PROCID) and torchrun "
+                "(RANK, MASTER_ADDR); none runs on this node alone.",
+            ),
+            click.option("--nnodes", type=click.IntRange(min=1), metavar="N", help="Nodes in the run (no launcher)."),
+            click.option("--node-rank", type=click.IntRange(min=0), metavar="R", help="This node's rank, 0..N-1."),
+            click.option(
+                "--master-addr",
+                metavar="HOST",
+                callback=checked(validate.hostname),
+                help="Host of node rank 0, where the rendezvous store listens.",
+            ),
+            click.option(
+                "--master-port",
+                type=click.IntRange(1, 65535),
+                metavar="PORT",
+                help="Port of the rendezvous store (default: 29500; under srun, from the job id).",
+            ),
+            click.option(
+                "--node-name",
+                metavar="NAME",
+                callback=checked(validate.hostname),
+                help="How reports name this node (default: the Slurm node name or the hostname).",
+            ),
+            _out_option("--job-summary", "Rank 0 writes the whole run's summary here (across nodes)."),
+        )
+    ):
+        func = option(func)
+    return func
 
 
 @click.command("verify", epilog=EPILOG)
@@ -97,6 +146,7 @@ def _out_option(name: str, help_text: str) -> Callable[[Callable[..., Any]], Cal
     help="Seconds allowed to each check (default: per check and level).",
 )
 @click.option("--image", metavar="TAG", callback=_image, help="Run the same verify inside this Docker image instead.")
+@multi_node_options
 @click.pass_context
 def verify(ctx: click.Context, /, as_json: bool, **options: Any) -> int:
     """Certify this node (or, with --image, an image) for PyTorch work."""
@@ -104,13 +154,15 @@ def verify(ctx: click.Context, /, as_json: bool, **options: Any) -> int:
     from gpuenv.verify.service import verify as run
 
     settings = settings_of(ctx)
-    quiet = settings.quiet
     on_stdout = _one_stdout(as_json=as_json, **{k: options[k] for k in ("report", "junit", "prometheus")})
-    request = VerifyRequest(kb=settings.data, **options)
+    explicit = Explicit(**{k: options.pop(k) for k in EXPLICIT_KEYS})
+    request = VerifyRequest(kb=settings.data, explicit=explicit, **options)
+    quiet = settings.quiet
     # The engine turns the first SIGINT/SIGTERM into a partial report; any signal after it is only
     # noted, so a second Ctrl-C cannot stop the report the run promised from being written.
     with interrupt.Deferred() as late:
         outcome = run(request, on_result=None if (as_json or quiet or request.image) else _progress)
+        quiet = quiet or not outcome.leads_node  # one process per node presents its report
         if outcome.report is not None:
             _present(outcome.report, as_json=as_json, quiet=quiet, to_stderr=on_stdout)
         elif outcome.image_report is not None:

@@ -20,6 +20,8 @@ class CheckContext:
     policy: str | None = None
     kb: str | None = None
     host: HostFacts = field(default_factory=HostFacts)
+    placement: dict[str, Any] | None = None  # a run across nodes (gpuenv.verify.launch.Placement)
+    limit_s: float | None = None  # the running check's time limit (the engine's watchdog kills at it)
     # What checks hand on (the stack found), by the names their CheckSpec.provides declares.
     provided: dict[str, Any] = field(default_factory=dict)
 

@@ -52,6 +52,7 @@ class VerifyOptions:
     policy: str | None = None
     kb: str | None = None
     timeout: float | None = None  # overrides every check's own limit
+    placement: dict[str, Any] | None = None  # a run across nodes (gpuenv.verify.launch.Placement)
 
 
 class Interrupted(Exception):
@@ -221,6 +222,7 @@ class Run:
             "policy": self.opts.policy,
             "kb": self.opts.kb,
             "host": self.host.to_dict(),
+            "placement": self.opts.placement,
         }
         worker.ask({"op": "init", "context": context, "forkserver": forkserver}, PROBE_TIMEOUT)
         if forkserver:  # importing torch is not the check's time: it has its own limit
@@ -320,7 +322,7 @@ class Run:
         try:
             worker = self.worker or self.start_worker(forkserver=torch_follows)
             started, running = time.monotonic(), True
-            answer = worker.ask({"op": "run", "check": spec.name}, limit)
+            answer = worker.ask({"op": "run", "check": spec.name, "limit_s": limit}, limit)
         except WorkerTimeout:
             pgid = self.worker.proc.pid if self.worker else None
             self.replace_worker()
@@ -436,4 +438,15 @@ def run_verify(opts: VerifyOptions, *, on_result: Callable[[CheckResult], None] 
             "timeout_s": opts.timeout,
         },
         timings=run.timings,
+        multi_node=multi_node(opts.placement, run.provided.get("multi_node")),
     )
+
+
+def multi_node(placement: dict[str, Any] | None, found: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The report's multi_node object: where this node stood in the run, what the check found across
+    nodes, and the communication settings (NCCL_*, GLOO_*, ...) its ranks ran with."""
+    if placement is None:
+        return None
+    from gpuenv.verify.launch import comm_environment
+
+    return {**placement, "comm_env": comm_environment(os.environ), **(found or {})}

@@ -37,6 +37,9 @@ class Figure:
 FIGURES: tuple[Figure, ...] = (
     Figure("amp", "matmul_tflops", "TFLOP/s", "higher"),
     Figure("amp", "energy_per_step_j", "J", "lower"),
+    # a run across nodes: this node's own ranks among themselves, and one rank per node across them
+    Figure("allreduce", "intra_node_busbw_gbps", "GB/s", "higher", per_gpu=False),
+    Figure("allreduce", "inter_node_busbw_gbps", "GB/s", "higher", per_gpu=False),
 )
 BY_NAME: Mapping[str, Figure] = {f.name: f for f in FIGURES}
 

@@ -191,8 +191,15 @@ class Report:
     interrupted: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase of the run
+    multi_node: dict[str, Any] | None = None  # a run across nodes: placement, figures, who hung
 
     def to_dict(self) -> dict[str, Any]:
+        data = self._fields()
+        if self.multi_node is not None:
+            data["multi_node"] = self.multi_node
+        return data
+
+    def _fields(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
             "gpuenv_version": self.gpuenv_version,

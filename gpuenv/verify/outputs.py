@@ -27,6 +27,27 @@ def to_json(report: Report) -> str:
     return json.dumps(report.to_dict(), indent=2) + "\n"
 
 
+JOB_SCHEMA = "gpuenv.verify-job/1"
+
+
+def to_job_summary(report: Report) -> str:
+    """What rank 0 writes for a run across nodes: the job's nodes, intra- and inter-node busbw, the
+    suspect or hung nodes, and the collective check's verdict (each node's own report has the rest)."""
+    check = next((c for c in report.checks if c.name == "allreduce"), None)
+    multi = report.multi_node or {}
+    summary = {
+        "schema": JOB_SCHEMA,
+        "written_by": {"node": multi.get("node"), "hostname": report.host.get("hostname")},
+        "finished": report.finished,
+        **{k: multi.get(k) for k in ("launcher", "job", "nnodes", "master", "comm_env")},
+        "world": check.metrics.get("world") if check else None,
+        **{k: multi.get(k) for k in ("nodes", "intra_node", "inter_node", "node_pairs", "suspect_nodes", "hung")},
+        "check": check.to_dict() if check else None,
+        "verdict": report.to_dict()["verdict"],
+    }
+    return json.dumps(summary, indent=2) + "\n"
+
+
 def to_junit(report: Report) -> str:
     """One testsuite, one testcase per check; fail -> <failure>, timeout/crash/error -> <error>."""
     data = report.to_dict()

@@ -15,10 +15,13 @@ import json
 import os
 import socket
 import tempfile
+import time
 from dataclasses import dataclass, field
 from importlib import import_module
 from pathlib import Path
 from typing import Any
+
+from gpuenv.verify.spread import Spread
 
 # The guard first (the forkserver dies with the worker); torch._dynamo: DDP, the profiler and
 # checkpointing import it on first use (over a second).
@@ -37,6 +40,7 @@ class RankJob:
     outdir: str
     params: dict[str, Any] = field(default_factory=dict)
     owner: int = 0  # the worker: every rank dies with it
+    spread: Spread | None = None  # ranks of a run across nodes (None: every rank is here)
 
 
 def start_forkserver() -> None:
@@ -58,13 +62,24 @@ def free_port() -> int:
 class RankRun:
     """Ranks started and running; `results()` waits for them."""
 
-    def __init__(self, context: Any, outdir: tempfile.TemporaryDirectory[str], world: int, device: str) -> None:
+    def __init__(
+        self,
+        context: Any,
+        outdir: tempfile.TemporaryDirectory[str],
+        world: int,
+        device: str,
+        spread: Spread | None = None,
+        server: Any = None,
+    ) -> None:
         self.context, self.outdir, self.world, self.device = context, outdir, world, device
+        self.spread, self.server = spread, server
 
     def results(self) -> list[dict[str, Any]]:
         try:
             if self.device == "cuda":  # the worker idles while the ranks work the GPUs: import what
                 import_soon()  # later checks need (on the CPU path that would slow the ranks measured)
+            if self.spread is not None:
+                return self._spread_results(self.spread)
             try:
                 while not self.context.join():
                     pass
@@ -73,6 +88,44 @@ class RankRun:
             return [json.loads((Path(self.outdir.name) / f"rank{r}.json").read_text()) for r in range(self.world)]
         finally:
             self.outdir.cleanup()
+
+    def _spread_results(self, spread: Spread) -> list[dict[str, Any]]:
+        """Every rank's result (gathered across nodes by the ranks), or Hung naming who held the run
+        up: the wait is bounded by the ranks' own collective timeout and a little more."""
+        from gpuenv.verify import spread as board
+
+        deadline = time.monotonic() + spread.timeout_s + board.LOOK_S
+        try:
+            try:
+                while not self.context.join(timeout=0.2):
+                    if time.monotonic() > deadline:
+                        self._hung(spread, None)
+            except Exception as exc:
+                if isinstance(exc, board.Hung):
+                    raise
+                self._hung(spread, exc)
+            if self.server is not None:
+                board.wait_for_exits(self.server, spread)
+            data: list[dict[str, Any]] = json.loads((Path(self.outdir.name) / "all.json").read_text())
+            return data
+        finally:
+            self.server = None  # the store closes when its last reference goes
+
+    def _hung(self, spread: Spread, exc: Exception | None) -> None:
+        """Read the board; raise Hung naming the ranks that hold the run up, else RanksCrashed."""
+        from gpuenv.verify import spread as board
+
+        who = board.diagnose(spread)
+        for process in self.context.processes:
+            if process.is_alive():
+                process.kill()
+        if who or exc is None:
+            names = (
+                "; ".join(f"rank {r} on {node} {why}" if r is not None else f"{node}: {why}" for r, node, why in who)
+                or f"the ranks did not finish within {spread.timeout_s:g} s"
+            )
+            raise board.Hung(names, who)
+        raise RanksCrashed.of(exc, [p.exitcode for p in self.context.processes]) from exc
 
 
 class RanksCrashed(Exception):
@@ -101,54 +154,136 @@ def import_soon() -> None:
     import_module("torch._dynamo")
 
 
-def start(target: str, *, check: str, world: int, device: str, params: dict[str, Any]) -> RankRun:
-    """Start `target` on `world` ranks; the caller may work meanwhile, then call results()."""
+def start(
+    target: str, *, check: str, world: int, device: str, params: dict[str, Any], spread: Spread | None = None
+) -> RankRun:
+    """Start `target` on `world` ranks (or on this node's share of a spread run); the caller may
+    work meanwhile, then call results()."""
+    from gpuenv.verify import spread as board
+
     start_processes = import_module("torch.multiprocessing.spawn").start_processes
     start_forkserver()
+    server = board.host(spread) if spread is not None else None
     outdir = tempfile.TemporaryDirectory(prefix="gpuenv-ranks-")
-    job = RankJob(target, check, world, device, free_port(), outdir.name, params, os.getpid())
-    context = start_processes(rank_main, args=(job,), nprocs=world, join=False, start_method="forkserver")
-    return RankRun(context, outdir, world, device)
+    job = RankJob(target, check, world, device, free_port(), outdir.name, params, os.getpid(), spread)
+    here = len(spread.ranks) if spread is not None else world
+    context = start_processes(rank_main, args=(job,), nprocs=here, join=False, start_method="forkserver")
+    return RankRun(context, outdir, world, device, spread, server)
 
 
-def launch(target: str, *, check: str, world: int, device: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-    """Run `target` on `world` ranks and return their results, rank by rank."""
-    return start(target, check=check, world=world, device=device, params=params).results()
+def launch(
+    target: str, *, check: str, world: int, device: str, params: dict[str, Any], spread: Spread | None = None
+) -> list[dict[str, Any]]:
+    """Run `target` on `world` ranks and return their results, rank by rank (all ranks', when spread)."""
+    return start(target, check=check, world=world, device=device, params=params, spread=spread).results()
 
 
-def rank_main(rank: int, job: RankJob) -> None:
+def rank_main(local: int, job: RankJob) -> None:
+    """One rank: join the process group (through this node's port, or the spread run's store),
+    run the target, write its result (spread: every rank's, gathered, by the first rank here)."""
     import datetime
+
+    import torch.distributed as dist
+
+    from gpuenv.verify import faults
+    from gpuenv.verify import spread as board
+    from gpuenv.verify.procs import exit_with
+
+    exit_with(job.owner)
+    spread = job.spread
+    rank = spread.ranks[local] if spread else local
+    world = spread.world if spread else job.world
+    index = spread.devices[local] if spread else local
+    _bind_device(job, index, here=len(spread.ranks) if spread else job.world)
+    options = _device_option(job, index)
+    global BOARD
+    if spread is None:
+        dist.init_process_group(
+            _backend(job),
+            init_method=f"tcp://127.0.0.1:{job.port}",
+            rank=rank,
+            world_size=world,
+            timeout=datetime.timedelta(minutes=30),
+            **options,
+        )
+    else:
+        store = board.client(spread, spread.timeout_s)
+        BOARD = board.Board(store, rank, spread.node)
+        dist.init_process_group(
+            _backend(job),
+            store=dist.PrefixStore("pg", store),
+            rank=rank,
+            world_size=world,
+            timeout=datetime.timedelta(seconds=spread.timeout_s),
+            **options,
+        )
+    try:
+        params = {**job.params, "device_index": index}
+        if spread is not None:
+            params["rank_nodes"] = _gather(spread.node, world)
+        params["fault"] = faults.inject(job.check, rank)
+        module, name = job.target.split(":")
+        result = getattr(import_module(module), name)(rank, world, job.device, params)
+        _write(job, local, rank, result)
+    finally:
+        _finish(dist)
+
+
+BOARD: Any = None  # this rank's board on the spread run's store (None on a run on one node)
+
+
+def mark() -> None:
+    """Note on the board that this rank reached its next step (a no-op on one node)."""
+    if BOARD is not None:
+        BOARD.mark()
+
+
+def _backend(job: RankJob) -> str:
+    return "nccl" if job.device == "cuda" else "gloo"
+
+
+def _bind_device(job: RankJob, index: int, *, here: int) -> None:
+    import torch
+
+    if job.device == "cuda":
+        torch.cuda.set_device(index)
+    else:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // here))
+
+
+def _device_option(job: RankJob, index: int) -> dict[str, Any]:
+    """NCCL binds to this device at once: barriers do not guess, subgroups split the communicator."""
     import inspect
 
     import torch
     import torch.distributed as dist
 
-    from gpuenv.verify import faults
-    from gpuenv.verify.procs import exit_with
-
-    exit_with(job.owner)
-    backend = "nccl" if job.device == "cuda" else "gloo"
-    device_id: dict[str, Any] = {}
-    if job.device == "cuda":
-        torch.cuda.set_device(rank)
     if job.device == "cuda" and "device_id" in inspect.signature(dist.init_process_group).parameters:
-        # NCCL binds to this device at once: barriers do not guess, subgroups split the communicator
-        device_id["device_id"] = torch.device("cuda", rank)
-    if job.device == "cpu":
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // job.world))
-    dist.init_process_group(
-        backend,
-        init_method=f"tcp://127.0.0.1:{job.port}",
-        rank=rank,
-        world_size=job.world,
-        timeout=datetime.timedelta(minutes=30),
-        **device_id,
-    )
-    try:
-        fault = faults.inject(job.check, rank)
-        module, name = job.target.split(":")
-        params = {**job.params, "fault": fault}
-        result = getattr(import_module(module), name)(rank, job.world, job.device, params)
+        return {"device_id": torch.device("cuda", index)}
+    return {}
+
+
+def _gather(item: Any, world: int) -> list[Any]:
+    import torch.distributed as dist
+
+    found: list[Any] = [None] * world
+    dist.all_gather_object(found, item)
+    return found
+
+
+def _write(job: RankJob, local: int, rank: int, result: dict[str, Any]) -> None:
+    """This rank's result; on a spread run every rank's, gathered (a barrier), by the first here."""
+    if job.spread is None:
         (Path(job.outdir) / f"rank{rank}.json").write_text(json.dumps(result))
-    finally:
-        dist.destroy_process_group()
+        return
+    BOARD.store.set(f"done/{rank}", "1")
+    BOARD.stop()
+    every = _gather(result, job.spread.world)
+    if local == 0:
+        (Path(job.outdir) / "all.json").write_text(json.dumps(every))
+
+
+def _finish(dist: Any) -> None:
+    dist.destroy_process_group()
+    if BOARD is not None:
+        BOARD.leave()

@@ -56,6 +56,7 @@ CHECKS: tuple[CheckSpec, ...] = (
         (90, 300, 600),
         True,
         "exact all-reduce across all GPUs (gloo on the CPU), one DDP step; algbw and busbw vs baseline",
+        provides=("multi_node",),
         exclusive_gpus=True,
     ),
     CheckSpec(

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpuenv.errors import EXIT_BAD_RESULT, EXIT_CANNOT_RUN, BadRequest, BadResult, CannotRun, GpuenvError
 from gpuenv.files import output_kind
+from gpuenv.verify.launch import Explicit, LauncherChoice, Placement
 from gpuenv.verify.model import CheckResult, DeviceChoice, Level, Report, readable
 
 IMAGE_BUDGET = 10  # inside an image: this many times the per-check limit for the whole run
@@ -36,6 +37,9 @@ class VerifyRequest:
     kb: Path | None = None
     timeout: float | None = None
     image: str | None = None
+    launcher: LauncherChoice = "auto"
+    explicit: Explicit = field(default_factory=Explicit)  # --nnodes/--node-rank/--master-addr/--master-port/--node-name
+    job_summary: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,7 @@ class VerifyOutcome:
     report: Report | None = None  # a run on this node
     image_report: dict[str, Any] | None = None  # the report a run inside an image gave
     unwritten: tuple[str, ...] = ()  # output files that could not be written, each named
+    leads_node: bool = True  # False: another process of this node's ranks presents and writes its report
 
 
 def verify(request: VerifyRequest, *, on_result: Callable[[CheckResult], None] | None = None) -> VerifyOutcome:
@@ -53,12 +58,36 @@ def verify(request: VerifyRequest, *, on_result: Callable[[CheckResult], None] |
     problem = faults.check_setting()
     if problem:
         raise BadRequest(problem, hint=f"unset {faults.ENV}: it is for gpuenv's own tests")
+    placement = placement_of(request)
     if request.image is not None:
+        if placement is not None:
+            raise BadRequest("--image runs on this node alone, not across nodes", hint="drop --image or the launcher")
         return _in_image(request)
-    return _on_this_node(request, on_result)
+    return _on_this_node(request, on_result, placement)
 
 
-def _on_this_node(request: VerifyRequest, on_result: Callable[[CheckResult], None] | None) -> VerifyOutcome:
+def placement_of(request: VerifyRequest, env: dict[str, str] | None = None) -> Placement | None:
+    """Where this process stands in a run across nodes, or None. Launchers are recognised only for
+    `--check allreduce` alone (an srun of one task per node runs the node checks, as before)."""
+    import os
+
+    from gpuenv.verify.launch import detect
+
+    only_collective = request.checks == ("allreduce",)
+    asked = request.explicit.given() or request.launcher in ("srun", "torchrun")
+    if asked and not only_collective:
+        raise BadRequest(
+            "a run across nodes runs only the collective check",
+            hint="add --check allreduce (run the node checks with one task per node)",
+        )
+    if not only_collective:
+        return None
+    return detect(os.environ if env is None else env, request.explicit, choice=request.launcher)
+
+
+def _on_this_node(
+    request: VerifyRequest, on_result: Callable[[CheckResult], None] | None, placement: Placement | None
+) -> VerifyOutcome:
     from gpuenv.verify import outputs
     from gpuenv.verify.baselines import load_baselines
     from gpuenv.verify.checks.nvml import load_policy
@@ -80,14 +109,18 @@ def _on_this_node(request: VerifyRequest, on_result: Callable[[CheckResult], Non
         policy=_text(request.policy),
         kb=_text(request.kb),
         timeout=request.timeout,
+        placement=placement.to_dict() if placement else None,
     )
-    report = run_verify(opts, on_result=on_result)
+    leads_node = placement is None or placement.leads_node
+    report = run_verify(opts, on_result=on_result if leads_node else None)
+    files = [
+        ("--report", request.report if leads_node else None, outputs.to_json),
+        ("--junit", request.junit if leads_node else None, outputs.to_junit),
+        ("--prometheus", request.prometheus if leads_node else None, outputs.to_prometheus),
+        ("--job-summary", request.job_summary if placement and placement.leads_job else None, outputs.to_job_summary),
+    ]
     unwritten = []
-    for option, path, render in (
-        ("--report", request.report, outputs.to_json),
-        ("--junit", request.junit, outputs.to_junit),
-        ("--prometheus", request.prometheus, outputs.to_prometheus),
-    ):
+    for option, path, render in files:
         try:
             if path is not None:
                 outputs.write_atomic(path, render(report))
@@ -97,7 +130,7 @@ def _on_this_node(request: VerifyRequest, on_result: Callable[[CheckResult], Non
     code = report.verdict.exit_code
     if unwritten:  # not certified stays 1 (a health check must still drain); certified becomes 3
         code = EXIT_CANNOT_RUN if code == 0 else max(code, EXIT_BAD_RESULT)
-    return VerifyOutcome(code, report=report, unwritten=tuple(unwritten))
+    return VerifyOutcome(code, report=report, unwritten=tuple(unwritten), leads_node=leads_node)
 
 
 def _text(path: Path | None) -> str | None:

@@ -188,6 +188,7 @@ def serve(answers: Any) -> None:
             if warming is not None:
                 warming.join()
             ctx.provided.clear()
+            ctx.limit_s = request.get("limit_s")
             result = run_check(request["check"], ctx)
             answer = {"result": result.to_dict(), "provided": ctx.provided}
         else:

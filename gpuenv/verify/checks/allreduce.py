@@ -11,11 +11,13 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from gpuenv.verify import nodes
 from gpuenv.verify.baselines import Baselines, load_baselines
 from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks import common
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.model import CheckResult, Finding, GpuRef, status_from_findings
+from gpuenv.verify.spread import Spread
 
 MiB = 1 << 20
 PLANS: dict[tuple[str, str], dict[str, Any]] = {
@@ -52,24 +54,41 @@ FACTORS = {
     "reducescatter": lambda n: (n - 1) / n,
 }
 PAIR_BYTES = 8 * MiB
+COMM_SHARE = 0.5  # of the check's limit, for the rendezvous and each collective across nodes
 
 
 def run(ctx: CheckContext) -> CheckResult:
     from gpuenv.verify import ranks
+    from gpuenv.verify.spread import Hung
 
-    world = common.world_size(ctx.device, ctx.cpu_ranks)
-    if world < 1:
+    here = common.world_size(ctx.device, ctx.cpu_ranks)
+    if here < 1:
         raise common.CudaUnusable("CUDA reports no GPU visible to this process")
+    spread = spread_of(ctx, here) if ctx.placement else None
+    world = spread.world if spread else here
     plan = {**PLANS[(ctx.device, ctx.level)], "bisect": ctx.level != "quick" and world >= 3}
-    results = ranks.launch(
-        "gpuenv.verify.checks.allreduce:rank_workload", check="allreduce", world=world, device=ctx.device, params=plan
-    )
+    try:
+        results = ranks.launch(
+            "gpuenv.verify.checks.allreduce:rank_workload",
+            check="allreduce",
+            world=world,
+            device=ctx.device,
+            params=plan,
+            spread=spread,
+        )
+    except Hung as exc:
+        ctx.provided["multi_node"] = {"hung": [{"rank": r, "node": n, "why": w} for r, n, w in exc.who]}
+        return CheckResult("allreduce", "timeout", summary=str(exc), findings=nodes.hung_finding(exc.who))
     baselines = load_baselines(common.path_or_none(ctx.baseline))
     gpu_name = common.device_name(ctx.device)
-    refs = [ctx.gpu_ref(r) if ctx.device == "cuda" else GpuRef(r) for r in range(world)]
+    refs = [_ref(ctx, spread, r) for r in range(world)]
     findings, metrics = evaluate(
         results, world=world, device=ctx.device, gpu_name=gpu_name, baselines=baselines, refs=refs
     )
+    summary_nodes = ""
+    if spread is not None:
+        summary_nodes = across_nodes(results, spread, findings, metrics)
+        ctx.provided["multi_node"] = metrics["multi_node"]
     status = status_from_findings(findings)
     head = metrics.get("headline", {})
     summary = (
@@ -84,7 +103,72 @@ def run(ctx: CheckContext) -> CheckResult:
         summary += f"; {head['collective']} {head['bytes'] // MiB} MiB " + (
             f"busbw {bw:.2f} GB/s" if bw is not None else f"algbw {head['algbw_gbps']:.2f} GB/s"
         )
+    summary += summary_nodes
     return CheckResult("allreduce", status, summary=summary.lstrip("; "), metrics=metrics, findings=findings)
+
+
+def spread_of(ctx: CheckContext, here: int) -> Spread:
+    """This node's share of a run across nodes: explicit flags start one rank per local device;
+    a launcher (srun, torchrun) started this process as one rank."""
+    p = ctx.placement or {}
+    if p["launcher"] == "explicit":
+        first = p["node_rank"] * here
+        ranks_here, devices, world = tuple(range(first, first + here)), tuple(range(here)), p["nnodes"] * here
+    else:
+        ranks_here, world = (p["rank"],), p["world"]
+        devices = (p["local_rank"] if ctx.device == "cuda" and here > 1 else 0,)
+    limit = ctx.limit_s or 90.0
+    return Spread(
+        ranks=ranks_here,
+        devices=devices,
+        world=world,
+        addr=p["master_addr"],
+        port=p["master_port"],
+        prefix=f"gpuenv/{p['job']}/allreduce/",
+        timeout_s=max(3.0, limit * COMM_SHARE),
+        node=p["node"],
+        host_store=p["hosts_store"],
+    )
+
+
+def _ref(ctx: CheckContext, spread: Spread | None, rank: int) -> GpuRef:
+    if ctx.device != "cuda":
+        return GpuRef(rank)
+    if spread is None:
+        return ctx.gpu_ref(rank)
+    if rank in spread.ranks:
+        return ctx.gpu_ref(spread.devices[spread.ranks.index(rank)])
+    return GpuRef(rank)
+
+
+def across_nodes(
+    results: list[dict[str, Any]], spread: Spread, findings: list[Finding], metrics: dict[str, Any]
+) -> str:
+    """The node figures (intra, inter, pairs) into metrics and findings; a summary tail."""
+    rank_nodes = [r["node"] for r in results]
+    table = nodes.figures(results, rank_nodes)
+    findings += nodes.node_findings(table)
+    named, _flagged = nodes.suspects(table["pairs"])
+    wrong = sorted({rank_nodes[res["rank"]] for res in results if res["errors"]})
+    mine = table["intra"].get(spread.node, {}).get("busbw_gbps")
+    inter = (table["inter"] or {}).get("busbw_gbps")
+    if mine is not None:
+        metrics["intra_node_busbw_gbps"] = mine
+    if inter is not None:
+        metrics["inter_node_busbw_gbps"] = inter
+    metrics["multi_node"] = {
+        "nodes": [{"node": n, "ranks": rs} for n, rs in nodes.layout(rank_nodes)],
+        "intra_node": table["intra"],
+        "inter_node": table["inter"],
+        "node_pairs": table["pairs"],
+        "suspect_nodes": sorted(set(named) | set(wrong)),
+    }
+    nnodes = len(table["intra"])
+    tail = f"; {nnodes} node(s)"
+    tail += f", inter-node busbw {inter:.2f} GB/s" if inter is not None else ", one node: nothing crosses nodes"
+    if mine is not None:
+        tail += f", intra-node busbw on {spread.node} {mine:.2f} GB/s"
+    return tail
 
 
 # ---- the rank side (runs in each rank process) --------------------------------------------
@@ -94,8 +178,10 @@ def rank_workload(rank: int, world: int, device: str, params: dict[str, Any]) ->
     import torch
     import torch.distributed as dist
 
-    dev = torch.device("cuda", rank) if device == "cuda" else torch.device("cpu")
+    dev = torch.device("cuda", params.get("device_index", rank)) if device == "cuda" else torch.device("cpu")
     out: dict[str, Any] = {"rank": rank, "device": str(dev), "errors": [], "times": {}, "skipped": {}, "pairs": []}
+    if params.get("rank_nodes"):
+        out["node"] = params["rank_nodes"][rank]
     for coll in params["collectives"]:
         for nbytes in params["sizes"]:
             try:
@@ -108,6 +194,8 @@ def rank_workload(rank: int, world: int, device: str, params: dict[str, Any]) ->
             out["times"][f"{coll}:{nbytes}"] = times
     if params.get("bisect"):
         out["pairs"] = _pairs(rank, world, dev, params)
+    if params.get("rank_nodes"):
+        out["nodes"] = _node_collectives(rank, dev, params, out["errors"])
     if world >= 2:  # DDP rides on this job's process group: one NCCL initialisation for both
         out["ddp"] = ddp_step(rank, dev)
     dist.barrier()
@@ -146,6 +234,9 @@ def _run_size(
 ) -> list[float]:
     import torch.distributed as dist
 
+    from gpuenv.verify import ranks
+
+    ranks.mark()  # on a run across nodes, the board shows who got how far
     torch = common.torch_module()
     subtract: Callable[[Any], Any]
     numel = nbytes // 4 // world * world
@@ -275,6 +366,70 @@ def _pairs(rank: int, world: int, dev: Any, params: dict[str, Any]) -> list[dict
     return found
 
 
+def _node_collectives(rank: int, dev: Any, params: dict[str, Any], errors: list[dict[str, Any]]) -> dict[str, Any]:
+    """Across nodes: this node's ranks among themselves (intra), one rank per node (inter), and each
+    node with the next (node pairs, from three nodes on). Every rank creates every group, in order."""
+    import torch.distributed as dist
+
+    placed = nodes.layout(params["rank_nodes"])
+    nbytes = params["sizes"][-1]
+    small = {"warmup": params["warmup"], "iters": params["iters"], "fault": params.get("fault")}
+    intra_groups = [dist.new_group(members) for _node, members in placed]
+    leaders = [members[0] for _node, members in placed]
+    inter_group = dist.new_group(leaders) if len(placed) >= 2 else None
+    ring = [(i, (i + 1) % len(placed)) for i in range(len(placed))] if len(placed) >= 3 else []
+    pair_groups = [dist.new_group(sorted({leaders[a], leaders[b]})) for a, b in ring]
+    mine = next(i for i, (_n, members) in enumerate(placed) if rank in members)
+    node, members = placed[mine]
+    out: dict[str, Any] = {"intra": None, "inter": None, "pairs": []}
+    if len(members) >= 2:
+        times = _run_size(
+            "allreduce",
+            nbytes,
+            members.index(rank),
+            len(members),
+            dev,
+            small,
+            errors,
+            group=intra_groups[mine],
+            tag=f" within node {node}",
+        )
+        out["intra"] = {"bytes": nbytes, "time": sum(times) / len(times)}
+    if inter_group is not None and rank in leaders:
+        times = _run_size(
+            "allreduce",
+            nbytes,
+            leaders.index(rank),
+            len(leaders),
+            dev,
+            small,
+            errors,
+            group=inter_group,
+            tag=" across nodes",
+        )
+        out["inter"] = {"bytes": nbytes, "time": sum(times) / len(times)}
+    for (a, b), group in zip(ring, pair_groups, strict=True):
+        if rank not in (leaders[a], leaders[b]):
+            continue
+        pair_errors: list[dict[str, Any]] = []
+        names = (placed[a][0], placed[b][0])
+        times = _run_size(
+            "allreduce",
+            PAIR_BYTES,
+            sorted((leaders[a], leaders[b])).index(rank),
+            2,
+            dev,
+            small,
+            pair_errors,
+            group=group,
+            tag=f" nodes {names[0]}-{names[1]}",
+        )
+        errors += pair_errors
+        wrong = sum(e["wrong"] for e in pair_errors)
+        out["pairs"].append({"pair": list(names), "wrong": wrong, "time": sum(times) / len(times)})
+    return out
+
+
 # ---- evaluation (pure) --------------------------------------------------------------------
 
 
@@ -321,7 +476,8 @@ def _correctness(results: list[dict[str, Any]], refs: list[GpuRef]) -> list[Find
     for res in results:
         for err in res["errors"]:
             ref = refs[res["rank"]]
-            where = f"rank {res['rank']} ({ref.label() if ref.uuid else res['device']})"
+            on = f" on node {res['node']}" if res.get("node") else ""
+            where = f"rank {res['rank']}{on} ({ref.label() if ref.uuid else res['device']})"
             message = (
                 f"{where} got {err['wrong']} wrong element(s) of {err['elements']} in "
                 f"{err['collective']} of {err['bytes'] // MiB} MiB, iteration {err['iteration']}: "

@@ -4,6 +4,7 @@ GPUENV_TEST_FAULT is a comma-separated list of CHECK:KIND[:rankN]. KIND is
   corrupt  the rank's result of a collective gets one wrong element (allreduce only)
   hang     the rank (or the check's process) sleeps forever
   abort    the rank (or the check's process) calls os.abort()
+  stop     the rank (or the check's process) stops itself with SIGSTOP: a frozen peer
 Without :rankN a fault hits the check's process itself (or every rank for corrupt).
 The test suite uses it to prove that verify fails, times out and crashes as it must.
 """
@@ -14,7 +15,7 @@ import os
 from dataclasses import dataclass
 
 ENV = "GPUENV_TEST_FAULT"
-KINDS = ("corrupt", "hang", "abort")
+KINDS = ("corrupt", "hang", "abort", "stop")
 
 
 @dataclass(frozen=True)
@@ -75,3 +76,7 @@ def _trigger(kind: str | None) -> None:
             time.sleep(3600)
     if kind == "abort":
         os.abort()
+    if kind == "stop":
+        import signal
+
+        os.kill(os.getpid(), signal.SIGSTOP)

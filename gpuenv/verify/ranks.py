@@ -225,6 +225,10 @@ def rank_main(local: int, job: RankJob) -> None:
         module, name = job.target.split(":")
         result = getattr(import_module(module), name)(rank, world, job.device, params)
         _write(job, local, rank, result)
+    except Exception as exc:
+        if BOARD is not None:  # it gave up (a peer's timeout, most often): not the one to blame
+            BOARD.fail(exc)
+        raise
     finally:
         _finish(dist)
 

@@ -103,6 +103,10 @@ class Board:
         self.stopping.set()
         self.thread.join(timeout=2 * BEAT_S + STORE_TIMEOUT_S)
 
+    def fail(self, exc: BaseException) -> None:
+        with contextlib.suppress(Exception):
+            self.store.set(f"failed/{self.rank}", f"{type(exc).__name__}: {str(exc).strip()[:200]}")
+
     def leave(self) -> None:
         with contextlib.suppress(Exception):
             self.store.add("exited", 1)
@@ -115,7 +119,7 @@ def read(store: Any, key: str) -> str | None:
     return bytes(store.get(key)).decode()
 
 
-def diagnose(spread: Spread, master_node: str) -> list[tuple[int | None, str, str]]:
+def diagnose(spread: Spread) -> list[tuple[int | None, str, str]]:
     """Which ranks hold the run up, read from the board: (rank, node, why); the store's host when
     the store itself does not answer (its node is frozen or gone)."""
     try:
@@ -125,25 +129,26 @@ def diagnose(spread: Spread, master_node: str) -> list[tuple[int | None, str, st
         second = _snapshot(store, spread.world)
     except Exception as exc:
         why = f"the rendezvous store at {spread.addr}:{spread.port} does not answer ({type(exc).__name__})"
-        return [(None, master_node, why)]
+        return [(None, spread.addr, why)]
     return judge(first, second, spread.world)
 
 
 def _snapshot(store: Any, world: int) -> dict[int, dict[str, str | None]]:
-    return {r: {k: read(store, f"{k}/{r}") for k in ("node", "beat", "step", "done")} for r in range(world)}
+    return {r: {k: read(store, f"{k}/{r}") for k in ("node", "beat", "step", "done", "failed")} for r in range(world)}
 
 
 def judge(
     first: dict[int, dict[str, str | None]], second: dict[int, dict[str, str | None]], world: int
 ) -> list[tuple[int | None, str, str]]:
-    """Pure: from two looks at the board, the ranks that never joined, froze, or fell behind."""
+    """Pure: from two looks at the board, the ranks that never joined, froze, or fell behind. A rank
+    that finished, or gave up with an error (waiting for a peer, most often), is not blamed."""
     found: list[tuple[int | None, str, str]] = []
     steps = [int(second[r]["step"] or 0) for r in range(world) if second[r]["node"] and not second[r]["done"]]
     ahead = max(steps, default=0)
     for r in range(world):
         now, before = second[r], first[r]
         node = now["node"] or "?"
-        if now["done"]:
+        if now["done"] or now["failed"]:
             continue
         if now["node"] is None:
             found.append((r, node, "never joined the rendezvous"))

@@ -19,7 +19,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
@@ -147,8 +147,8 @@ def utc_text(value: str) -> str:
     except (TypeError, ValueError, AttributeError) as exc:
         raise NotAReport(f"'started' is not a timestamp: {str(value)[:40]!r}") from exc
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def record_from_report(doc: Any, *, host: str | None = None, source: str | None = None) -> ReportRecord:
@@ -311,7 +311,7 @@ def _transaction(db: sqlite3.Connection) -> Iterator[None]:
 def ingest(path: Path, records: Iterable[ReportRecord]) -> IngestResult:
     """Add reports to the history in one transaction; a report it already holds is counted, not added."""
     added = already = 0
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     with connect(path) as db, _transaction(db):
         for r in records:
             cursor = db.execute(

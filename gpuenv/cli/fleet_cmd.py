@@ -79,7 +79,7 @@ def history_option(func: Any) -> Any:
     "--check-timeout",
     "check_timeout_s",
     type=float,
-    callback=checked(validate.seconds),
+    callback=checked(lambda v: validate.seconds(v, "--check-timeout")),
     metavar="SECONDS",
     help="Seconds one check may take (verify --timeout) [default: per check and level].",
 )
@@ -95,7 +95,7 @@ def verify(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
     from gpuenv.fleet.run import prepare, run
 
     plan = prepare(FleetVerifyRequest(**params), prompt=become_prompt)
-    board = FleetBoard(total=len(plan.inventory.names))
+    board = FleetBoard(total=len(plan.targets))
     quiet = settings(ctx).quiet
     click.echo(f"fleet verify: {board.total} hosts, reports in {plan.reports_dir}", err=True)
     result = run(plan, on_progress=lambda p: _progress(board, p, quiet=quiet))

@@ -83,6 +83,10 @@ class FleetPlan:
     limit: str | None
     password: str | None = None
 
+    @property
+    def targets(self) -> tuple[str, ...]:
+        return targets(self.inventory, self.limit)
+
 
 @dataclass(frozen=True)
 class HostOutcome:
@@ -158,21 +162,24 @@ def render_variables(request: FleetVerifyRequest, *, reports_dir: Path, files: d
     return "# Written by gpuenv fleet verify from validated values.\n" + json.dumps(data, indent=2) + "\n"
 
 
-def host_outcome(summary: HostSummary | None, verdict: str | None, *, run_status: str) -> tuple[str, str | None]:
-    """A host's outcome and message from what Ansible said about it and the verdict of its report (if one came)."""
+def host_outcome(
+    summary: HostSummary | None, verdict: tuple[str, str | None] | None, *, run_status: str
+) -> tuple[str, str | None]:
+    """A host's outcome and why, from what Ansible said about it and its report's verdict (outcome, summary)."""
+    said_all = summary.message.split(": ", 1)[-1] if summary is not None and summary.message else None
+    said = (said_all or "").split(":", 1)[0]
+    outcome, why = verdict or (None, None)
     if summary is None:  # no word from Ansible about it: the run was cut short, or it never got there
-        return ("timeout" if run_status == "timeout" else "could not run"), verdict
-    message = summary.message.split(": ", 1)[1] if ": " in summary.message else summary.message or None
-    said = (message or "").split(":", 1)[0]
+        return ("timeout" if run_status == "timeout" else "could not run"), why
     if summary.unreachable:
-        return "unreachable", message
+        return "unreachable", said_all
     if said in ("not provisioned", "timeout"):
-        return said, message
-    if verdict in REPORT_VERDICTS:
-        return verdict, message
-    if not summary.failed and verdict is None:
+        return said, said_all
+    if outcome in REPORT_VERDICTS:
+        return outcome, why
+    if not summary.failed and outcome is None:
         return "could not run", "no report came back"
-    return (said if said in OUTCOMES else "could not run"), message or verdict
+    return (said if said in OUTCOMES else "could not run"), said_all or why
 
 
 def timestamp(moment: datetime) -> str:
@@ -305,26 +312,25 @@ def _run_request(plan: FleetPlan, work: Path) -> RunRequest:
 def _judge(
     plan: FleetPlan, summaries: dict[str, HostSummary], *, run_status: str, since: float
 ) -> tuple[HostOutcome, ...]:
-    from gpuenv.provision.project import report_outcome
+    from gpuenv.provision.project import report_verdict
 
-    targeted = _targeted(plan, summaries)
+    targeted = [*summaries, *(n for n in plan.targets if n not in summaries)]
     outcomes = []
     for host in targeted:
         path = plan.reports_dir / f"{host}.json"
         fresh = path.is_file() and path.stat().st_mtime >= since - 1
-        verdict = report_outcome(path) if fresh else None
+        verdict = report_verdict(path) if fresh else None
         outcome, message = host_outcome(summaries.get(host), verdict, run_status=run_status)
         outcomes.append(HostOutcome(host, outcome, str(path) if fresh else None, message))
     return tuple(outcomes)
 
 
-def _targeted(plan: FleetPlan, summaries: dict[str, HostSummary]) -> list[str]:
-    """The hosts the run was for: those Ansible named, and (when the run was cut short) the rest it was given."""
-    names = list(plan.inventory.names)
-    if plan.limit:
-        wanted = set(plan.limit.split(","))
-        names = [n for n in names if n in wanted or any(n in plan.inventory.groups.get(g, ()) for g in wanted)]
-    return [*summaries, *(n for n in names if n not in summaries)]
+def targets(inventory: Inventory, limit: str | None) -> tuple[str, ...]:
+    """The hosts a run is for: the inventory's, narrowed by a --limit of host and group names."""
+    if not limit:
+        return inventory.names
+    wanted = set(limit.split(","))
+    return tuple(n for n in inventory.names if n in wanted or any(n in inventory.groups.get(g, ()) for g in wanted))
 
 
 def _record(result: FleetVerifyResult) -> FleetVerifyResult:

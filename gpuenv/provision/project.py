@@ -339,6 +339,11 @@ def _attach_reports(summaries: tuple[HostSummary, ...], reports_dir: Path, *, si
 
 def report_outcome(path: Path) -> str:
     """The verdict a host's report gives; a host's file is input like any other: capped, and checked."""
+    return report_verdict(path)[0]
+
+
+def report_verdict(path: Path) -> tuple[str, str | None]:
+    """A host's report's outcome ("unreadable report" when it is not one) and its verdict's summary."""
     from gpuenv.errors import GpuenvError
     from gpuenv.files import read_text
     from gpuenv.schema import parse_json
@@ -346,10 +351,13 @@ def report_outcome(path: Path) -> str:
     try:
         data = parse_json(read_text(path, "host report"))
     except (GpuenvError, ValueError):
-        return "unreadable report"
+        return "unreadable report", None
     verdict = data.get("verdict") if isinstance(data, dict) else None
     outcome = verdict.get("outcome") if isinstance(verdict, dict) else None
-    return outcome if outcome in REPORT_OUTCOMES else "unreadable report"
+    if outcome not in REPORT_OUTCOMES:
+        return "unreadable report", None
+    summary = verdict.get("summary") if isinstance(verdict, dict) else None
+    return outcome, summary if isinstance(summary, str) else None
 
 
 def _interrupted(signame: str, touched: list[str], inventory: Inventory, work: Path) -> Interrupted:

@@ -118,7 +118,7 @@ def _print_result(result: FleetVerifyResult) -> None:
     if result.status == "nothing to retry":
         click.echo(f"every host was certified in that run: nothing to retry ({result.reports_dir})")
         return
-    rows = [(h.host, h.outcome, h.report or "-", printable(_why(h.outcome, h.message))[:120]) for h in result.hosts]
+    rows = [(h.host, h.outcome, h.report or "-", printable(_why(h.outcome, h.message))) for h in result.hosts]
     console().print(table(("host", "outcome", "report", "why"), rows, title="gpuenv fleet verify"))
     counts = ", ".join(f"{n} {outcome}" for outcome, n in result.counts().items())
     click.echo(f"{len(result.hosts)} hosts: {counts}; reports in {result.reports_dir}")
@@ -128,7 +128,7 @@ def _why(outcome: str, message: str | None) -> str:
     if outcome == "certified":
         return ""
     hint = HINTS.get(outcome)
-    text = message or ""
+    text = (message or "")[:100]
     return f"{text} ({hint})" if hint and hint not in text else text
 
 

@@ -1,8 +1,9 @@
 """GPU identity history: every report the controller collects, remembered in one SQLite file.
 
-One row per report (host, start time and a hash of the report make it unique, so ingesting the
-same report twice keeps one row) and one row per GPU in it (UUID, serial, bus id, whether a
-failing finding named it, its finding codes). WAL mode lets many processes ingest at once; the
+One row per report (the report's host name, its start time and a hash of the report make it
+unique, so ingesting the same report twice keeps one row, whichever command ingests it; the row
+also keeps the name the fleet knows the host by) and one row per GPU in it (UUID, serial, bus id,
+whether a failing finding named it, its finding codes). WAL mode lets many processes ingest at once; the
 file belongs on a local filesystem (SQLite's locking is unreliable on network filesystems), so
 nodes write reports and the controller ingests them.
 
@@ -32,13 +33,14 @@ _TABLES = """
 CREATE TABLE IF NOT EXISTS reports (
     id INTEGER PRIMARY KEY,
     host TEXT NOT NULL,
+    hostname TEXT NOT NULL,
     started TEXT NOT NULL,
     digest TEXT NOT NULL,
     outcome TEXT NOT NULL,
     codes TEXT NOT NULL,
     source TEXT,
     ingested TEXT NOT NULL,
-    UNIQUE (host, started, digest)
+    UNIQUE (hostname, started, digest)
 );
 CREATE TABLE IF NOT EXISTS gpus (
     report_id INTEGER NOT NULL REFERENCES reports(id),
@@ -54,6 +56,7 @@ CREATE INDEX IF NOT EXISTS gpus_by_uuid ON gpus (uuid);
 CREATE INDEX IF NOT EXISTS gpus_by_serial ON gpus (serial);
 CREATE INDEX IF NOT EXISTS gpus_by_report ON gpus (report_id);
 CREATE INDEX IF NOT EXISTS reports_by_host ON reports (host, started);
+CREATE INDEX IF NOT EXISTS reports_by_hostname ON reports (hostname, started);
 """
 
 
@@ -74,7 +77,8 @@ class GpuRecord:
 
 @dataclass(frozen=True)
 class ReportRecord:
-    host: str
+    host: str  # the name the fleet knows the host by (its inventory name, else its hostname)
+    hostname: str  # the report's own: with the start time and the hash, what makes a report one row
     started: str  # UTC, ISO 8601 with microseconds: sorts as text
     digest: str
     outcome: str
@@ -158,14 +162,15 @@ def record_from_report(doc: Any, *, host: str | None = None, source: str | None 
     node, verdict = doc.get("host"), doc.get("verdict")
     if not isinstance(node, dict) or not isinstance(verdict, dict) or not isinstance(node.get("gpus", []), list):
         raise NotAReport("a verify report without its host or verdict")
-    name = host or node.get("hostname")
-    if not isinstance(name, str) or not name:
+    hostname = node.get("hostname")
+    if not isinstance(hostname, str) or not hostname:
         raise NotAReport("a verify report without a host name")
     findings = [f for c in doc.get("checks") or [] if isinstance(c, dict) for f in _findings(c)]
     gpus = tuple(_gpu_record(g, findings) for g in node.get("gpus") or [] if isinstance(g, dict))
     digest = hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     return ReportRecord(
-        host=name,
+        host=host or hostname,
+        hostname=hostname,
         started=utc_text(str(doc.get("started", ""))),
         digest=digest,
         outcome=str(verdict.get("outcome", "unknown")),
@@ -316,9 +321,9 @@ def ingest(path: Path, records: Iterable[ReportRecord]) -> IngestResult:
     with connect(path) as db, _transaction(db):
         for r in records:
             cursor = db.execute(
-                "INSERT OR IGNORE INTO reports (host, started, digest, outcome, codes, source, ingested)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (r.host, r.started, r.digest, r.outcome, ",".join(r.codes), r.source, now),
+                "INSERT OR IGNORE INTO reports (host, hostname, started, digest, outcome, codes, source, ingested)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (r.host, r.hostname, r.started, r.digest, r.outcome, ",".join(r.codes), r.source, now),
             )
             if cursor.rowcount == 0:
                 already += 1
@@ -386,7 +391,7 @@ def timeline(path: Path, key: str) -> tuple[str, list[TimelineRow]]:
             f"no history at {path}", hint="fleet verify and fleet report record one; or give --history FILE"
         )
     with connect(path) as db:
-        for kind, where in (("gpu", "g.uuid = ? OR g.serial = ?"), ("host", "r.host = ? OR r.host = ?")):
+        for kind, where in (("gpu", "g.uuid = ? OR g.serial = ?"), ("host", "r.host = ? OR r.hostname = ?")):
             rows = db.execute(_TIMELINE.format(where=where), (key, key)).fetchall()
             if rows:
                 return kind, [_timeline_row(row) for row in rows]

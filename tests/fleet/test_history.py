@@ -78,6 +78,9 @@ def test_ingesting_the_same_report_twice_keeps_one_row(tmp_path: Path) -> None:
     rec = history.record_from_report(report("n1", "2026-11-01T00:00:00Z", [gpu(0, "GPU-a", "S-a")]))
     assert history.ingest(db, [rec]) == history.IngestResult(1, 0)
     assert history.ingest(db, [rec, rec]) == history.IngestResult(0, 2)
+    doc = report("n1", "2026-11-01T00:00:00Z", [gpu(0, "GPU-a", "S-a")])
+    by_inventory_name = history.record_from_report(doc, host="n1.rack3")  # fleet verify's name for it
+    assert history.ingest(db, [by_inventory_name]) == history.IngestResult(0, 1)
     with sqlite3.connect(db) as con:
         assert con.execute("SELECT count(*) FROM reports").fetchone() == (1,)
         assert con.execute("SELECT count(*) FROM gpus").fetchone() == (1,)

@@ -118,7 +118,7 @@ def tflops_plots(report: FleetReport) -> Iterator[Plot]:
         else:
             ax.set_xlabel(f"{len(names)} hosts, in name order")
         ax.set_ylabel("TFLOP/s")
-        ax.legend(loc="lower left", fontsize=8)
+        ax.legend(loc="best", fontsize=8)
         ax.set_title(key.label(), fontsize=9)
         bad = sum(1 for *_, b in points if b)
         yield Plot(key.label(), _png(fig), f"{len(points)} GPUs' matmul TFLOP/s by host, {bad} outlier(s)")

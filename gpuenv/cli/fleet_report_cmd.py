@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from gpuenv.cli import settings as settings_of
-from gpuenv.cli.output import console, emit_json
+from gpuenv.cli.output import console, emit_json, warn
 from gpuenv.cli.params import output_option
 from gpuenv.files import write_output
 from gpuenv.fleet import stats
@@ -81,6 +81,8 @@ def report(
 
         require_matplotlib()
     result = fleet_report(ReportRequest(paths, stats.Rule(z, min_deviation), min_hosts))
+    for skipped in result.skipped:
+        warn(f"skipped {skipped.path}: {skipped.reason}")
     if html is not None:
         from gpuenv.fleet.html import to_html
 
@@ -128,7 +130,7 @@ def baseline() -> None:
 @click.pass_context
 def learn(ctx: click.Context, paths: tuple[Path, ...], output: Path | None, min_hosts: int, as_json: bool) -> None:
     """Learn medians from the certified hosts' reports (outliers left out) into a gpuenv.baselines/2 file."""
-    from gpuenv.fleet.baseline import LearnRequest, checked_text, learn_baselines, note_lines
+    from gpuenv.fleet.baseline import LearnRequest, checked_text, learn_baselines, summary_line
 
     if output is None:
         raise click.UsageError("missing option '-o' / '--output'")
@@ -149,5 +151,8 @@ def learn(ctx: click.Context, paths: tuple[Path, ...], output: Path | None, min_
             }
         )
     elif not settings_of(ctx).quiet:
-        for line in note_lines(learned):
-            click.echo(line, err=True)
+        for skipped in learned.skipped:
+            warn(f"skipped {skipped}")
+        for note in learned.notes:
+            click.echo(f"note: {note}", err=True)
+        click.echo(summary_line(learned), err=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,7 +76,7 @@ def _median_rows(
 
 def learn_baselines(request: LearnRequest) -> Learned:
     """The service: read, keep the healthy hosts' non-outlier values, take medians (exit 2 if nothing is left)."""
-    all_hosts, skipped = load(request.paths)
+    all_hosts, skipped, _ = load(request.paths)
     if not all_hosts:
         raise BadRequest(
             f"no gpuenv verify report in {', '.join(str(p) for p in request.paths)}",
@@ -183,10 +182,8 @@ def checked_text(learned: Learned) -> str:
     return json.dumps(learned.baselines, indent=2) + "\n"
 
 
-def note_lines(learned: Learned) -> Iterable[str]:
-    yield from (f"skipped {s}" for s in learned.skipped)
-    yield from learned.notes
-    yield (
+def summary_line(learned: Learned) -> str:
+    return (
         f"learned {learned.rows} row(s) from {learned.healthy} certified of {learned.hosts} host(s); "
         f"{learned.left_out_values} outlier value(s) left out"
     )

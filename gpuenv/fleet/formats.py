@@ -17,7 +17,8 @@ def _number(value: float) -> str:
 def outcome_line(report: FleetReport) -> str:
     counts = ", ".join(f"{n} {o}" for o, n in report.outcomes().items() if n)
     verdict = "healthy" if report.healthy else "NOT healthy"
-    return f"{len(report.hosts)} host(s): {counts}; {len(report.outliers)} outlier(s): fleet {verdict}"
+    older = f" ({report.superseded} older report(s) of the same hosts set aside)" if report.superseded else ""
+    return f"{len(report.hosts)} host(s){older}: {counts}; {len(report.outliers)} outlier(s): fleet {verdict}"
 
 
 def failure_rows(report: FleetReport) -> Iterator[tuple[str, str, str]]:
@@ -71,8 +72,6 @@ def render_table(report: FleetReport, console: Any) -> None:
     """Rich tables on a console: failures, outliers, groups, then the one-line verdict."""
     from gpuenv.cli.output import table
 
-    for skipped in report.skipped:
-        console.print(f"skipped {skipped.path}: {skipped.reason}", markup=False)
     if report.failures:
         console.print(table(FAILURE_COLUMNS, failure_rows(report), title="Failing findings"))
     if report.outliers:

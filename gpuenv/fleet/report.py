@@ -15,6 +15,7 @@ import os
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +157,7 @@ class FleetReport:
     outliers: tuple[Outlier, ...]
     rule: stats.Rule
     min_hosts: int
+    superseded: int = 0  # older reports of a host, set aside for its latest
     events: tuple[dict[str, Any], ...] = field(default=())  # from the GPU history, when one is given
 
     def outcomes(self) -> dict[str, int]:
@@ -182,6 +184,7 @@ class FleetReport:
                 for h in self.hosts
             ],
             "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
+            "superseded": self.superseded,
             "failures": [
                 {"code": f.code, "hosts": [{"host": h, "gpus": [g.to_dict() for g in gpus]} for h, gpus in f.hosts]}
                 for f in self.failures
@@ -332,13 +335,31 @@ def _matmul(checks: list[dict[str, Any]]) -> Iterator[tuple[str, str, int, float
                     yield str(metrics["matmul_dtype"]), str(shape), int(index), float(value)
 
 
-def load(paths: Iterable[Path]) -> tuple[list[HostReport], list[Skipped]]:
-    hosts: list[HostReport] = []
+def load(paths: Iterable[Path]) -> tuple[list[HostReport], list[Skipped], int]:
+    """Each host's latest report (by start time), the files skipped, and how many older reports of
+    a host were set aside (a cron folder holds many runs per host; nodes compare by their latest)."""
+    latest: dict[str, HostReport] = {}
     skipped: list[Skipped] = []
+    read = 0
     for path in report_files(paths):
         entry = read_report(path)
-        (hosts if isinstance(entry, HostReport) else skipped).append(entry)  # type: ignore[arg-type]
-    return hosts, skipped
+        if isinstance(entry, Skipped):
+            skipped.append(entry)
+            continue
+        read += 1
+        held = latest.get(entry.host)
+        if held is None or _moment(entry.started) >= _moment(held.started):
+            latest[entry.host] = entry
+    return list(latest.values()), skipped, read - len(latest)
+
+
+def _moment(started: str) -> datetime:
+    """A report's start as an aware datetime (naive means UTC); unreadable sorts first."""
+    try:
+        moment = datetime.fromisoformat(started.replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.min.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 # ---- comparing --------------------------------------------------------------------------------
@@ -399,7 +420,7 @@ def failures_by_code(hosts: Iterable[HostReport]) -> list[Failure]:
 
 def fleet_report(request: ReportRequest) -> FleetReport:
     """The service: read, compare, and the typed result (exit 2 when no report was found)."""
-    hosts, skipped = load(request.paths)
+    hosts, skipped, superseded = load(request.paths)
     if not hosts:
         where = ", ".join(str(p) for p in request.paths)
         raise BadRequest(
@@ -415,4 +436,5 @@ def fleet_report(request: ReportRequest) -> FleetReport:
         tuple(outliers),
         request.rule,
         request.min_hosts,
+        superseded,
     )

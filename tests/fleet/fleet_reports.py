@@ -89,6 +89,7 @@ def report(node: Node) -> dict[str, Any]:
                 "sm_clock_mhz": {str(i): v for i, v in node.clock.items()},
             },
             findings=nvml_findings,
+            detail={"snapshot": _snapshot(node, gpus)},
         ),
         CheckResult("allreduce", "pass", metrics=_allreduce_metrics(node)),
         CheckResult("amp", "pass", metrics=_amp_metrics(node)),
@@ -106,6 +107,36 @@ def report(node: Node) -> dict[str, Any]:
         checks=checks,
         verdict=verdict,
     ).to_dict()
+
+
+def _snapshot(node: Node, gpus: list[dict[str, Any]]) -> dict[str, Any]:
+    """The NVML readings the nvml check keeps in its detail (gpuenv.adapters.nvml's shape)."""
+    return {
+        "driver": "570.124.06",
+        "cuda_driver": "12.8",
+        "gpus": [
+            {
+                **{k: g[k] for k in ("index", "name", "uuid", "serial", "pci_bus_id", "compute_capability")},
+                "ecc_uncorrected": 0,
+                "retired_pages_pending": 0,
+                "remapped_rows": {"corrected": 0, "uncorrectable": 0, "pending": False, "failure": False},
+                "pcie": {"gen": 5, "under_load": True, "max_gen": 5, "width": 16, "max_width": 16},
+                "clock_events": 0,
+                "persistence": 1,
+                "temperature": node.temperature[g["index"]],
+                "slowdown_temperature": 87,
+                "nvlink_down": [],
+                "processes": [],
+                "memory_used_mib": 0,
+                "mig": 0,
+                "compute_mode": 0,
+                "fabric": {"state": 3, "status": 0, "clique": 1},
+                "sm_clock_under_load": node.clock[g["index"]],
+                "unknown": {},
+            }
+            for g in gpus
+        ],
+    }
 
 
 def _allreduce_metrics(node: Node) -> dict[str, Any]:

@@ -187,6 +187,21 @@ def test_a_report_of_the_previous_schema_still_loads(tmp_path: Path) -> None:
     assert len(entry.samples) == 8 * 4 + len(fr.SIZES)
 
 
+def test_each_host_is_compared_by_its_latest_report(tmp_path: Path) -> None:
+    nodes = fr.fleet(9)
+    folder = fr.write(nodes, tmp_path / "today")
+    fr.ecc_failure(nodes[0], 1)
+    nodes[0].tflops[2] *= 0.5
+    old = fr.report(nodes[0])
+    old["started"] = "2026-11-29T15:04:05+00:00"  # yesterday's run failed; today's certified
+    (tmp_path / "yesterday").mkdir()
+    (tmp_path / "yesterday" / "gpu0000.json").write_text(json.dumps(old))
+    result = fleet_report(ReportRequest((tmp_path / "yesterday", folder)))
+    assert len(result.hosts) == 9 and result.superseded == 1
+    assert result.healthy and not result.failures and not result.outliers
+    assert "(1 older report(s) of the same hosts set aside)" in formats.outcome_line(result)
+
+
 def test_a_malformed_report_is_skipped_not_fatal(tmp_path: Path) -> None:
     data = fr.report(fr.healthy_node("x", random.Random(1)))
     data["host"] = "not an object"

@@ -12,6 +12,7 @@ from click.core import ParameterSource
 
 from gpuenv import validate
 from gpuenv.errors import BadRequest
+from gpuenv.files import check_output
 from gpuenv.provision.runner import check_limit
 from gpuenv.resolve import Request
 from gpuenv.stacks import StackRequest
@@ -53,6 +54,20 @@ def choice(values: tuple[str, ...] | list[str], default: str) -> dict[str, Any]:
 def grammar(check: Callable[[str, str], Any], what: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
     """A callback running a validator that names what it checks, e.g. grammar(validate.url, "--index-url")."""
     return checked(lambda v: check(v, what))
+
+
+def _output_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """Every output is checked before any work starts (the rule is gpuenv.files')."""
+    if value is None:
+        return None
+    check_output(str(value), f"--{param.name}")
+    return value
+
+
+def output_option(name: str, help_text: str, *, short: str | None = None) -> Callable[[F], F]:
+    """An output file option (- for stdout), checked before any work starts."""
+    names = (short, name) if short else (name,)
+    return click.option(*names, type=click.Path(path_type=Path), metavar="FILE", callback=_output_path, help=help_text)
 
 
 def stack_options(func: F) -> F:

@@ -9,8 +9,9 @@ import click
 
 from gpuenv import validate
 from gpuenv.cli import settings
+from gpuenv.cli.fleet_report_cmd import baseline, report
 from gpuenv.cli.output import console, emit_json, printable, table, warn
-from gpuenv.cli.params import become_prompt, checked, choice, grammar, host_options
+from gpuenv.cli.params import become_prompt, checked, choice, grammar, history_options, history_path, host_options
 from gpuenv.fleet.run import HINTS, FleetBoard, FleetVerifyRequest, FleetVerifyResult
 from gpuenv.provision.runner import Progress
 from gpuenv.types import DEVICE_CHOICES, LEVELS
@@ -31,16 +32,11 @@ Exit codes: 0 every host certified, 1 a host was not, 2 bad request, 3 Ansible m
 DEFAULT = FleetVerifyRequest()
 FILE = click.Path(dir_okay=False, path_type=Path)
 DIR = click.Path(file_okay=False, path_type=Path)
-HISTORY_HELP = "GPU history file (SQLite, local disk) [default: $XDG_STATE_HOME/gpuenv/history.sqlite]."
 
 
 @click.group("fleet")
 def fleet() -> None:
     """Many nodes: verify them over Ansible, compare them, remember every GPU."""
-
-
-def history_option(func: Any) -> Any:
-    return click.option("--history", type=FILE, help=HISTORY_HELP)(func)
 
 
 @fleet.command("verify", epilog=VERIFY_EPILOG)
@@ -86,7 +82,7 @@ def history_option(func: Any) -> Any:
 @click.option("--venv", default=DEFAULT.venv, show_default=True, help="The venv gpuenv provision made on the hosts.")
 @click.option("--reports-dir", type=DIR, help="Where reports land as HOST.json [default: reports/<UTC time>].")
 @click.option("--retry-failed", type=DIR, metavar="DIR", help="Only the hosts not certified in that earlier run.")
-@history_option
+@history_options
 @click.option("--artifacts-dir", type=DIR, help="Keep ansible-runner's working directory (events, output) here.")
 @click.option("--json", "as_json", is_flag=True, help="The outcome per host as JSON on stdout.")
 @click.pass_context
@@ -94,7 +90,7 @@ def verify(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
     """Certify HOSTS (or an inventory's) with the gpuenv installed on each; collect the reports."""
     from gpuenv.fleet.run import prepare, run
 
-    plan = prepare(FleetVerifyRequest(**params), prompt=become_prompt)
+    plan = prepare(FleetVerifyRequest(history=history_path(params), **params), prompt=become_prompt)
     board = FleetBoard(total=len(plan.targets))
     quiet = settings(ctx).quiet
     click.echo(f"fleet verify: {board.total} hosts, reports in {plan.reports_dir}", err=True)
@@ -119,9 +115,15 @@ def _print_result(result: FleetVerifyResult) -> None:
         click.echo(f"every host was certified in that run: nothing to retry ({result.reports_dir})")
         return
     rows = [(h.host, h.outcome, h.report or "-", printable(_why(h.outcome, h.message))) for h in result.hosts]
-    console().print(table(("host", "outcome", "report", "why"), rows, title="gpuenv fleet verify"))
+    out = console()
+    out.print(table(("host", "outcome", "report", "why"), rows, title="gpuenv fleet verify"))
     counts = ", ".join(f"{n} {outcome}" for outcome, n in result.counts().items())
     click.echo(f"{len(result.hosts)} hosts: {counts}; reports in {result.reports_dir}")
+    if result.fleet is not None:
+        from gpuenv.fleet.formats import render_table
+
+        click.echo()
+        render_table(result.fleet, out)
 
 
 def _why(outcome: str, message: str | None) -> str:
@@ -132,9 +134,15 @@ def _why(outcome: str, message: str | None) -> str:
     return f"{text} ({hint})" if hint and hint not in text else text
 
 
+fleet.add_command(report)
+fleet.add_command(baseline)
+
+
 @fleet.command("history")
 @click.argument("key")
-@history_option
+@click.option(
+    "--history", type=FILE, metavar="FILE", help="GPU history [default: $XDG_STATE_HOME/gpuenv/history.sqlite]."
+)
 @click.option("--json", "as_json", is_flag=True, help="The timeline as JSON on stdout.")
 def history(key: str, history: Path | None, as_json: bool) -> int:
     """The timeline of a GPU (by UUID or serial) or of a host: every report the history holds."""

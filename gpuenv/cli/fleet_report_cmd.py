@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from gpuenv.cli import settings as settings_of
 from gpuenv.cli.output import console, emit_json, warn
-from gpuenv.cli.params import output_option
+from gpuenv.cli.params import history_options, history_path, output_option
 from gpuenv.files import write_output
 from gpuenv.fleet import stats
 
@@ -58,9 +59,11 @@ MIN_HOSTS_HELP = "Judge outliers only in groups with values from at least N host
     metavar="N",
     help=MIN_HOSTS_HELP,
 )
+@history_options
 @click.pass_context
 def report(
     ctx: click.Context,
+    /,
     paths: tuple[Path, ...],
     as_json: bool,
     markdown: bool,
@@ -69,6 +72,7 @@ def report(
     z: float,
     min_deviation: float,
     min_hosts: int,
+    **history: Any,
 ) -> int:
     """Compare many nodes' verify reports: outcomes, failures by finding, robust statistics, outliers."""
     from gpuenv.fleet import formats
@@ -80,7 +84,7 @@ def report(
         from gpuenv.fleet.html import require_matplotlib
 
         require_matplotlib()
-    result = fleet_report(ReportRequest(paths, stats.Rule(z, min_deviation), min_hosts))
+    result = fleet_report(ReportRequest(paths, stats.Rule(z, min_deviation), min_hosts, history_path(history)))
     for skipped in result.skipped:
         warn(f"skipped {skipped.path}: {skipped.reason}")
     if html is not None:

@@ -125,6 +125,35 @@ def host_options(func: F) -> F:
     return functools.reduce(lambda f, opt: opt(f), reversed(options), func)
 
 
+def history_options(func: F) -> F:
+    """Add --history FILE and --no-history (fleet verify and fleet report record every report they read)."""
+    options = [
+        click.option(
+            "--history",
+            type=click.Path(dir_okay=False, path_type=Path),
+            metavar="FILE",
+            help="GPU history (SQLite, on local disk) [default: $XDG_STATE_HOME/gpuenv/history.sqlite].",
+        ),
+        click.option("--no-history", is_flag=True, help="Record nothing in the GPU history."),
+    ]
+    return functools.reduce(lambda f, opt: opt(f), reversed(options), func)
+
+
+def history_path(params: dict[str, Any]) -> Path | None:
+    """Take --history and --no-history out of a command's parameters: the file to record in, or None."""
+    given: Path | None = params.pop("history")
+    if params.pop("no_history"):
+        if given is not None:
+            raise BadRequest("--history and --no-history exclude each other", hint="use one")
+        return None
+    if given is not None:
+        validate.safe_path(str(given), "--history")
+        return given
+    from gpuenv.fleet.history import default_path
+
+    return default_path()
+
+
 def become_prompt(text: str) -> str:
     """Ask for the become password on the terminal (hidden); without one, say how to give it instead."""
     import sys

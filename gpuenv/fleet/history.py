@@ -155,8 +155,9 @@ def utc_text(value: str) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def record_from_report(doc: Any, *, host: str | None = None, source: str | None = None) -> ReportRecord:
-    """What the history keeps of one verify report; host: the inventory name (default: the report's hostname)."""
+def record_from_report(doc: Any, *, raw: bytes, host: str | None = None, source: str | None = None) -> ReportRecord:
+    """What the history keeps of one verify report parsed from `raw` (its hash is the report's);
+    host: the name the fleet knows it by (default: the report's hostname)."""
     if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("gpuenv.verify-report/"):
         raise NotAReport("not a gpuenv verify report (no gpuenv.verify-report schema)")
     node, verdict = doc.get("host"), doc.get("verdict")
@@ -167,7 +168,7 @@ def record_from_report(doc: Any, *, host: str | None = None, source: str | None 
         raise NotAReport("a verify report without a host name")
     findings = [f for c in doc.get("checks") or [] if isinstance(c, dict) for f in _findings(c)]
     gpus = tuple(_gpu_record(g, findings) for g in node.get("gpus") or [] if isinstance(g, dict))
-    digest = hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    digest = hashlib.sha256(raw).hexdigest()
     return ReportRecord(
         host=host or hostname,
         hostname=hostname,
@@ -433,13 +434,13 @@ def gpu_events(path: Path, uuids: Iterable[str]) -> list[GpuEvent]:
 def ingest_files(path: Path, reports: Iterable[tuple[Path, str | None]]) -> tuple[IngestResult, list[str]]:
     """Read each (file, host name or None) and ingest what is a verify report; the others are named, not fatal."""
     from gpuenv.errors import GpuenvError
-    from gpuenv.files import read_text
+    from gpuenv.files import read_bytes
 
     records, skipped = [], []
     for file, host in reports:
         try:
-            doc = json.loads(read_text(file, "report"))
-            records.append(record_from_report(doc, host=host, source=str(file)))
+            raw = read_bytes(file, "report")
+            records.append(record_from_report(json.loads(raw), raw=raw, host=host, source=str(file)))
         except (GpuenvError, ValueError) as exc:
             skipped.append(f"{file}: {getattr(exc, 'message', exc)}")
     return ingest(path, records), skipped

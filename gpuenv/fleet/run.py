@@ -18,10 +18,10 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuenv import validate
 from gpuenv.errors import BadRequest, Interrupted
@@ -29,6 +29,9 @@ from gpuenv.provision import INVENTORY_FILE
 from gpuenv.provision.inventory import Inventory
 from gpuenv.provision.runner import HostSummary, Progress, RunRequest, check_limit
 from gpuenv.types import DeviceChoice, Level
+
+if TYPE_CHECKING:
+    from gpuenv.fleet.report import FleetReport
 
 SCHEMA = "gpuenv.fleet-verify/1"
 SUMMARY_FILE = "fleet-verify.json"
@@ -67,7 +70,7 @@ class FleetVerifyRequest:
     venv: str = "/opt/gpuenv/venv"
     reports_dir: Path | None = None  # default: reports/<UTC start, 20261130T150405Z>
     retry_failed: Path | None = None
-    history: Path | None = None  # default: gpuenv.fleet.history.default_path()
+    history: Path | None = None  # None: record nothing
     artifacts_dir: Path | None = None
 
 
@@ -79,8 +82,8 @@ class FleetPlan:
     inventory: Inventory
     files: dict[str, str]
     reports_dir: Path
-    history: Path
     limit: str | None
+    history: Path | None
     password: str | None = None
 
     @property
@@ -104,8 +107,9 @@ class FleetVerifyResult:
     hosts: tuple[HostOutcome, ...]
     reports_dir: Path
     status: str  # ansible-runner's, or "nothing to retry"
-    history: Path
+    history: Path | None
     history_notes: tuple[str, ...] = ()  # reports the history could not take
+    fleet: FleetReport | None = None  # the fleet report over the reports collected
 
     @property
     def exit_code(self) -> int:
@@ -121,7 +125,8 @@ class FleetVerifyResult:
             "reports_dir": str(self.reports_dir),
             "counts": self.counts(),
             "hosts": [h.to_dict() for h in self.hosts],
-            "history": str(self.history),
+            "history": None if self.history is None else str(self.history),
+            "fleet_report": None if self.fleet is None else self.fleet.to_dict(),
         }
 
 
@@ -220,14 +225,15 @@ def prepare(request: FleetVerifyRequest, *, prompt: Callable[[str], str], now: d
     reports_dir = Path(validate.safe_path(str(reports_dir), "--reports-dir")).resolve()
     if reports_dir.exists() and not reports_dir.is_dir():
         raise BadRequest(f"--reports-dir {reports_dir} is not a folder", hint="give a folder (made if missing)")
-    history_path = request.history or history.default_path()
-    with history.connect(history_path):  # made (or found readable) before any host is touched
-        pass
+    if request.history is not None:
+        with history.connect(request.history):  # made (or found readable) before any host is touched
+            pass
     rendered = {
         VARS_FILE: render_variables(request, reports_dir=reports_dir, files=files),
         INVENTORY_FILE: render_inventory(inventory),
     }
-    return FleetPlan(request, inventory, rendered, reports_dir, history_path, limit, become_password(request, prompt))
+    password = become_password(request, prompt)
+    return FleetPlan(request, inventory, rendered, reports_dir, limit, request.history, password)
 
 
 def _input_file(value: Path | None, what: str) -> Path:
@@ -262,7 +268,8 @@ def run(plan: FleetPlan, *, on_progress: Callable[[Progress], None]) -> FleetVer
 
     summary = FleetVerifyResult(outcomes, plan.reports_dir, status, plan.history)
     write_atomic(plan.reports_dir / SUMMARY_FILE, json.dumps(summary.to_dict(), indent=2) + "\n")
-    return _record(summary)
+    notes = _record(plan.history, outcomes)
+    return replace(summary, history_notes=notes, fleet=fleet_report_of(outcomes, plan.history))
 
 
 def _run_play(plan: FleetPlan, on_progress: Callable[[Progress], None]) -> tuple[str, dict[str, HostSummary]]:
@@ -333,12 +340,37 @@ def targets(inventory: Inventory, limit: str | None) -> tuple[str, ...]:
     return tuple(n for n in inventory.names if n in wanted or any(n in inventory.groups.get(g, ()) for g in wanted))
 
 
-def _record(result: FleetVerifyResult) -> FleetVerifyResult:
+def _record(history_file: Path | None, outcomes: tuple[HostOutcome, ...]) -> tuple[str, ...]:
+    if history_file is None:
+        return ()
     from gpuenv.fleet.history import ingest_files
 
-    reports = [(Path(h.report), h.host) for h in result.hosts if h.report is not None]
-    _, skipped = ingest_files(result.history, reports)
-    return FleetVerifyResult(result.hosts, result.reports_dir, result.status, result.history, tuple(skipped))
+    _, skipped = ingest_files(history_file, [(Path(h.report), h.host) for h in outcomes if h.report is not None])
+    return tuple(skipped)
+
+
+def fleet_report_of(outcomes: tuple[HostOutcome, ...], history_file: Path | None) -> FleetReport:
+    """The fleet report over a run's reports, each host by its inventory name and outcome (a host
+    without a report counts with its outcome alone), with the history's events for its GPUs."""
+    from gpuenv.fleet import report, stats
+    from gpuenv.fleet.history import gpu_events
+
+    hosts, skipped = [], []
+    for h in outcomes:
+        entry = report.read_report(Path(h.report)) if h.report is not None else None
+        if isinstance(entry, report.Skipped):
+            skipped.append(entry)
+            entry = None
+        entry = entry or report.HostReport(h.host, h.report or "", h.outcome, "", "-", 0, (), (), ())
+        hosts.append(replace(entry, host=h.host, outcome=h.outcome))
+    rule = stats.Rule()
+    groups, outliers = report.compare(hosts, rule, stats.MIN_JUDGED)
+    uuids = [g.uuid for h in hosts for g in h.gpus if g.uuid]
+    events = tuple(e.to_dict() for e in gpu_events(history_file, uuids)) if history_file is not None else ()
+    failures = tuple(report.failures_by_code(hosts))
+    return report.FleetReport(
+        tuple(hosts), tuple(skipped), tuple(groups), failures, tuple(outliers), rule, stats.MIN_JUDGED, 0, events
+    )
 
 
 @dataclass

@@ -51,17 +51,21 @@ def report(
     return data
 
 
+def raw(doc: dict[str, Any]) -> bytes:
+    return json.dumps(doc, indent=2).encode()  # as verify writes it
+
+
 def test_a_report_becomes_one_record_with_its_gpus_and_codes() -> None:
     doc = report(
         "gpu017", "2026-10-02T10:00:00+02:00", [gpu(0, "GPU-a", "S-a"), gpu(1, "GPU-b", "S-b")], xid_on="GPU-b"
     )
-    rec = history.record_from_report(doc)
+    rec = history.record_from_report(doc, raw=raw(doc))
     assert (rec.host, rec.started, rec.outcome) == ("gpu017", "2026-10-02T08:00:00.000000Z", "not certified")
     assert rec.codes == ("nvml.xid",)
     a, b = rec.gpus
     assert (a.uuid, a.serial, a.bus_id, a.failed, a.codes) == ("GPU-a", "S-a", "00000000:17:00.0", False, ())
     assert (b.uuid, b.failed, b.codes) == ("GPU-b", True, ("nvml.xid",))
-    assert history.record_from_report(doc, host="inventory-name").host == "inventory-name"
+    assert history.record_from_report(doc, raw=raw(doc), host="inventory-name").host == "inventory-name"
 
 
 @pytest.mark.parametrize(
@@ -70,16 +74,16 @@ def test_a_report_becomes_one_record_with_its_gpus_and_codes() -> None:
 )
 def test_what_is_not_a_report_is_refused(doc: Any) -> None:
     with pytest.raises(history.NotAReport):
-        history.record_from_report(doc)
+        history.record_from_report(doc, raw=json.dumps(doc).encode())
 
 
 def test_ingesting_the_same_report_twice_keeps_one_row(tmp_path: Path) -> None:
     db = tmp_path / "h.sqlite"
-    rec = history.record_from_report(report("n1", "2026-11-01T00:00:00Z", [gpu(0, "GPU-a", "S-a")]))
+    doc = report("n1", "2026-11-01T00:00:00Z", [gpu(0, "GPU-a", "S-a")])
+    rec = history.record_from_report(doc, raw=raw(doc))
     assert history.ingest(db, [rec]) == history.IngestResult(1, 0)
     assert history.ingest(db, [rec, rec]) == history.IngestResult(0, 2)
-    doc = report("n1", "2026-11-01T00:00:00Z", [gpu(0, "GPU-a", "S-a")])
-    by_inventory_name = history.record_from_report(doc, host="n1.rack3")  # fleet verify's name for it
+    by_inventory_name = history.record_from_report(doc, raw=raw(doc), host="n1.rack3")  # fleet verify's name for it
     assert history.ingest(db, [by_inventory_name]) == history.IngestResult(0, 1)
     with sqlite3.connect(db) as con:
         assert con.execute("SELECT count(*) FROM reports").fetchone() == (1,)
@@ -92,7 +96,7 @@ def _writer(db: str, worker: int) -> None:
         uuid = f"GPU-{worker:03d}-{n}"
         node, started = f"node{worker:03d}", f"2026-11-{n + 1:02d}T00:00:00Z"
         doc = report(node, started, [gpu(0, uuid, f"S{worker}-{n}")], checked=False)
-        history.ingest(Path(db), [history.record_from_report(doc)])
+        history.ingest(Path(db), [history.record_from_report(doc, raw=raw(doc))])
 
 
 def test_32_processes_ingesting_at_once_lose_no_row(tmp_path: Path) -> None:
@@ -122,7 +126,7 @@ def fleet_history(db: Path) -> None:
         report("gpu017", "2026-10-20T09:00:00Z", [gpu(0, "GPU-a", "S-a"), gpu(1, "GPU-c", "S-c")]),
         report("gpu044", "2026-11-30T09:00:00Z", [gpu(0, "GPU-d", "S-d"), gpu(1, "GPU-b", "S-b")]),
     ]
-    history.ingest(db, [history.record_from_report(d) for d in docs])
+    history.ingest(db, [history.record_from_report(d, raw=raw(d)) for d in docs])
 
 
 def test_a_gpu_that_failed_and_is_back_in_service_elsewhere_is_flagged(tmp_path: Path) -> None:
@@ -186,3 +190,32 @@ def test_a_network_filesystem_is_refused() -> None:
     assert history.filesystem_of(Path("/mnt/sharedother"), mounts) == "ext4"
     assert history.default_path({"XDG_STATE_HOME": "/s"}) == Path("/s/gpuenv/history.sqlite")
     assert history.default_path({"HOME": "/home/u"}) == Path("/home/u/.local/state/gpuenv/history.sqlite")
+
+
+def test_fleet_report_records_its_reports_and_flags_the_returning_gpu(tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite"
+    october, november = tmp_path / "oct", tmp_path / "nov"
+    for folder, doc in (
+        (
+            october,
+            report("gpu017", "2026-10-02T09:00:00Z", [gpu(0, "GPU-a", "S-a"), gpu(1, "GPU-b", "S-b")], xid_on="GPU-b"),
+        ),
+        (november, report("gpu044", "2026-11-30T09:00:00Z", [gpu(0, "GPU-d", "S-d"), gpu(1, "GPU-b", "S-b")])),
+    ):
+        folder.mkdir()
+        (folder / f"{doc['host']['hostname']}.json").write_bytes(raw(doc))
+    first = run_gpuenv("fleet", "report", str(october), "--history", str(db), "--json")
+    assert first.returncode == 1 and json.loads(first.stdout)["events"] == []  # a failed host: exit 1
+    run_gpuenv("fleet", "report", str(october), "--history", str(db))  # the same report again: no new row
+    later = run_gpuenv("fleet", "report", str(november), "--history", str(db), "--json")
+    events = json.loads(later.stdout)["events"]
+    assert [e["message"] for e in events] == [
+        "GPU-b failed on 2026-10-02 on gpu017 (nvml.xid), now in gpu044",
+        "GPU-b moved from gpu017 (last seen 2026-10-02) to gpu044",
+    ]
+    shown = run_gpuenv("fleet", "report", str(november), "--history", str(db))
+    assert "history: GPU-b failed on 2026-10-02 on gpu017 (nvml.xid), now in gpu044" in shown.stdout
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT count(*) FROM reports").fetchone() == (2,)
+    quiet = run_gpuenv("fleet", "report", str(november), "--no-history", "--json")
+    assert json.loads(quiet.stdout)["events"] == []

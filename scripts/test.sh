@@ -15,14 +15,14 @@ if [ "$(id -u)" = 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends \
     docker.io docker-registry debootstrap openssh-client gcc libc6-dev python3-dev \
-    iproute2 ca-certificates slurm-wlm munge >/dev/null
+    iproute2 ca-certificates slurm-wlm munge chromium >/dev/null
 fi
 
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 .venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q -c tests/constraints.txt -e '.[verify,docker,ansible,test]'
+.venv/bin/pip install -q -c tests/constraints.txt -e '.[verify,docker,ansible,report,test]'
 export PATH="$PWD/.venv/bin:$PATH"
 
 bash tests/infra/prepare.sh

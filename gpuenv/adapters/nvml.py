@@ -182,6 +182,18 @@ def pcie_generations(indices: list[int]) -> dict[int, int | None]:
     }
 
 
+def sm_clocks(indices: list[int]) -> dict[int, int | None]:
+    """The current SM clock (MHz) of these GPUs (NVML index); needs init()."""
+    nv = _pynvml()
+    unknown: dict[str, str] = {}
+    return {
+        i: _read(
+            unknown, "sm_clock", partial(nv.nvmlDeviceGetClockInfo, nv.nvmlDeviceGetHandleByIndex(i), nv.NVML_CLOCK_SM)
+        )
+        for i in indices
+    }
+
+
 def _fabric(nv: Any, h: Any, unknown: dict[str, str]) -> dict[str, int] | None:
     """NVSwitch fabric state (Fabric Manager), where the GPU and driver have it.
 

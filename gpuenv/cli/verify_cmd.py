@@ -12,9 +12,9 @@ import click
 
 from gpuenv import interrupt, validate
 from gpuenv.cli import settings as settings_of
-from gpuenv.cli.params import checked
+from gpuenv.cli.params import checked, output_option
 from gpuenv.errors import BadRequest
-from gpuenv.files import STDOUT, check_output
+from gpuenv.files import STDOUT
 from gpuenv.verify.launch import LAUNCHER_CHOICES, Explicit
 from gpuenv.verify.model import DEVICE_CHOICES, LEVELS
 from gpuenv.verify.registry import CHECKS
@@ -42,24 +42,12 @@ interrupted, gpuenv crashed).
 """
 
 
-def _out_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
-    """Every output is checked before the first check runs (the rule is gpuenv.files')."""
-    if value is None:
-        return None
-    check_output(str(value), f"--{param.name}")
-    return value
-
-
 def _in_file(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
     return None if value is None else validate.existing_file(value, f"--{param.name}")
 
 
 def _image(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     return None if value is None else validate.image_ref(value, "--image")
-
-
-def _out_option(name: str, help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    return click.option(name, type=click.Path(path_type=Path), metavar="FILE", callback=_out_path, help=help_text)
 
 
 EXPLICIT_KEYS = ("nnodes", "node_rank", "master_addr", "master_port", "node_name")
@@ -97,7 +85,7 @@ def multi_node_options(func: Callable[..., Any]) -> Callable[..., Any]:
                 callback=checked(validate.hostname),
                 help="How reports name this node (default: the Slurm node name or the hostname).",
             ),
-            _out_option("--job-summary", "Rank 0 writes the whole run's summary here (across nodes)."),
+            output_option("--job-summary", "Rank 0 writes the whole run's summary here (across nodes)."),
         )
     ):
         func = option(func)
@@ -123,9 +111,9 @@ def multi_node_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--expect-gpus", type=click.IntRange(min=1), metavar="N", help="Fail when fewer GPUs are visible.")
 @click.option("--strict", is_flag=True, help="Treat warnings as failures (exit 1).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
-@_out_option("--report", "Write the JSON report here (atomically, also when interrupted; - for stdout).")
-@_out_option("--junit", "Write JUnit XML here (one testcase per check; - for stdout).")
-@_out_option("--prometheus", "Write a node_exporter textfile here (atomically, world-readable; - for stdout).")
+@output_option("--report", "Write the JSON report here (atomically, also when interrupted; - for stdout).")
+@output_option("--junit", "Write JUnit XML here (one testcase per check; - for stdout).")
+@output_option("--prometheus", "Write a node_exporter textfile here (atomically, world-readable; - for stdout).")
 @click.option(
     "--artifacts",
     type=click.Path(path_type=Path, file_okay=False),

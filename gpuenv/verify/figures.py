@@ -40,6 +40,9 @@ FIGURES: tuple[Figure, ...] = (
     # a run across nodes: this node's own ranks among themselves, and one rank per node across them
     Figure("allreduce", "intra_node_busbw_gbps", "GB/s", "higher", per_gpu=False),
     Figure("allreduce", "inter_node_busbw_gbps", "GB/s", "higher", per_gpu=False),
+    # NVML reads whole degrees: a cool group often has MAD 0, so one degree is the least spread.
+    Figure("nvml", "temperature_c", "°C", "lower", mad_floor=1.0),
+    Figure("nvml", "sm_clock_mhz", "MHz", "higher"),  # read under load; idle clocks say nothing
 )
 BY_NAME: Mapping[str, Figure] = {f.name: f for f in FIGURES}
 
@@ -61,11 +64,11 @@ def readings(checks: list[dict[str, Any]]) -> Iterator[Reading]:
             raw = metrics[figure.metric]
             if figure.per_gpu and isinstance(raw, dict):
                 for index, value in raw.items():
-                    if _number(value) and str(index).isdigit():
+                    if is_number(value) and str(index).isdigit():
                         yield Reading(figure, float(value), int(index))
-            elif not figure.per_gpu and _number(raw):
+            elif not figure.per_gpu and is_number(raw):
                 yield Reading(figure, float(raw), None)
 
 
-def _number(value: object) -> bool:
+def is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value

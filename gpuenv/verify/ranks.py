@@ -211,7 +211,7 @@ def rank_main(local: int, job: RankJob) -> None:
         BOARD = board.Board(store, rank, spread.node)
         dist.init_process_group(
             _backend(job),
-            store=dist.PrefixStore("pg", store),
+            store=board.prefixed(store, "pg"),
             rank=rank,
             world_size=world,
             timeout=datetime.timedelta(seconds=spread.timeout_s),

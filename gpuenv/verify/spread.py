@@ -47,8 +47,19 @@ class Hung(Exception):
         self.who = who
 
 
+def _dist() -> Any:
+    """torch.distributed, typed as Any (its stubs do not export the store classes)."""
+    import torch.distributed
+
+    return torch.distributed
+
+
+def prefixed(store: Any, prefix: str) -> Any:
+    return _dist().PrefixStore(prefix, store)
+
+
 def client(spread: Spread, timeout_s: float) -> Any:
-    import torch.distributed as dist
+    dist = _dist()
 
     store = dist.TCPStore(spread.addr, spread.port, is_master=False, timeout=timedelta(seconds=timeout_s))
     return dist.PrefixStore(spread.prefix, store)
@@ -56,7 +67,7 @@ def client(spread: Spread, timeout_s: float) -> Any:
 
 def host(spread: Spread) -> Any:
     """The store server, hosted here for the length of the check (None where another hosts it)."""
-    import torch.distributed as dist
+    dist = _dist()
 
     if not spread.host_store:
         return None
@@ -71,7 +82,7 @@ def host(spread: Spread) -> Any:
 
 def wait_for_exits(server: Any, spread: Spread) -> None:
     """Keep the store up until every rank has left (bounded), then the caller drops it."""
-    import torch.distributed as dist
+    dist = _dist()
 
     store = dist.PrefixStore(spread.prefix, server)
     deadline = time.monotonic() + EXIT_WAIT_S

@@ -360,10 +360,29 @@ def run(ctx: CheckContext) -> CheckResult:
         "nvml",
         status_from_findings(findings),
         summary=summarize(findings, default),
-        metrics={"gpus": len(gpus), "driver": snap.driver, "cuda_driver": snap.cuda_driver, "compute_modes": modes},
+        metrics={
+            "gpus": len(gpus),
+            "driver": snap.driver,
+            "cuda_driver": snap.cuda_driver,
+            "compute_modes": modes,
+            **per_gpu_figures(snap, gpus),
+        },
         findings=findings,
         detail={"snapshot": snap.to_dict()},
     )
+
+
+def per_gpu_figures(snap: NvmlSnapshot, gpus: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Pure: the figures fleet comparison reads (gpuenv/verify/figures.py), by CUDA index: the
+    temperature at the start, and the SM clock under load (absent where no load ran)."""
+    by_nvml = {g["index"]: g for g in snap.gpus}
+    figures: dict[str, dict[str, int]] = {}
+    for metric, key in (("temperature_c", "temperature"), ("sm_clock_mhz", "sm_clock_under_load")):
+        values = {str(g["cuda_index"]): by_nvml[g["index"]].get(key) for g in gpus}
+        present = {i: int(v) for i, v in values.items() if isinstance(v, int) and not isinstance(v, bool)}
+        if present:
+            figures[metric] = present
+    return figures
 
 
 def _no_nvml(ctx: CheckContext, policy: dict[str, Any], problem: str) -> CheckResult:
@@ -402,8 +421,10 @@ def read_links_under_load(
             if at_max or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
+        clocks = adapter.sm_clocks(list(by_index))  # busy GPUs run at the clocks their cooling allows
     for i, gen in gens.items():
         by_index[i]["pcie"].update(gen=gen, under_load=gen is not None)
+        by_index[i]["sm_clock_under_load"] = clocks.get(i)
     return None
 
 

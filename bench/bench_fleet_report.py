@@ -1,0 +1,92 @@
+"""`gpuenv fleet report --json` over 10,000 reports of 8-GPU nodes against a floor that only
+json.loads the same files; targets: ratio <= 2.0 and peak RSS <= 1 GiB.
+
+The reports are built with gpuenv's own report model (tests/fleet/fleet_reports.py: the nvml,
+allreduce and amp checks with their per-GPU figures and the NVML snapshot), written once to a
+temporary folder; then the command and the floor run interleaved, 3 rounds, medians. Peak RSS is
+the command's own (wait4's ru_maxrss), the largest over the rounds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from timing import report
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tests.fleet import fleet_reports  # noqa: E402
+
+HOSTS = 10_000
+ROUNDS = 3
+RSS_LIMIT_MIB = 1024
+FLOOR = (
+    "import json, os, sys\n"
+    "for folder, dirs, files in os.walk(sys.argv[1]):\n"
+    "    for name in files:\n"
+    "        if name.endswith('.json'):\n"
+    "            with open(os.path.join(folder, name), 'rb') as f:\n"
+    "                json.loads(f.read())\n"
+)
+# `gpuenv fleet report` once the fleet group holds it; until then the command itself, through gpuenv's main.
+SHIM = (
+    "import sys\n"
+    "from gpuenv.cli import COMMANDS, main\n"
+    "args = sys.argv[1:]\n"
+    "if 'fleet' not in COMMANDS:\n"
+    "    COMMANDS['fleet-report'] = 'gpuenv.cli.fleet_report_cmd:report'\n"
+    "    args = ['fleet-report', *args[2:]]\n"
+    "main(args)\n"
+)
+
+
+def measure(cmd: list[str]) -> tuple[float, int, str]:
+    """(seconds, peak RSS in KiB, stdout) of one run, reaped with wait4 to read its own peak RSS."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    seconds = time.perf_counter() - start
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(cmd[:6])} exited {proc.returncode}")
+    return seconds, usage.ru_maxrss, out.decode()
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "reports"
+        start = time.perf_counter()
+        fleet_reports.write(fleet_reports.fleet(HOSTS, seed=3), folder)
+        size = sum(p.stat().st_size for p in folder.iterdir())
+        print(f"wrote {HOSTS} reports ({size / 2**20:.0f} MiB) in {time.perf_counter() - start:.1f}s")
+        command = [sys.executable, "-c", SHIM, "fleet", "report", str(folder), "--json"]
+        floor = [sys.executable, "-c", FLOOR, str(folder)]
+        times: dict[str, list[float]] = {"report": [], "floor": []}
+        peak = 0
+        for _ in range(ROUNDS):
+            seconds, rss, out = measure(command)
+            times["report"].append(seconds)
+            peak = max(peak, rss)
+            times["floor"].append(measure(floor)[0])
+        result = json.loads(out)
+    assert len(result["hosts"]) == HOSTS and not result["skipped"], "the command did not read every report"
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    ok = report(f"fleet report --json over {HOSTS} reports", medians["report"], medians["floor"], target=2.0)
+    rss_ok = peak / 1024 <= RSS_LIMIT_MIB
+    print(f"peak RSS {peak / 1024:.0f} MiB (target <= {RSS_LIMIT_MIB} MiB) {'ok' if rss_ok else 'OVER TARGET'}")
+    print(f"outliers in the clean fleet: {len(result['outliers'])}")
+    return 0 if ok and rss_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""`gpuenv fleet report` and `gpuenv fleet baseline learn` (added to the `fleet` group there)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gpuenv.cli import settings as settings_of
+from gpuenv.cli.output import console, emit_json, warn
+from gpuenv.cli.params import history_options, history_path, output_option
+from gpuenv.files import write_output
+from gpuenv.fleet import stats
+
+REPORT_EPILOG = """\b
+Examples:
+  gpuenv fleet report reports/20261130T150405Z/
+  gpuenv fleet report /var/log/gpuenv --html fleet.html --prometheus /var/lib/node_exporter/textfile/fleet.prom
+  gpuenv fleet report reports/ --json | jq '.outliers[]'
+
+\b
+Reads every *.json below a folder; files that are not gpuenv verify reports are named and skipped.
+Exit codes: 0 every host certified and no outlier, 1 otherwise, 2 bad request (no report found),
+3 could not run (--html without the report extra).
+"""
+
+PATHS = click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+MIN_HOSTS_HELP = "Judge outliers only in groups with values from at least N hosts."
+
+
+@click.command("report", epilog=REPORT_EPILOG)
+@PATHS
+@click.option("--json", "as_json", is_flag=True, help="Print the fleet report as JSON (gpuenv.fleet-report/1).")
+@click.option("--markdown", is_flag=True, help="Print the fleet report as Markdown.")
+@output_option("--html", "Write one self-contained HTML page with plots here (needs gpuenv[report]).")
+@output_option("--prometheus", "Write a node_exporter textfile of fleet gauges here (- for stdout).")
+@click.option(
+    "--z",
+    "z",
+    type=click.FloatRange(min=0, min_open=True),
+    default=stats.DEFAULT_Z,
+    show_default=True,
+    help="Modified z-score beyond which a value is an outlier.",
+)
+@click.option(
+    "--min-deviation",
+    type=click.FloatRange(0, 1),
+    default=stats.DEFAULT_MIN_DEVIATION,
+    show_default=True,
+    metavar="SHARE",
+    help="An outlier also lies at least this share of the median away from it.",
+)
+@click.option(
+    "--min-hosts",
+    type=click.IntRange(min=2),
+    default=stats.MIN_JUDGED,
+    show_default=True,
+    metavar="N",
+    help=MIN_HOSTS_HELP,
+)
+@history_options
+@click.pass_context
+def report(
+    ctx: click.Context,
+    /,
+    paths: tuple[Path, ...],
+    as_json: bool,
+    markdown: bool,
+    html: Path | None,
+    prometheus: Path | None,
+    z: float,
+    min_deviation: float,
+    min_hosts: int,
+    **history: Any,
+) -> int:
+    """Compare many nodes' verify reports: outcomes, failures by finding, robust statistics, outliers."""
+    from gpuenv.fleet import formats
+    from gpuenv.fleet.report import ReportRequest, fleet_report
+
+    if as_json and markdown:
+        raise click.UsageError("--json and --markdown exclude each other")
+    if html is not None:
+        from gpuenv.fleet.html import require_matplotlib
+
+        require_matplotlib()
+    result = fleet_report(ReportRequest(paths, stats.Rule(z, min_deviation), min_hosts, history_path(history)))
+    for skipped in result.skipped:
+        warn(f"skipped {skipped.path}: {skipped.reason}")
+    if html is not None:
+        from gpuenv.fleet.html import to_html
+
+        write_output(str(html), to_html(result), what="--html")
+    if prometheus is not None:
+        write_output(str(prometheus), formats.to_prometheus(result), what="--prometheus")
+    if as_json:
+        emit_json(result.to_dict())
+    elif markdown:
+        click.echo(formats.to_markdown(result), nl=False)
+    elif not settings_of(ctx).quiet:
+        formats.render_table(result, console())
+    else:
+        click.echo(formats.outcome_line(result))
+    return result.exit_code
+
+
+LEARN_EPILOG = """\b
+Examples:
+  gpuenv fleet baseline learn reports/20261130T150405Z/ -o baselines.json
+  gpuenv verify --baseline baselines.json
+
+\b
+Exit codes: 0 written, 2 bad request (no group with --min-hosts healthy hosts: nothing written).
+"""
+
+
+@click.group("baseline")
+def baseline() -> None:
+    """Expected figures for `gpuenv verify --baseline`, learned from a fleet's reports."""
+
+
+@baseline.command("learn", epilog=LEARN_EPILOG)
+@PATHS
+@output_option("--output", "Write the baselines file here (- for stdout).", short="-o")
+@click.option(
+    "--min-hosts",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    metavar="N",
+    help="Leave out a group with values from fewer healthy hosts.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print what was learned as JSON on stdout.")
+@click.pass_context
+def learn(ctx: click.Context, paths: tuple[Path, ...], output: Path | None, min_hosts: int, as_json: bool) -> None:
+    """Learn medians from the certified hosts' reports (outliers left out) into a gpuenv.baselines/2 file."""
+    from gpuenv.fleet.baseline import LearnRequest, checked_text, learn_baselines, summary_line
+
+    if output is None:
+        raise click.UsageError("missing option '-o' / '--output'")
+    if as_json and str(output) == "-":
+        raise click.UsageError("--json and -o - both want standard output: give -o a file")
+    learned = learn_baselines(LearnRequest(paths, min_hosts))
+    write_output(str(output), checked_text(learned), what="--output")
+    if as_json:
+        emit_json(
+            {
+                "output": str(output),
+                "rows": learned.rows,
+                "hosts": learned.hosts,
+                "healthy": learned.healthy,
+                "left_out_values": learned.left_out_values,
+                "notes": list(learned.notes),
+                "skipped": list(learned.skipped),
+            }
+        )
+    elif not settings_of(ctx).quiet:
+        for skipped in learned.skipped:
+            warn(f"skipped {skipped}")
+        for note in learned.notes:
+            click.echo(f"note: {note}", err=True)
+        click.echo(summary_line(learned), err=True)

@@ -1,0 +1,1 @@
+"""Fleet health checks: verify many nodes, compare them, remember every GPU."""

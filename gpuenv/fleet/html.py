@@ -1,0 +1,175 @@
+"""The fleet report as one self-contained HTML page: plots inline, nothing fetched.
+
+Plots are drawn with matplotlib (the `report` extra): it renders offline to PNG bytes with no
+JavaScript runtime or CDN behind it, it is the most widely maintained Python plotting library,
+and its object API (`matplotlib.figure.Figure`, no pyplot) keeps no global state. Each plot is
+a `data:` image, the table sorts with a few lines of inline script, and a Content-Security-Policy
+forbids the page any request of its own.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import jinja2
+
+from gpuenv.errors import CannotRun
+from gpuenv.fleet.formats import (
+    FAILURE_COLUMNS,
+    GROUP_COLUMNS,
+    OUTLIER_COLUMNS,
+    failure_rows,
+    group_row,
+    outcome_line,
+    outlier_row,
+)
+from gpuenv.fleet.report import FleetReport, GroupKey, HostReport, grouped
+from gpuenv.resources import data_file
+
+TFLOPS = "amp.matmul_tflops"
+BUSBW = "allreduce.busbw_gbps"
+BAD = "#c0392b"
+GOOD = "#2c7fb8"
+
+
+def require_matplotlib() -> None:
+    """Before any work: --html needs matplotlib (exit 3 with the extra to install)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        raise CannotRun("--html needs matplotlib, which is not installed", hint="pip install 'gpuenv[report]'") from exc
+
+
+@dataclass(frozen=True)
+class Plot:
+    title: str
+    png_base64: str
+    alt: str
+
+
+def _png(fig: Any) -> str:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=96, bbox_inches="tight", metadata={"Software": None})
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _outlier_points(report: FleetReport, key: GroupKey) -> set[tuple[str, int | None]]:
+    return {(o.host, o.gpu.index if o.gpu else None) for o in report.outliers if o.key == key}
+
+
+def busbw_plots(report: FleetReport) -> Iterator[Plot]:
+    """A histogram of hosts' busbw per GPU model, count, collective and size; outliers in red."""
+    from matplotlib.figure import Figure
+
+    for key, members in grouped(report.hosts).items():
+        if key.figure != BUSBW:
+            continue
+        marked = _outlier_points(report, key)
+        values = [s.value for i, s in members if (report.hosts[i].host, None) not in marked]
+        bad = [(report.hosts[i].host, s.value) for i, s in members if (report.hosts[i].host, None) in marked]
+        fig = Figure(figsize=(7, 3.2))
+        ax = fig.add_subplot()
+        ax.hist([values, [v for _, v in bad]], bins=40, stacked=True, color=[GOOD, BAD], label=["hosts", "outliers"])
+        for host, value in bad[:10]:
+            ax.annotate(
+                host,
+                (value, 0),
+                xytext=(0, 12),
+                textcoords="offset points",
+                color=BAD,
+                fontsize=7,
+                rotation=90,
+                ha="center",
+            )
+        ax.set_xlabel("busbw (GB/s)")
+        ax.set_ylabel("hosts")
+        ax.legend(loc="upper left", fontsize=8)
+        title = key.label()
+        ax.set_title(title, fontsize=9)
+        yield Plot(title, _png(fig), f"histogram of {len(members)} hosts' busbw, {len(bad)} outlier(s)")
+
+
+def tflops_plots(report: FleetReport) -> Iterator[Plot]:
+    """Each GPU's matmul TFLOP/s by host (hosts in name order), per GPU model and count; outliers in red."""
+    from matplotlib.figure import Figure
+
+    for key, members in grouped(report.hosts).items():
+        if key.figure != TFLOPS:
+            continue
+        names = sorted({report.hosts[i].host for i, _ in members})
+        position = {name: n for n, name in enumerate(names)}
+        marked = _outlier_points(report, key)
+        points = [
+            (position[report.hosts[i].host], s.value, (report.hosts[i].host, s.gpu_index) in marked) for i, s in members
+        ]
+        fig = Figure(figsize=(7, 3.2))
+        ax = fig.add_subplot()
+        for is_bad, colour, label in ((False, GOOD, "GPUs"), (True, BAD, "outliers")):
+            xs = [x for x, _, b in points if b == is_bad]
+            ys = [y for _, y, b in points if b == is_bad]
+            if xs:
+                ax.scatter(xs, ys, s=6 if not is_bad else 18, color=colour, label=label)
+        if len(names) <= 40:
+            ax.set_xticks(range(len(names)), names, rotation=90, fontsize=6)
+        else:
+            ax.set_xlabel(f"{len(names)} hosts, in name order")
+        ax.set_ylabel("TFLOP/s")
+        ax.legend(loc="best", fontsize=8)
+        ax.set_title(key.label(), fontsize=9)
+        bad = sum(1 for *_, b in points if b)
+        yield Plot(key.label(), _png(fig), f"{len(points)} GPUs' matmul TFLOP/s by host, {bad} outlier(s)")
+
+
+def host_rows(report: FleetReport) -> Iterator[tuple[str, ...]]:
+    outliers: dict[str, int] = {}
+    for o in report.outliers:
+        outliers[o.host] = outliers.get(o.host, 0) + 1
+    for h in report.hosts:
+        yield (
+            h.host,
+            h.outcome,
+            h.gpu_model,
+            str(h.gpu_count),
+            " ".join(_codes(h)),
+            str(outliers.get(h.host, 0)),
+            h.started,
+            h.path,
+        )
+
+
+def _codes(host: HostReport) -> list[str]:
+    return sorted({code for code, _ in host.failures})
+
+
+HOST_COLUMNS = ("host", "outcome", "GPU model", "GPUs", "failing findings", "outliers", "started", "report")
+
+
+def _page() -> jinja2.Template:
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    return env.from_string(data_file("fleet-report.html.j2").read_text(encoding="utf-8"))
+
+
+def to_html(report: FleetReport) -> str:
+    rule = report.rule
+    return _page().render(
+        healthy=report.healthy,
+        summary=outcome_line(report),
+        skipped=report.skipped,
+        failure_columns=FAILURE_COLUMNS,
+        failures=list(failure_rows(report)),
+        rule=f"Modified z beyond {rule.z:g} and at least {rule.min_deviation:.0%} from the median, in the bad "
+        f"direction; groups with values from fewer than {report.min_hosts} hosts are not judged.",
+        outlier_columns=OUTLIER_COLUMNS,
+        outliers=[outlier_row(o) for o in report.outliers],
+        events=report.events,
+        busbw=list(busbw_plots(report)),
+        tflops=list(tflops_plots(report)),
+        host_columns=HOST_COLUMNS,
+        hosts=list(host_rows(report)),
+        group_columns=GROUP_COLUMNS,
+        groups=[group_row(g) for g in report.groups],
+    )

@@ -1,0 +1,76 @@
+"""Robust statistics over a fleet's figures, and the outlier rule (pure, no I/O).
+
+A group (GPU model x GPU count x figure, and for bandwidth collective x message size) is
+described by its median, MAD, 5th and 95th percentiles and size. A value is an outlier when its
+modified z-score, 0.6745 (x - median) / MAD, lies beyond the threshold *and* it is at least a
+relative floor away from the median, both in the figure's bad direction. The MAD has a floor per
+figure (an absolute one, e.g. 1 °C for integer temperatures, and a share of the median, 1% for
+rates), so a group whose values are all equal does not make every small difference an outlier.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpuenv.verify.figures import Better
+
+Z_SCALE = 0.6745  # makes the MAD of a normal distribution comparable to its standard deviation
+DEFAULT_Z = 3.5  # Iglewicz and Hoaglin's cut-off for the modified z-score
+DEFAULT_MIN_DEVIATION = 0.05
+MIN_JUDGED = 8  # a group with values from fewer hosts is described, never judged
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    median: float
+    mad: float
+    p5: float
+    p95: float
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How far from the median a value must lie, in the bad direction, to be an outlier."""
+
+    z: float = DEFAULT_Z
+    min_deviation: float = DEFAULT_MIN_DEVIATION  # share of the median
+
+
+def quantile(ordered: Sequence[float], q: float) -> float:
+    """The q-quantile of sorted values, interpolating linearly between neighbours (numpy's default)."""
+    if not ordered:
+        raise ValueError("quantile of no values")
+    position = (len(ordered) - 1) * q
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def summarize(values: Sequence[float]) -> Summary:
+    ordered = sorted(values)
+    median = quantile(ordered, 0.5)
+    mad = quantile(sorted(abs(v - median) for v in ordered), 0.5)
+    return Summary(len(ordered), median, mad, quantile(ordered, 0.05), quantile(ordered, 0.95))
+
+
+def floored_mad(summary: Summary, *, mad_floor: float, mad_floor_rel: float) -> float:
+    """The MAD used for z-scores: never under the figure's absolute floor nor its share of the median."""
+    return max(summary.mad, mad_floor, mad_floor_rel * abs(summary.median))
+
+
+def z_score(value: float, summary: Summary, mad: float) -> float:
+    """The modified z-score; 0 when even the floored MAD is 0 (a figure without a floor, all values 0)."""
+    return Z_SCALE * (value - summary.median) / mad if mad > 0 else 0.0
+
+
+def is_outlier(value: float, summary: Summary, mad: float, better: Better, rule: Rule) -> bool:
+    """Beyond the z threshold and the relative floor, on the bad side of the median."""
+    worse = value < summary.median if better == "higher" else value > summary.median
+    if not worse or mad <= 0:
+        return False
+    far = abs(z_score(value, summary, mad)) > rule.z
+    deviation = abs(value - summary.median) / abs(summary.median) if summary.median else math.inf
+    return far and deviation >= rule.min_deviation

@@ -22,6 +22,7 @@ Examples:
   gpuenv fleet verify -i hosts.ini --level standard --expect-gpus 8
   gpuenv fleet verify gpu01 gpu02 --check nvml --policy nvml-policy.json
   gpuenv fleet verify -i hosts.ini --retry-failed reports/20261130T150405Z
+  NCCL_SOCKET_IFNAME=ib0 gpuenv fleet verify -i hosts.ini --multi-node   # one allreduce across the hosts
 
 \b
 Each host runs the gpuenv that gpuenv provision installed (--venv); its report comes back as
@@ -78,6 +79,18 @@ def fleet() -> None:
     callback=checked(lambda v: validate.seconds(v, "--check-timeout")),
     metavar="SECONDS",
     help="Seconds one check may take (verify --timeout) [default: per check and level].",
+)
+@click.option(
+    "--multi-node",
+    is_flag=True,
+    help="One allreduce across every host (the first hosts the rendezvous): intra- and inter-node busbw.",
+)
+@click.option(
+    "--master-port",
+    type=click.IntRange(1, 65535),
+    default=DEFAULT.master_port,
+    show_default=True,
+    help="With --multi-node: the rendezvous port on the first host.",
 )
 @click.option("--venv", default=DEFAULT.venv, show_default=True, help="The venv gpuenv provision made on the hosts.")
 @click.option("--reports-dir", type=DIR, help="Where reports land as HOST.json [default: reports/<UTC time>].")

@@ -72,6 +72,8 @@ class FleetVerifyRequest:
     retry_failed: Path | None = None
     history: Path | None = None  # None: record nothing
     artifacts_dir: Path | None = None
+    multi_node: bool = False  # one collective across every host (verify --nnodes/--node-rank/--master-addr)
+    master_port: int = 29500  # where the first host's rendezvous store listens, with --multi-node
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,7 @@ class FleetVerifyResult:
 def verify_arguments(request: FleetVerifyRequest) -> list[str]:
     """The arguments after `gpuenv verify` on each host (files by the names the play copies them to)."""
     args = ["--level", request.level, "--device", request.device]
-    for check in request.checks:
+    for check in ("allreduce",) if request.multi_node else request.checks:
         args += ["--check", check]
     if request.expect_gpus is not None:
         args += ["--expect-gpus", str(request.expect_gpus)]
@@ -155,14 +157,50 @@ def _copied(request: FleetVerifyRequest) -> list[tuple[str, str]]:
     return [(opt, f"{opt}.json") for opt in ("baseline", "policy") if getattr(request, opt) is not None]
 
 
-def render_variables(request: FleetVerifyRequest, *, reports_dir: Path, files: dict[str, Path]) -> str:
+def multi_node_variables(request: FleetVerifyRequest, inventory: Inventory, hosts: tuple[str, ...]) -> Any:
+    """With --multi-node: the node rank of each host (in inventory order) and the first host's
+    address, where its verify hosts the rendezvous store; the play passes them to each verify."""
+    if not request.multi_node:
+        return None
+    first = next(h for h in inventory.hosts if h.name == hosts[0])
+    return {
+        "nnodes": len(hosts),
+        "master_addr": str(first.vars.get("ansible_host", first.name)),
+        "master_port": request.master_port,
+        "ranks": {host: rank for rank, host in enumerate(hosts)},
+    }
+
+
+def check_multi_node(request: FleetVerifyRequest, hosts: tuple[str, ...]) -> None:
+    """Every host must start its ranks at once, and run the collective check alone."""
+    if not request.multi_node:
+        return
+    if request.checks not in ((), ("allreduce",)) or request.image is not None:
+        raise BadRequest("--multi-node runs the collective check alone", hint="drop --check/--image")
+    if len(hosts) < 2:
+        raise BadRequest("--multi-node needs two hosts or more", hint="name the hosts, or a larger --limit")
+    if request.forks < len(hosts):
+        raise BadRequest(
+            f"--multi-node: {len(hosts)} hosts must start at once, but --forks is {request.forks}",
+            hint=f"--forks {len(hosts)}",
+        )
+
+
+def render_variables(
+    request: FleetVerifyRequest, *, reports_dir: Path, files: dict[str, Path], multi_node: Any = None
+) -> str:
     """group_vars/all/fleet.yml, written as JSON (which YAML reads the same): data only, no templates."""
+    from gpuenv.verify.launch import comm_environment
+
     data = {
         "fleet_venv": request.venv,
         "fleet_verify_args": verify_arguments(request),
         "fleet_files": [{"src": str(files[opt]), "name": name} for opt, name in _copied(request)],
         "fleet_host_timeout": request.host_timeout_s,
         "fleet_reports_dir": str(reports_dir),
+        "fleet_multi_node": multi_node,
+        # NCCL_*, GLOO_*, ... as set here, passed to every host's verify (and recorded in its report)
+        "fleet_env": {k: v for k, v in comm_environment(os.environ).items() if not k.startswith("MASTER_")},
     }
     return "# Written by gpuenv fleet verify from validated values.\n" + json.dumps(data, indent=2) + "\n"
 
@@ -228,8 +266,11 @@ def prepare(request: FleetVerifyRequest, *, prompt: Callable[[str], str], now: d
     if request.history is not None:
         with history.connect(request.history):  # made (or found readable) before any host is touched
             pass
+    hosts = targets(inventory, limit)
+    check_multi_node(request, hosts)
+    multi_node = multi_node_variables(request, inventory, hosts)
     rendered = {
-        VARS_FILE: render_variables(request, reports_dir=reports_dir, files=files),
+        VARS_FILE: render_variables(request, reports_dir=reports_dir, files=files, multi_node=multi_node),
         INVENTORY_FILE: render_inventory(inventory),
     }
     password = become_password(request, prompt)

@@ -53,41 +53,43 @@ def _image(ctx: click.Context, param: click.Parameter, value: str | None) -> str
 EXPLICIT_KEYS = ("nnodes", "node_rank", "master_addr", "master_port", "node_name")
 
 
+# --launcher, the explicit placement where no launcher is present, and rank 0's job summary
+MULTI_NODE_OPTIONS = (
+    click.option(
+        "--launcher",
+        type=click.Choice(LAUNCHER_CHOICES),
+        default="auto",
+        show_default=True,
+        help="Across nodes with --check allreduce: auto recognises srun (SLURM_PROCID) and torchrun "
+        "(RANK, MASTER_ADDR); none runs on this node alone.",
+    ),
+    click.option("--nnodes", type=click.IntRange(min=1), metavar="N", help="Nodes in the run (no launcher)."),
+    click.option("--node-rank", type=click.IntRange(min=0), metavar="R", help="This node's rank, 0..N-1."),
+    click.option(
+        "--master-addr",
+        metavar="HOST",
+        callback=checked(validate.hostname),
+        help="Host of node rank 0, where the rendezvous store listens.",
+    ),
+    click.option(
+        "--master-port",
+        type=click.IntRange(1, 65535),
+        metavar="PORT",
+        help="Port of the rendezvous store (default: 29500; under srun, from the job id).",
+    ),
+    click.option(
+        "--node-name",
+        metavar="NAME",
+        callback=checked(validate.hostname),
+        help="How reports name this node (default: the Slurm node name or the hostname).",
+    ),
+    output_option("--job-summary", "Rank 0 writes the whole run's summary here (across nodes)."),
+)
+
+
 def multi_node_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """--launcher, the explicit placement where no launcher is present, and rank 0's job summary."""
-    for option in reversed(
-        (
-            click.option(
-                "--launcher",
-                type=click.Choice(LAUNCHER_CHOICES),
-                default="auto",
-                show_default=True,
-                help="Across nodes with --check allreduce: auto recognises srun (SLURM_PROCID) and torchrun "
-                "(RANK, MASTER_ADDR); none runs on this node alone.",
-            ),
-            click.option("--nnodes", type=click.IntRange(min=1), metavar="N", help="Nodes in the run (no launcher)."),
-            click.option("--node-rank", type=click.IntRange(min=0), metavar="R", help="This node's rank, 0..N-1."),
-            click.option(
-                "--master-addr",
-                metavar="HOST",
-                callback=checked(validate.hostname),
-                help="Host of node rank 0, where the rendezvous store listens.",
-            ),
-            click.option(
-                "--master-port",
-                type=click.IntRange(1, 65535),
-                metavar="PORT",
-                help="Port of the rendezvous store (default: 29500; under srun, from the job id).",
-            ),
-            click.option(
-                "--node-name",
-                metavar="NAME",
-                callback=checked(validate.hostname),
-                help="How reports name this node (default: the Slurm node name or the hostname).",
-            ),
-            output_option("--job-summary", "Rank 0 writes the whole run's summary here (across nodes)."),
-        )
-    ):
+    """The options of a run across nodes, in the order --help lists them."""
+    for option in reversed(MULTI_NODE_OPTIONS):
         func = option(func)
     return func
 

@@ -178,11 +178,14 @@ def pci_scope(root: Path = Path("/")) -> PciScope:
 
 
 @contextlib.contextmanager
-def signals_interrupt() -> Iterator[None]:
-    """Turn SIGTERM/SIGINT into Interrupted for the duration of the run."""
+def signals_interrupt(deferred: list[int] | None = None) -> Iterator[None]:
+    """Turn SIGTERM/SIGINT into Interrupted for the duration of the run; with `deferred`, only note
+    the signal there (the caller stops after the running check, which its own limit bounds)."""
 
     def handler(signum: int, _frame: Any) -> None:
-        raise Interrupted(signum)
+        if deferred is None:
+            raise Interrupted(signum)
+        deferred.append(signum)
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
@@ -370,9 +373,14 @@ class Run:
     def execute(self, specs: list[registry.CheckSpec]) -> str | None:
         """Run the checks; returns the name of the signal that interrupted the run, if any."""
         try:
-            with signals_interrupt():
+            # Across nodes a launcher (torchrun) stops every rank once one exits: the check that
+            # names the hung peer ends first, within its limit, so the report says who it was.
+            deferred: list[int] | None = [] if self.opts.placement else None
+            with signals_interrupt(deferred):
                 self.decide_device()
                 for i, spec in enumerate(specs):
+                    if deferred:
+                        raise Interrupted(deferred[0])
                     torch_follows = any(s.needs_torch for s in specs[i:])
                     result = self.run_check(spec, torch_follows)
                     self.results.append(result)
@@ -380,6 +388,8 @@ class Run:
                     self.drain_xids(result)
                     self.add_time(f"check:{spec.name}", result.duration_s)
                     self.on_result(result)
+                if deferred:
+                    raise Interrupted(deferred[0])
         except Interrupted as exc:
             self.replace_worker()
             return exc.signame

@@ -30,7 +30,6 @@ def fleet_multi_node(provisioned: Provisioned, work: Path, *args: str) -> subpro
     inventory.write_text(hosts.inventory(["h1", "h2"]))
     env = {
         **hosts.env(),
-        "ANSIBLE_SSH_ARGS": "-o ControlMaster=no",
         "PATH": f"{REPO / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
         "GLOO_SOCKET_IFNAME": "lo",  # passed through to every host's ranks, and recorded
     }

@@ -8,7 +8,9 @@ Reused outside verify (`gpuenv tune power` measures tokens/s per watt with it): 
 
 from __future__ import annotations
 
+import contextlib
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -106,8 +108,6 @@ def precision_for(device: Any) -> str:
 
 def train_steps(model: Any, size: NlpSize, device: Any, *, steps: int, precision: str) -> None:
     """`steps` optimizer steps, each over `size.accumulate` micro-batches."""
-    import contextlib
-
     torch = common.torch_module()
 
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
@@ -132,9 +132,12 @@ def train_steps(model: Any, size: NlpSize, device: Any, *, steps: int, precision
             opt.step()
 
 
-def throughput(device: str, *, size: NlpSize, steps: int) -> NlpThroughput:
+def throughput(
+    device: str, *, size: NlpSize, steps: int, around: AbstractContextManager[Any] | None = None
+) -> NlpThroughput:
     """Training tokens per second on one device ("cuda", "cuda:1", "cpu"): one untimed warm-up
-    step (allocator, cuDNN/cuBLAS heuristics, clocks), then `steps` timed optimizer steps."""
+    step (allocator, cuDNN/cuBLAS heuristics, clocks), then `steps` timed optimizer steps, inside
+    `around` when given (an energy meter reads exactly the timed steps)."""
     torch = common.torch_module()
 
     dev = torch.device(device)
@@ -142,10 +145,11 @@ def throughput(device: str, *, size: NlpSize, steps: int) -> NlpThroughput:
     model = build(size, dev)
     train_steps(model, size, dev, steps=1, precision=precision)
     common.sync(dev)
-    started = time.perf_counter()
-    train_steps(model, size, dev, steps=steps, precision=precision)
-    common.sync(dev)
-    seconds = time.perf_counter() - started
+    with around or contextlib.nullcontext():
+        started = time.perf_counter()
+        train_steps(model, size, dev, steps=steps, precision=precision)
+        common.sync(dev)
+        seconds = time.perf_counter() - started
     tokens = size.tokens_per_step * steps
     return NlpThroughput(tokens, seconds, tokens / seconds, steps, precision)
 

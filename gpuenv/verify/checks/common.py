@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -167,3 +168,44 @@ class EnergyMeter:
             self.source = f"NVML power samples ({len(self._samples)}; the energy counter is unsupported)"
         else:
             self.source = "neither NVML's energy counter nor its power reading is available"
+
+
+def gpu_model(ctx: Any) -> str:
+    """The GPU model as NVML names it (no CUDA context needed), else as torch names it."""
+    named = [g.name for g in ctx.host.gpus if g.name]
+    return named[0] if named else device_name(ctx.device)
+
+
+@dataclass(frozen=True)
+class FigureVerdict:
+    figure: str  # "models.cv_images_per_s"
+    gpu_index: int | None  # None for a per-node figure
+    value: float
+    expected: float | None
+    verdict: str  # "pass" | "warn" | "fail" | "none" (no baseline)
+    unit: str
+    gpu_name: str
+
+    def text(self, gpu: Any = None) -> str:
+        where = f"{gpu.label()}: " if gpu is not None else ""
+        return f"{where}{self.figure} {self.value:g} {self.unit} vs {self.expected:g} expected on {self.gpu_name}"
+
+
+def judge_figures(check: str, metrics: dict[str, Any], ctx: Any, *, gpus: int) -> list[FigureVerdict]:
+    """Every registered figure of this check in `metrics`, judged against the baseline for this
+    GPU model and GPU count (the `figures` table; --baseline overrides it)."""
+    from gpuenv.verify.baselines import load_baselines
+
+    return verdicts(check, metrics, load_baselines(path_or_none(ctx.baseline)), gpu_model(ctx), gpus)
+
+
+def verdicts(check: str, metrics: dict[str, Any], baselines: Any, gpu_name: str, gpus: int) -> list[FigureVerdict]:
+    """Pure: `judge_figures` with the baselines given."""
+    from gpuenv.verify.figures import readings
+
+    out = []
+    for r in readings([{"name": check, "metrics": metrics}]):
+        expected = baselines.expected_figure(r.figure.name, gpu_name, gpus)
+        verdict = baselines.judge(r.value, expected, r.figure.better) if expected is not None else "none"
+        out.append(FigureVerdict(r.figure.name, r.gpu_index, r.value, expected, verdict, r.figure.unit, gpu_name))
+    return out

@@ -220,8 +220,9 @@ def test_memory_headroom_findings() -> None:
     assert memory.evaluate_headroom(headroom()) == []
     assert [f.code for f in memory.evaluate_headroom(headroom(nlp_max_batch=0))] == ["memory.nothing-fits"]
     assert [f.code for f in memory.evaluate_headroom(headroom(oom_recovered=False))] == ["memory.oom-not-recovered"]
-    saving = memory.evaluate_headroom(headroom(checkpoint_saving_gib=-0.1))
-    assert [f.code for f in saving] == ["memory.checkpoint-saves-nothing"]
+    for saving in (-0.1, float("nan")):
+        found = memory.evaluate_headroom(headroom(checkpoint_saving_gib=saving))
+        assert [f.code for f in found] == ["memory.checkpoint-saves-nothing"]
 
 
 def test_profiler_deep_part() -> None:

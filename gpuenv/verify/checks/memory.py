@@ -97,7 +97,7 @@ def evaluate_headroom(headroom: dict[str, Any]) -> list[Finding]:
     if not headroom["oom_recovered"]:
         message = f"after an out-of-memory error the process could not train again: {headroom['oom_detail']}"
         out.append(finding("memory.oom-not-recovered", message))
-    if headroom["nlp_max_batch"] and headroom["checkpoint_saving_gib"] <= 0:
+    if headroom["nlp_max_batch"] and not headroom["checkpoint_saving_gib"] > 0:  # NaN: a step did not fit
         message = (
             f"gradient checkpointing saved no memory ({headroom['checkpoint_peak_gib']} GiB peak with it, "
             f"{headroom['plain_peak_gib']} GiB without)"

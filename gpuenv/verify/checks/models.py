@@ -142,7 +142,7 @@ def baseline_findings(verdicts: list[common.FigureVerdict], ctx: CheckContext) -
             out.append(finding("models.figure-under-expected", v.text(gpu), gpu=gpu))
     missing = sorted({v.figure for v in verdicts if v.expected is None})
     if missing:
-        message = f"no baseline for {', '.join(missing)} on {common.gpu_model(ctx)}: figures recorded, not judged"
+        message = f"no baseline for {', '.join(missing)} on {verdicts[0].gpu_name}: figures recorded, not judged"
         out.append(finding("models.no-baseline", message))
     return out
 

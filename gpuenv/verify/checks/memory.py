@@ -148,6 +148,10 @@ def _step_fits(model: Any, size: Any, dev: Any, precision: str) -> bool:
         return True
     except torch.cuda.OutOfMemoryError:
         return False
+    except RuntimeError as exc:  # cuBLAS/cuDNN workspaces that do not fit raise a plain RuntimeError
+        if "ALLOC_FAILED" in str(exc) or "out of memory" in str(exc):
+            return False
+        raise
     finally:
         model.zero_grad(set_to_none=True)
         _free(dev)

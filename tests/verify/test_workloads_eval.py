@@ -3,6 +3,7 @@ profiler's deep part, compile's speedup): each judgement made to pass and to fai
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from typing import Any
@@ -257,3 +258,26 @@ def test_the_workloads_import_without_torch() -> None:
         "assert 'torch' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_onnx_skips_naming_the_extra_when_a_package_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxscript" else real(name, *a))
+    result = onnx.run(CheckContext(level="deep", device="cpu"))
+    assert result.status == "skip" and "onnxscript" in result.summary and "gpuenv[onnx]" in result.summary
+
+
+def test_fp8_skips_on_the_cpu_saying_why() -> None:
+    result = fp8.run(CheckContext(level="deep", device="cpu"))
+    assert result.status == "skip" and "sm_89" in result.summary
+
+
+def test_latency_and_speedup_without_a_baseline_are_recorded_not_judged() -> None:
+    onnx_verdicts = common.verdicts("onnx", {"onnx_latency_ms": 1.5}, BASE, "cpu", 1)
+    assert [f.severity for f in onnx.judged(onnx_verdicts, cuda=False)] == ["info"]
+    with_row = Baselines(
+        0.7, 0.9, (), (), "t", ({"match": ["H100"], "figure": "compile.compile_speedup", "value": 1.5},)
+    )
+    slow = common.verdicts("compile", {"compile_speedup": 0.9}, with_row, "NVIDIA H100", 1)
+    assert [f.code for f in compile.judged(slow, cuda=True)] == ["compile.slower-than-eager"]
+    assert "0.9 x vs 1.5 expected on NVIDIA H100" in slow[0].text()

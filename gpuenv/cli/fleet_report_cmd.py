@@ -87,12 +87,7 @@ def report(
     result = fleet_report(ReportRequest(paths, stats.Rule(z, min_deviation), min_hosts, history_path(history)))
     for skipped in result.skipped:
         warn(f"skipped {skipped.path}: {skipped.reason}")
-    if html is not None:
-        from gpuenv.fleet.html import to_html
-
-        write_output(str(html), to_html(result), what="--html")
-    if prometheus is not None:
-        write_output(str(prometheus), formats.to_prometheus(result), what="--prometheus")
+    _write_files(result, html=html, prometheus=prometheus)
     if as_json:
         emit_json(result.to_dict())
     elif markdown:
@@ -102,6 +97,17 @@ def report(
     else:
         click.echo(formats.outcome_line(result))
     return result.exit_code
+
+
+def _write_files(result: Any, *, html: Path | None, prometheus: Path | None) -> None:
+    from gpuenv.fleet import formats
+
+    if html is not None:
+        from gpuenv.fleet.html import to_html
+
+        write_output(str(html), to_html(result), what="--html")
+    if prometheus is not None:
+        write_output(str(prometheus), formats.to_prometheus(result), what="--prometheus")
 
 
 LEARN_EPILOG = """\b

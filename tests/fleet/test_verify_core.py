@@ -140,3 +140,15 @@ def test_bad_requests_exit_2_before_anything_runs(tmp_path: Path, args: tuple[st
     assert lines[0].startswith("gpuenv: error: ") and message in lines[0], result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "reports").exists()
+
+
+def test_retry_of_a_run_where_every_host_was_certified_runs_nothing(tmp_path: Path) -> None:
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    doc = {"schema": run.SCHEMA, "hosts": [{"host": "gpu01", "outcome": "certified"}]}
+    (earlier / run.SUMMARY_FILE).write_text(json.dumps(doc))
+    request = run.FleetVerifyRequest(hosts=("gpu01",), retry_failed=earlier, reports_dir=tmp_path / "again")
+    plan = run.prepare(request, prompt=lambda _: pytest.fail("no password was asked for"))
+    result = run.run(plan, on_progress=lambda _: None)
+    assert (result.status, result.hosts, result.exit_code) == ("nothing to retry", (), 0)
+    assert not (tmp_path / "again").exists()

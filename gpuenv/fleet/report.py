@@ -21,6 +21,8 @@ from typing import Any
 
 from gpuenv.errors import BadRequest
 from gpuenv.fleet import stats
+from gpuenv.fleet.run import SCHEMA as FLEET_VERIFY
+from gpuenv.fleet.run import SUMMARY_FILE
 from gpuenv.verify import figures
 from gpuenv.verify.figures import Better
 from gpuenv.verify.model import NOT_CERTIFIED, readable
@@ -348,9 +350,13 @@ def load(paths: Iterable[Path], on_report: OnReport | None = None) -> tuple[list
     a host were set aside (a cron folder holds many runs per host; nodes compare by their latest)."""
     latest: dict[str, HostReport] = {}
     skipped: list[Skipped] = []
+    unreported: dict[str, HostReport] = {}  # hosts fleet verify got no report from, by its summary
     read = 0
     for path in report_files(paths):
-        entry = read_report(path, on_report)
+        entry = _fleet_summary(path) if path.name == SUMMARY_FILE else read_report(path, on_report)
+        if isinstance(entry, list):
+            unreported.update((h.host, h) for h in entry)
+            continue
         if isinstance(entry, Skipped):
             skipped.append(entry)
             continue
@@ -358,7 +364,28 @@ def load(paths: Iterable[Path], on_report: OnReport | None = None) -> tuple[list
         held = latest.get(entry.host)
         if held is None or _moment(entry.started) >= _moment(held.started):
             latest[entry.host] = entry
-    return list(latest.values()), skipped, read - len(latest)
+    missing = [h for name, h in unreported.items() if name not in latest]
+    return [*latest.values(), *missing], skipped, read - len(latest)
+
+
+def _fleet_summary(path: Path) -> list[HostReport] | Skipped:
+    """The hosts a `fleet verify` summary (fleet-verify.json) names without a report: unreachable,
+    timed out, not provisioned. They count with that outcome; the hosts with a report count by it."""
+    try:
+        with open(path, "rb") as handle:
+            data = json.loads(handle.read(REPORT_LIMIT))
+        rows = data["hosts"] if data.get("schema") == FLEET_VERIFY else None
+        return (
+            [
+                HostReport(str(r["host"]), str(path), str(r["outcome"]), "", "-", 0, (), (), ())
+                for r in rows or []
+                if r.get("report") is None
+            ]
+            if rows is not None
+            else Skipped(str(path), "not a gpuenv verify report")
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return Skipped(str(path), f"corrupt fleet verify summary: {str(exc)[:80]}")
 
 
 def _moment(started: str) -> datetime:

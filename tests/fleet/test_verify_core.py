@@ -152,3 +152,19 @@ def test_retry_of_a_run_where_every_host_was_certified_runs_nothing(tmp_path: Pa
     result = run.run(plan, on_progress=lambda _: None)
     assert (result.status, result.hosts, result.exit_code) == ("nothing to retry", (), 0)
     assert not (tmp_path / "again").exists()
+
+
+def test_fleet_report_of_a_fleet_verify_folder_counts_the_hosts_without_a_report(tmp_path: Path) -> None:
+    from tests.fleet.test_history import gpu, raw, report
+
+    doc = report("gpu01", "2026-11-30T09:00:00Z", [gpu(0, "GPU-a", "S-a")])
+    (tmp_path / "gpu01.json").write_bytes(raw(doc))
+    rows = [
+        {"host": "gpu01", "outcome": "certified", "report": str(tmp_path / "gpu01.json"), "message": None},
+        {"host": "gpu02", "outcome": "unreachable", "report": None, "message": "Failed to connect"},
+    ]
+    (tmp_path / run.SUMMARY_FILE).write_text(json.dumps({"schema": run.SCHEMA, "hosts": rows}))
+    result = run_gpuenv("fleet", "report", str(tmp_path), "--no-history", "--json")
+    assert result.returncode == 1 and "skipped" not in result.stderr, result.stderr
+    doc = json.loads(result.stdout)
+    assert {h["host"]: h["outcome"] for h in doc["hosts"]} == {"gpu01": "certified", "gpu02": "unreachable"}

@@ -69,8 +69,8 @@ def busbw_plots(report: FleetReport) -> Iterator[Plot]:
         if key.figure != BUSBW:
             continue
         marked = _outlier_points(report, key)
-        values = [s.value for i, s in members if (report.hosts[i].host, None) not in marked]
-        bad = [(report.hosts[i].host, s.value) for i, s in members if (report.hosts[i].host, None) in marked]
+        values = [v for i, _, v in members if (report.hosts[i].host, None) not in marked]
+        bad = [(report.hosts[i].host, v) for i, _, v in members if (report.hosts[i].host, None) in marked]
         fig = Figure(figsize=(7, 3.2))
         ax = fig.add_subplot()
         ax.hist([values, [v for _, v in bad]], bins=40, stacked=True, color=[GOOD, BAD], label=["hosts", "outliers"])
@@ -100,12 +100,10 @@ def tflops_plots(report: FleetReport) -> Iterator[Plot]:
     for key, members in grouped(report.hosts).items():
         if key.figure != TFLOPS:
             continue
-        names = sorted({report.hosts[i].host for i, _ in members})
+        names = sorted({report.hosts[i].host for i, _, _ in members})
         position = {name: n for n, name in enumerate(names)}
         marked = _outlier_points(report, key)
-        points = [
-            (position[report.hosts[i].host], s.value, (report.hosts[i].host, s.gpu_index) in marked) for i, s in members
-        ]
+        points = [(position[report.hosts[i].host], v, (report.hosts[i].host, gpu) in marked) for i, gpu, v in members]
         fig = Figure(figsize=(7, 3.2))
         ax = fig.add_subplot()
         for is_bad, colour, label in ((False, GOOD, "GPUs"), (True, BAD, "outliers")):

@@ -14,7 +14,7 @@ import json
 import os
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ REPORT_LIMIT = 64 << 20  # a verify report is tens of KiB; anything this big is 
 OUTCOMES = ("certified", "not certified", "could not run", "interrupted", "unreachable", "timeout", "not provisioned")
 BUSBW = figures.Figure("allreduce", "busbw_gbps", "GB/s", "higher", per_gpu=False)
 FAILING_STATUSES = NOT_CERTIFIED | {"error"}
+FLEET_VERIFY_SCHEMA = "gpuenv.fleet-verify/1"  # the outcomes `fleet verify` writes beside its reports
 
 
 @dataclass(frozen=True)
@@ -52,12 +53,16 @@ class Gpu:
 
 
 @dataclass(frozen=True, slots=True)
-class Sample:
+class Series:
+    """One figure of one report: every GPU's value (or the node's, under None)."""
+
     figure: str  # registered name, e.g. "amp.matmul_tflops"
-    value: float
-    gpu_index: int | None  # None: a per-node figure
+    values: tuple[tuple[int | None, float], ...]  # (CUDA index, value); None: a per-node figure
     collective: str | None = None
     nbytes: int | None = None
+
+
+Member = tuple[int, int | None, float]  # a value in a group: (host's position, CUDA index, value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +75,7 @@ class HostReport:
     gpu_count: int
     gpus: tuple[Gpu, ...]
     failures: tuple[tuple[str, Gpu | None], ...]  # (finding code, the GPU it names)
-    samples: tuple[Sample, ...]
+    series: tuple[Series, ...]
     matmul: tuple[tuple[str, str, int, float], ...] = ()  # (dtype, shape, cuda index, TFLOP/s), for baselines
 
     @property
@@ -243,11 +248,22 @@ def report_files(paths: Iterable[Path]) -> Iterator[Path]:
             raise BadRequest(f"no such file or folder: {path}", hint="give report files or folders holding them")
 
 
-def read_report(path: Path) -> HostReport | Skipped:
-    """One file as a host's report, or why it was skipped (never an exception for bad content)."""
+@dataclass(frozen=True)
+class RunSummary:
+    """The outcome of every host of one `fleet verify` run (the file it writes beside the reports)."""
+
+    path: str
+    finished: str  # the file's modification time: the run wrote it at its end
+    hosts: tuple[tuple[str, str, str | None], ...]  # (inventory name, outcome, its report's path)
+
+
+def read_report(path: Path, *, matmul: bool = False) -> HostReport | RunSummary | Skipped:
+    """One file as a host's report, a fleet verify summary, or why it was skipped (never an
+    exception for bad content)."""
     try:
         with open(path, "rb") as handle:
-            raw = handle.read(REPORT_LIMIT + 1)
+            size = os.fstat(handle.fileno()).st_size  # read(n) would reserve n bytes up front
+            raw = handle.read() if 0 < size <= REPORT_LIMIT else handle.read(REPORT_LIMIT + 1)
     except OSError as exc:
         return Skipped(str(path), f"unreadable: {exc.strerror or exc}")
     if len(raw) > REPORT_LIMIT:
@@ -256,16 +272,24 @@ def read_report(path: Path) -> HostReport | Skipped:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         return Skipped(str(path), f"corrupt: {str(exc)[:120]}")
-    if not readable(data):
-        return Skipped(str(path), "not a gpuenv verify report")
     try:
-        return host_report(data, str(path))
+        if isinstance(data, dict) and data.get("schema") == FLEET_VERIFY_SCHEMA:
+            return run_summary(data, path)
+        if not readable(data):
+            return Skipped(str(path), "not a gpuenv verify report")
+        return host_report(data, str(path), matmul=matmul)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         return Skipped(str(path), f"corrupt: malformed {type(exc).__name__}: {str(exc)[:80]}")
 
 
-def host_report(data: dict[str, Any], path: str) -> HostReport:
-    """What the comparison keeps of one parsed report."""
+def run_summary(data: dict[str, Any], path: Path) -> RunSummary:
+    finished = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).isoformat()
+    rows = tuple((str(r["host"]), str(r["outcome"]), r.get("report")) for r in data["hosts"])
+    return RunSummary(str(path), finished, rows)
+
+
+def host_report(data: dict[str, Any], path: str, *, matmul: bool = False) -> HostReport:
+    """What the comparison keeps of one parsed report (with matmul: every shape's TFLOP/s, for baselines)."""
     host = data["host"]
     gpus = tuple(
         Gpu(g.get("cuda_index"), g.get("uuid"), g.get("serial"), g.get("name"))
@@ -285,8 +309,8 @@ def host_report(data: dict[str, Any], path: str) -> HostReport:
         gpu_count=0 if cpu else len(gpus),
         gpus=gpus,
         failures=tuple(_failures(checks, gpus)),
-        samples=tuple(_samples(checks)),
-        matmul=() if cpu else tuple(_matmul(checks)),
+        series=tuple(_series(checks)),
+        matmul=tuple(_matmul(checks)) if matmul and not cpu else (),
     )
 
 
@@ -310,16 +334,16 @@ def _finding_gpu(ref: Any, gpus: tuple[Gpu, ...]) -> Gpu | None:
     return next((g for g in gpus if uuid and g.uuid == uuid), None) or Gpu(ref.get("index"), uuid)
 
 
-def _samples(checks: list[dict[str, Any]]) -> Iterator[Sample]:
-    for reading in figures.readings(checks):
-        yield Sample(reading.figure.name, reading.value, reading.gpu_index)
+def _series(checks: list[dict[str, Any]]) -> Iterator[Series]:
+    for figure, values in figures.series(checks):
+        yield Series(figure.name, tuple(values.items()))
     for check in checks:
         if check.get("name") != BUSBW.check:
             continue
         for row in (check.get("metrics") or {}).get("sizes") or []:
             value = row.get("busbw_gbps")
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-                yield Sample(BUSBW.name, float(value), None, str(row["collective"]), int(row["bytes"]))
+            if figures.is_number(value) and value > 0:
+                yield Series(BUSBW.name, ((None, float(value)),), str(row["collective"]), int(row["bytes"]))
 
 
 def _matmul(checks: list[dict[str, Any]]) -> Iterator[tuple[str, str, int, float]]:
@@ -335,22 +359,51 @@ def _matmul(checks: list[dict[str, Any]]) -> Iterator[tuple[str, str, int, float
                     yield str(metrics["matmul_dtype"]), str(shape), int(index), float(value)
 
 
-def load(paths: Iterable[Path]) -> tuple[list[HostReport], list[Skipped], int]:
+def load(paths: Iterable[Path], *, matmul: bool = False) -> tuple[list[HostReport], list[Skipped], int]:
     """Each host's latest report (by start time), the files skipped, and how many older reports of
     a host were set aside (a cron folder holds many runs per host; nodes compare by their latest)."""
-    latest: dict[str, HostReport] = {}
+    reports: list[HostReport] = []
+    summaries: list[RunSummary] = []
     skipped: list[Skipped] = []
-    read = 0
     for path in report_files(paths):
-        entry = read_report(path)
-        if isinstance(entry, Skipped):
-            skipped.append(entry)
-            continue
-        read += 1
+        entry = read_report(path, matmul=matmul)
+        if isinstance(entry, HostReport):
+            reports.append(entry)
+        else:
+            (summaries if isinstance(entry, RunSummary) else skipped).append(entry)  # type: ignore[arg-type]
+    reports = with_run_outcomes(reports, summaries)
+    latest: dict[str, HostReport] = {}
+    for entry in reports:
         held = latest.get(entry.host)
         if held is None or _moment(entry.started) >= _moment(held.started):
             latest[entry.host] = entry
-    return list(latest.values()), skipped, read - len(latest)
+    return list(latest.values()), skipped, len(reports) - len(latest)
+
+
+def with_run_outcomes(reports: list[HostReport], summaries: list[RunSummary]) -> list[HostReport]:
+    """Reports named by their inventory name where a fleet verify summary lists them, and a
+    figure-less entry for each host it lists without a report (unreachable, timeout, not provisioned)."""
+    if not summaries:
+        return reports
+    by_path = {os.path.realpath(r.path): i for i, r in enumerate(reports)}
+    out = list(reports)
+    for summary in summaries:
+        for host, outcome, report in summary.hosts:
+            i = _report_index(by_path, summary.path, report)
+            if i is not None:
+                out[i] = replace(out[i], host=host)
+            else:
+                out.append(HostReport(host, summary.path, outcome, summary.finished, "-", 0, (), (), ()))
+    return out
+
+
+def _report_index(by_path: dict[str, int], summary: str, report: str | None) -> int | None:
+    """The report a summary row names: its path as fleet verify wrote it, else the same file
+    beside the summary (the folder may have been copied, or be read from another directory)."""
+    if not report:
+        return None
+    found = by_path.get(os.path.realpath(report))
+    return found if found is not None else by_path.get(os.path.realpath(Path(summary).parent / Path(report).name))
 
 
 def _moment(started: str) -> datetime:
@@ -369,13 +422,15 @@ def figure_of(name: str) -> figures.Figure:
     return BUSBW if name == BUSBW.name else figures.BY_NAME[name]
 
 
-def grouped(hosts: Iterable[HostReport]) -> dict[GroupKey, list[tuple[int, Sample]]]:
-    """Every sample under its group, with the index of its host."""
-    groups: dict[GroupKey, list[tuple[int, Sample]]] = defaultdict(list)
+def grouped(hosts: Iterable[HostReport]) -> dict[GroupKey, list[Member]]:
+    """Every value under its group, with its host's position and GPU."""
+    groups: dict[tuple[str, int, str, str | None, int | None], list[Member]] = defaultdict(list)
     for i, host in enumerate(hosts):
-        for s in host.samples:
-            groups[GroupKey(host.gpu_model, host.gpu_count, s.figure, s.collective, s.nbytes)].append((i, s))
-    return groups
+        for s in host.series:
+            groups[(host.gpu_model, host.gpu_count, s.figure, s.collective, s.nbytes)] += [
+                (i, gpu, value) for gpu, value in s.values
+            ]
+    return {GroupKey(*key): members for key, members in groups.items()}
 
 
 def compare(hosts: list[HostReport], rule: stats.Rule, min_hosts: int) -> tuple[list[Group], list[Outlier]]:
@@ -384,19 +439,21 @@ def compare(hosts: list[HostReport], rule: stats.Rule, min_hosts: int) -> tuple[
     outliers: list[Outlier] = []
     for key, members in sorted(grouped(hosts).items(), key=lambda kv: _sort_key(kv[0])):
         figure = figure_of(key.figure)
-        summary = stats.summarize([s.value for _, s in members])
-        n_hosts = len({i for i, _ in members})
+        summary = stats.summarize([value for _, _, value in members])
+        n_hosts = len({i for i, _, _ in members})
         judged = n_hosts >= min_hosts
         note = None if judged else f"values from {n_hosts} host(s), under {min_hosts}: described, not judged"
         groups.append(Group(key, figure.unit, figure.better, summary, n_hosts, judged, note))
         if not judged:
             continue
         mad = stats.floored_mad(summary, mad_floor=figure.mad_floor, mad_floor_rel=figure.mad_floor_rel)
-        for i, s in members:
-            if stats.is_outlier(s.value, summary, mad, figure.better, rule):
-                gpu = hosts[i].gpu(s.gpu_index) if s.gpu_index is not None else None
-                z = stats.z_score(s.value, summary, mad)
-                outliers.append(Outlier(hosts[i].host, gpu, key, figure.unit, s.value, summary.median, z))
+        limit = stats.threshold(summary, mad, figure.better, rule)
+        higher = figure.better == "higher"
+        for i, gpu_index, value in members:
+            if value < limit if higher else value > limit:
+                gpu = hosts[i].gpu(gpu_index) if gpu_index is not None else None
+                z = stats.z_score(value, summary, mad)
+                outliers.append(Outlier(hosts[i].host, gpu, key, figure.unit, value, summary.median, z))
     return groups, outliers
 
 

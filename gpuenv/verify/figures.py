@@ -53,6 +53,14 @@ class Reading:
 
 def readings(checks: list[dict[str, Any]]) -> Iterator[Reading]:
     """Every registered figure in a report's checks (as plain dicts); malformed values are skipped."""
+    for figure, values in series(checks):
+        for index, value in values.items():
+            yield Reading(figure, value, index)
+
+
+def series(checks: list[dict[str, Any]]) -> Iterator[tuple[Figure, dict[int | None, float]]]:
+    """Each registered figure a check reported, with all its values at once ({cuda index: value},
+    or {None: value} for a per-node figure): what readings yields one by one, for bulk readers."""
     for check in checks:
         metrics = check.get("metrics") or {}
         for figure in FIGURES:
@@ -60,12 +68,17 @@ def readings(checks: list[dict[str, Any]]) -> Iterator[Reading]:
                 continue
             raw = metrics[figure.metric]
             if figure.per_gpu and isinstance(raw, dict):
-                for index, value in raw.items():
-                    if is_number(value) and str(index).isdigit():
-                        yield Reading(figure, float(value), int(index))
+                values: dict[int | None, float] = {
+                    int(i): float(v) for i, v in raw.items() if type(v) in _NUMBERS and v == v and str(i).isdigit()
+                }
+                if values:
+                    yield figure, values
             elif not figure.per_gpu and is_number(raw):
-                yield Reading(figure, float(raw), None)
+                yield figure, {None: float(raw)}
+
+
+_NUMBERS = (int, float)  # by exact type: a bool is an int, and no figure
 
 
 def is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+    return type(value) in _NUMBERS and value == value

@@ -184,7 +184,7 @@ def test_a_report_of_the_previous_schema_still_loads(tmp_path: Path) -> None:
     entry = read_report(path)
     assert isinstance(entry, HostReport) and entry.outcome == "not certified"
     assert entry.failures[0][0] == "nvml.fail" and entry.failures[0][1] is not None
-    assert len(entry.samples) == 8 * 4 + len(fr.SIZES)
+    assert sum(len(s.values) for s in entry.series) == 8 * 4 + len(fr.SIZES)
 
 
 def test_each_host_is_compared_by_its_latest_report(tmp_path: Path) -> None:

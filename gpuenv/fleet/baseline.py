@@ -55,7 +55,8 @@ def _outlier_ids(hosts: list[HostReport], rule: stats.Rule) -> set[ValueId]:
     _, outliers = compare(hosts, rule, stats.MIN_JUDGED)
     index = {h.host: i for i, h in enumerate(hosts)}
     return {
-        (index[o.host], o.key.figure, o.key.collective, o.key.nbytes, o.gpu.index if o.gpu else None) for o in outliers
+        (index[o.host], o.key.figure, o.key.collective, o.key.nbytes, o.gpu.cuda_index if o.gpu else None)
+        for o in outliers
     }
 
 
@@ -119,7 +120,7 @@ def _collect(
     per_figure: dict[tuple[Any, ...], list[tuple[int, float]]] = defaultdict(list)
     for i, host in enumerate(hosts):
         for s in host.series:
-            for gpu, value in s.values:
+            for gpu, value in s.values.items():
                 if (i, s.figure, s.collective, s.nbytes, gpu) in outliers or value <= 0:
                     continue
                 if s.figure == BUSBW.name:

@@ -10,14 +10,16 @@ report's `host.gpus[].cuda_index`) and the collective bandwidth table of the all
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuenv.errors import BadRequest
 from gpuenv.fleet import stats
@@ -41,23 +43,21 @@ class ReportRequest:
     min_hosts: int = stats.MIN_JUDGED  # a group is judged only with values from this many hosts
 
 
-@dataclass(frozen=True, slots=True)
-class Gpu:
-    index: int | None  # CUDA index in the report's process
+class Gpu(NamedTuple):  # a tuple: ten thousand reports make eighty thousand of them
+    cuda_index: int | None  # in the report's process
     uuid: str | None = None
     serial: str | None = None
     name: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "uuid": self.uuid, "serial": self.serial}
+        return {"index": self.cuda_index, "uuid": self.uuid, "serial": self.serial}
 
 
-@dataclass(frozen=True, slots=True)
-class Series:
+class Series(NamedTuple):
     """One figure of one report: every GPU's value (or the node's, under None)."""
 
     figure: str  # registered name, e.g. "amp.matmul_tflops"
-    values: tuple[tuple[int | None, float], ...]  # (CUDA index, value); None: a per-node figure
+    values: Mapping[int | None, float]  # {CUDA index: value}; {None: value} for a per-node figure
     collective: str | None = None
     nbytes: int | None = None
 
@@ -73,7 +73,7 @@ class HostReport:
     started: str
     gpu_model: str
     gpu_count: int
-    gpus: tuple[Gpu, ...]
+    gpu_table: tuple[dict[str, Any], ...]  # the report's host.gpus, as read (made into Gpu only when asked)
     failures: tuple[tuple[str, Gpu | None], ...]  # (finding code, the GPU it names)
     series: tuple[Series, ...]
     matmul: tuple[tuple[str, str, int, float], ...] = ()  # (dtype, shape, cuda index, TFLOP/s), for baselines
@@ -82,9 +82,17 @@ class HostReport:
     def certified(self) -> bool:
         return self.outcome == "certified"
 
+    @property
+    def gpus(self) -> tuple[Gpu, ...]:
+        return tuple(map(_gpu, self.gpu_table))
+
     def gpu(self, cuda_index: int | None) -> Gpu:
-        found = next((g for g in self.gpus if cuda_index is not None and g.index == cuda_index), None)
-        return found or Gpu(cuda_index)
+        found = next((g for g in self.gpu_table if cuda_index is not None and g.get("cuda_index") == cuda_index), None)
+        return _gpu(found) if found else Gpu(cuda_index)
+
+
+def _gpu(entry: dict[str, Any]) -> Gpu:
+    return Gpu(entry.get("cuda_index"), entry.get("uuid"), entry.get("serial"), entry.get("name"))
 
 
 @dataclass(frozen=True)
@@ -133,7 +141,7 @@ class Outlier:
     def to_dict(self) -> dict[str, Any]:
         return {
             "host": self.host,
-            "gpu_index": self.gpu.index if self.gpu else None,
+            "gpu_index": self.gpu.cuda_index if self.gpu else None,
             "gpu_uuid": self.gpu.uuid if self.gpu else None,
             "gpu_serial": self.gpu.serial if self.gpu else None,
             "metric": self.key.figure,
@@ -237,11 +245,10 @@ def report_files(paths: Iterable[Path]) -> Iterator[Path]:
     """Each file named, and every *.json below each folder named (sorted); a missing path is exit 2."""
     for path in paths:
         if path.is_dir():
-            found = []
-            for folder, dirs, files in os.walk(path):
-                dirs.sort()
-                found += [Path(folder, f) for f in files if f.endswith(".json")]
-            yield from sorted(found)
+            found: list[str] = []
+            for folder, _, files in os.walk(path):
+                found += [os.path.join(folder, f) for f in files if f.endswith(".json")]
+            yield from map(Path, sorted(found))
         elif path.exists():
             yield path
         else:
@@ -291,14 +298,9 @@ def run_summary(data: dict[str, Any], path: Path) -> RunSummary:
 def host_report(data: dict[str, Any], path: str, *, matmul: bool = False) -> HostReport:
     """What the comparison keeps of one parsed report (with matmul: every shape's TFLOP/s, for baselines)."""
     host = data["host"]
-    gpus = tuple(
-        Gpu(g.get("cuda_index"), g.get("uuid"), g.get("serial"), g.get("name"))
-        for g in host.get("gpus") or []
-        if isinstance(g, dict)
-    )
+    table = tuple(g for g in host.get("gpus") or [] if isinstance(g, dict))
     cpu = data.get("device") == "cpu"
-    names = Counter(g.name for g in gpus if g.name)
-    model = "CPU" if cpu else names.most_common(1)[0][0] if names else "unknown GPU"
+    model = "CPU" if cpu else _model(table)
     checks = [c for c in data.get("checks") or [] if isinstance(c, dict)]
     return HostReport(
         host=str(host.get("hostname") or Path(path).stem),
@@ -306,44 +308,55 @@ def host_report(data: dict[str, Any], path: str, *, matmul: bool = False) -> Hos
         outcome=str((data.get("verdict") or {}).get("outcome") or "could not run"),
         started=str(data.get("started") or ""),
         gpu_model=model,
-        gpu_count=0 if cpu else len(gpus),
-        gpus=gpus,
-        failures=tuple(_failures(checks, gpus)),
+        gpu_count=0 if cpu else len(table),
+        gpu_table=table,
+        failures=tuple(_failures(checks, table)),
         series=tuple(_series(checks)),
         matmul=tuple(_matmul(checks)) if matmul and not cpu else (),
     )
 
 
-def _failures(checks: list[dict[str, Any]], gpus: tuple[Gpu, ...]) -> Iterator[tuple[str, Gpu | None]]:
+def _model(table: tuple[dict[str, Any], ...]) -> str:
+    """The node's GPU model: the name most of its GPUs have."""
+    names = [str(g["name"]) for g in table if g.get("name")]
+    if not names:
+        return "unknown GPU"
+    if names.count(names[0]) == len(names):
+        return names[0]
+    return Counter(names).most_common(1)[0][0]
+
+
+def _failures(checks: list[dict[str, Any]], table: tuple[dict[str, Any], ...]) -> Iterator[tuple[str, Gpu | None]]:
     """(code, GPU) of each failing finding; a failing check without one is named `<check>.<status>`."""
     for check in checks:
         named = False
         for f in check.get("findings") or []:
             if f.get("severity") == "fail":
                 named = True
-                yield str(f.get("code") or f"{check.get('name')}.fail"), _finding_gpu(f.get("gpu"), gpus)
+                yield str(f.get("code") or f"{check.get('name')}.fail"), _finding_gpu(f.get("gpu"), table)
         if not named and check.get("status") in FAILING_STATUSES:
             yield f"{check.get('name')}.{check.get('status')}", None
 
 
-def _finding_gpu(ref: Any, gpus: tuple[Gpu, ...]) -> Gpu | None:
+def _finding_gpu(ref: Any, table: tuple[dict[str, Any], ...]) -> Gpu | None:
     """The report's GPU a finding names: by UUID (checks number GPUs by NVML or CUDA index)."""
     if not isinstance(ref, dict):
         return None
     uuid = ref.get("uuid")
-    return next((g for g in gpus if uuid and g.uuid == uuid), None) or Gpu(ref.get("index"), uuid)
+    found = next((g for g in table if uuid and g.get("uuid") == uuid), None)
+    return _gpu(found) if found else Gpu(ref.get("index"), uuid)
 
 
 def _series(checks: list[dict[str, Any]]) -> Iterator[Series]:
     for figure, values in figures.series(checks):
-        yield Series(figure.name, tuple(values.items()))
+        yield Series(figure.name, values)
     for check in checks:
         if check.get("name") != BUSBW.check:
             continue
         for row in (check.get("metrics") or {}).get("sizes") or []:
             value = row.get("busbw_gbps")
             if figures.is_number(value) and value > 0:
-                yield Series(BUSBW.name, ((None, float(value)),), str(row["collective"]), int(row["bytes"]))
+                yield Series(BUSBW.name, {None: float(value)}, str(row["collective"]), int(row["bytes"]))
 
 
 def _matmul(checks: list[dict[str, Any]]) -> Iterator[tuple[str, str, int, float]]:
@@ -365,12 +378,13 @@ def load(paths: Iterable[Path], *, matmul: bool = False) -> tuple[list[HostRepor
     reports: list[HostReport] = []
     summaries: list[RunSummary] = []
     skipped: list[Skipped] = []
-    for path in report_files(paths):
-        entry = read_report(path, matmul=matmul)
-        if isinstance(entry, HostReport):
-            reports.append(entry)
-        else:
-            (summaries if isinstance(entry, RunSummary) else skipped).append(entry)  # type: ignore[arg-type]
+    with _no_cycle_collection():
+        for path in report_files(paths):
+            entry = read_report(path, matmul=matmul)
+            if isinstance(entry, HostReport):
+                reports.append(entry)
+            else:
+                (summaries if isinstance(entry, RunSummary) else skipped).append(entry)  # type: ignore[arg-type]
     reports = with_run_outcomes(reports, summaries)
     latest: dict[str, HostReport] = {}
     for entry in reports:
@@ -378,6 +392,19 @@ def load(paths: Iterable[Path], *, matmul: bool = False) -> tuple[list[HostRepor
         if held is None or _moment(entry.started) >= _moment(held.started):
             latest[entry.host] = entry
     return list(latest.values()), skipped, len(reports) - len(latest)
+
+
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Reading builds many small objects and no cycles: the cycle collector would only rescan
+    the growing set of kept ones (a third of the time over ten thousand reports)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def with_run_outcomes(reports: list[HostReport], summaries: list[RunSummary]) -> list[HostReport]:
@@ -422,25 +449,41 @@ def figure_of(name: str) -> figures.Figure:
     return BUSBW if name == BUSBW.name else figures.BY_NAME[name]
 
 
-def grouped(hosts: Iterable[HostReport]) -> dict[GroupKey, list[Member]]:
-    """Every value under its group, with its host's position and GPU."""
-    groups: dict[tuple[str, int, str, str | None, int | None], list[Member]] = defaultdict(list)
+@dataclass
+class Pool:
+    """A group's values (in one list, for the statistics) and the series they came from."""
+
+    values: list[float] = field(default_factory=list)
+    series: list[tuple[int, Series]] = field(default_factory=list)  # (host's position, its series)
+
+    def members(self) -> Iterator[Member]:
+        for i, s in self.series:
+            for gpu, value in s.values.items():
+                yield i, gpu, value
+
+    def hosts(self) -> int:
+        return len({i for i, _ in self.series})
+
+
+def grouped(hosts: Iterable[HostReport]) -> dict[GroupKey, Pool]:
+    """Every series under its group (GPU model x count x figure x collective x size)."""
+    pools: dict[tuple[str, int, str, str | None, int | None], Pool] = defaultdict(Pool)
     for i, host in enumerate(hosts):
         for s in host.series:
-            groups[(host.gpu_model, host.gpu_count, s.figure, s.collective, s.nbytes)] += [
-                (i, gpu, value) for gpu, value in s.values
-            ]
-    return {GroupKey(*key): members for key, members in groups.items()}
+            pool = pools[(host.gpu_model, host.gpu_count, s.figure, s.collective, s.nbytes)]
+            pool.values.extend(s.values.values())
+            pool.series.append((i, s))
+    return {GroupKey(*key): pool for key, pool in pools.items()}
 
 
 def compare(hosts: list[HostReport], rule: stats.Rule, min_hosts: int) -> tuple[list[Group], list[Outlier]]:
     """Pure: the statistics of every group and the outliers of the groups large enough to judge."""
     groups: list[Group] = []
     outliers: list[Outlier] = []
-    for key, members in sorted(grouped(hosts).items(), key=lambda kv: _sort_key(kv[0])):
+    for key, pool in sorted(grouped(hosts).items(), key=lambda kv: _sort_key(kv[0])):
         figure = figure_of(key.figure)
-        summary = stats.summarize([value for _, _, value in members])
-        n_hosts = len({i for i, _, _ in members})
+        summary = stats.summarize(pool.values)
+        n_hosts = pool.hosts()
         judged = n_hosts >= min_hosts
         note = None if judged else f"values from {n_hosts} host(s), under {min_hosts}: described, not judged"
         groups.append(Group(key, figure.unit, figure.better, summary, n_hosts, judged, note))
@@ -449,7 +492,7 @@ def compare(hosts: list[HostReport], rule: stats.Rule, min_hosts: int) -> tuple[
         mad = stats.floored_mad(summary, mad_floor=figure.mad_floor, mad_floor_rel=figure.mad_floor_rel)
         limit = stats.threshold(summary, mad, figure.better, rule)
         higher = figure.better == "higher"
-        for i, gpu_index, value in members:
+        for i, gpu_index, value in pool.members():
             if value < limit if higher else value > limit:
                 gpu = hosts[i].gpu(gpu_index) if gpu_index is not None else None
                 z = stats.z_score(value, summary, mad)

@@ -42,6 +42,9 @@ FIGURES: tuple[Figure, ...] = (
     Figure("nvml", "sm_clock_mhz", "MHz", "higher"),  # read under load; idle clocks say nothing
 )
 BY_NAME: Mapping[str, Figure] = {f.name: f for f in FIGURES}
+_BY_CHECK: Mapping[str, tuple[Figure, ...]] = {
+    c: tuple(f for f in FIGURES if f.check == c) for c in {f.check for f in FIGURES}
+}
 
 
 @dataclass(frozen=True)
@@ -63,8 +66,8 @@ def series(checks: list[dict[str, Any]]) -> Iterator[tuple[Figure, dict[int | No
     or {None: value} for a per-node figure): what readings yields one by one, for bulk readers."""
     for check in checks:
         metrics = check.get("metrics") or {}
-        for figure in FIGURES:
-            if figure.check != check.get("name") or figure.metric not in metrics:
+        for figure in _BY_CHECK.get(check.get("name"), ()):  # type: ignore[arg-type]
+            if figure.metric not in metrics:
                 continue
             raw = metrics[figure.metric]
             if figure.per_gpu and isinstance(raw, dict):

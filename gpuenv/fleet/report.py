@@ -241,16 +241,16 @@ def _size(nbytes: int | None) -> str:
 # ---- reading ----------------------------------------------------------------------------------
 
 
-def report_files(paths: Iterable[Path]) -> Iterator[Path]:
+def report_files(paths: Iterable[Path]) -> Iterator[str]:
     """Each file named, and every *.json below each folder named (sorted); a missing path is exit 2."""
     for path in paths:
         if path.is_dir():
             found: list[str] = []
             for folder, _, files in os.walk(path):
                 found += [os.path.join(folder, f) for f in files if f.endswith(".json")]
-            yield from map(Path, sorted(found))
+            yield from sorted(found)
         elif path.exists():
-            yield path
+            yield str(path)
         else:
             raise BadRequest(f"no such file or folder: {path}", hint="give report files or folders holding them")
 
@@ -264,7 +264,7 @@ class RunSummary:
     hosts: tuple[tuple[str, str, str | None], ...]  # (inventory name, outcome, its report's path)
 
 
-def read_report(path: Path, *, matmul: bool = False) -> HostReport | RunSummary | Skipped:
+def read_report(path: str | Path, *, matmul: bool = False) -> HostReport | RunSummary | Skipped:
     """One file as a host's report, a fleet verify summary, or why it was skipped (never an
     exception for bad content)."""
     try:
@@ -289,8 +289,8 @@ def read_report(path: Path, *, matmul: bool = False) -> HostReport | RunSummary 
         return Skipped(str(path), f"corrupt: malformed {type(exc).__name__}: {str(exc)[:80]}")
 
 
-def run_summary(data: dict[str, Any], path: Path) -> RunSummary:
-    finished = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).isoformat()
+def run_summary(data: dict[str, Any], path: str | Path) -> RunSummary:
+    finished = datetime.fromtimestamp(os.stat(path).st_mtime, timezone.utc).isoformat()
     rows = tuple((str(r["host"]), str(r["outcome"]), r.get("report")) for r in data["hosts"])
     return RunSummary(str(path), finished, rows)
 
@@ -464,6 +464,15 @@ class Pool:
     def hosts(self) -> int:
         return len({i for i, _ in self.series})
 
+    def beyond(self, limit: float, better: Better) -> Iterator[Member]:
+        """The values past limit on the bad side (a series entirely within it is skipped whole)."""
+        higher = better == "higher"
+        for i, s in self.series:
+            if (min(s.values.values()) < limit) if higher else (max(s.values.values()) > limit):
+                for gpu, value in s.values.items():
+                    if value < limit if higher else value > limit:
+                        yield i, gpu, value
+
 
 def grouped(hosts: Iterable[HostReport]) -> dict[GroupKey, Pool]:
     """Every series under its group (GPU model x count x figure x collective x size)."""
@@ -491,12 +500,10 @@ def compare(hosts: list[HostReport], rule: stats.Rule, min_hosts: int) -> tuple[
             continue
         mad = stats.floored_mad(summary, mad_floor=figure.mad_floor, mad_floor_rel=figure.mad_floor_rel)
         limit = stats.threshold(summary, mad, figure.better, rule)
-        higher = figure.better == "higher"
-        for i, gpu_index, value in pool.members():
-            if value < limit if higher else value > limit:
-                gpu = hosts[i].gpu(gpu_index) if gpu_index is not None else None
-                z = stats.z_score(value, summary, mad)
-                outliers.append(Outlier(hosts[i].host, gpu, key, figure.unit, value, summary.median, z))
+        for i, gpu_index, value in pool.beyond(limit, figure.better):
+            gpu = hosts[i].gpu(gpu_index) if gpu_index is not None else None
+            z = stats.z_score(value, summary, mad)
+            outliers.append(Outlier(hosts[i].host, gpu, key, figure.unit, value, summary.median, z))
     return groups, outliers
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import sub
 
 from gpuenv.verify.figures import Better
 
@@ -52,7 +54,7 @@ def quantile(ordered: Sequence[float], q: float) -> float:
 def summarize(values: Sequence[float]) -> Summary:
     ordered = sorted(values)
     median = quantile(ordered, 0.5)
-    mad = quantile(sorted(abs(v - median) for v in ordered), 0.5)
+    mad = quantile(sorted(map(abs, map(sub, ordered, repeat(median, len(ordered))))), 0.5)
     return Summary(len(ordered), median, mad, quantile(ordered, 0.05), quantile(ordered, 0.95))
 
 

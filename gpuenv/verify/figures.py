@@ -9,6 +9,7 @@ GPU's UUID and serial), a per-node figure as a number. Registering a figure here
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -58,7 +59,7 @@ def readings(checks: list[dict[str, Any]]) -> Iterator[Reading]:
     """Every registered figure in a report's checks (as plain dicts); malformed values are skipped."""
     for figure, values in series(checks):
         for index, value in values.items():
-            yield Reading(figure, value, index)
+            yield Reading(figure, float(value), index)
 
 
 def series(checks: list[dict[str, Any]]) -> Iterator[tuple[Figure, dict[int | None, float]]]:
@@ -71,9 +72,7 @@ def series(checks: list[dict[str, Any]]) -> Iterator[tuple[Figure, dict[int | No
                 continue
             raw = metrics[figure.metric]
             if figure.per_gpu and isinstance(raw, dict):
-                values: dict[int | None, float] = {
-                    int(i): float(v) for i, v in raw.items() if type(v) in _NUMBERS and v == v and str(i).isdigit()
-                }
+                values = _per_gpu(raw)
                 if values:
                     yield figure, values
             elif not figure.per_gpu and is_number(raw):
@@ -83,5 +82,20 @@ def series(checks: list[dict[str, Any]]) -> Iterator[tuple[Figure, dict[int | No
 _NUMBERS = (int, float)  # by exact type: a bool is an int, and no figure
 
 
+def _per_gpu(raw: dict[Any, Any]) -> dict[int | None, float]:
+    """{cuda index: value} of the well-formed entries. A report's are all well formed: that case is
+    checked and converted without a Python step per value (fleet reports read ten thousand)."""
+    keys, values = list(map(str, raw)), list(raw.values())
+    try:
+        if set(map(type, values)) <= set(_NUMBERS) and all(map(str.isdigit, keys)) and all(map(math.isfinite, values)):
+            return dict(zip(map(int, keys), values, strict=True))
+    except OverflowError:  # an integer too large for a float: not a figure
+        pass
+    return {int(i): float(v) for i, v in zip(keys, values, strict=True) if i.isdigit() and is_number(v)}
+
+
 def is_number(value: object) -> bool:
-    return type(value) in _NUMBERS and value == value
+    """A finite number that fits a float (not NaN, not a bool)."""
+    if type(value) is int:
+        return abs(value) < 1 << 1023
+    return type(value) is float and math.isfinite(value)

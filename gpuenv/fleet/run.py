@@ -365,8 +365,8 @@ def fleet_report_of(outcomes: tuple[HostOutcome, ...], history_file: Path | None
         entry = report.read_report(Path(h.report)) if h.report is not None else None
         if isinstance(entry, report.Skipped):
             skipped.append(entry)
-            entry = None
-        entry = entry or report.HostReport(h.host, h.report or "", h.outcome, "", "-", 0, (), (), ())
+        if not isinstance(entry, report.HostReport):
+            entry = report.HostReport(h.host, h.report or "", h.outcome, "", "-", 0, (), (), ())
         hosts.append(replace(entry, host=h.host, outcome=h.outcome))
     rule = stats.Rule()
     groups, outliers = report.compare(hosts, rule, stats.MIN_JUDGED)

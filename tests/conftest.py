@@ -40,8 +40,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(autouse=True, scope="session")
-def deaf_to_the_users_settings() -> Iterator[None]:
-    """The suite ignores the settings of whoever runs it: their GPUENV_* variables and config file.
+def deaf_to_the_users_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The suite ignores the settings of whoever runs it: their GPUENV_* variables and config file,
+    and leaves their state alone (the GPU history fleet commands record goes to a temporary folder).
 
     Every gpuenv the tests start inherits this. A test that exercises the file passes `--config FILE`
     (which beats GPUENV_NO_CONFIG), or GPUENV_NO_CONFIG="" in its environment to try the lookup.
@@ -50,6 +51,7 @@ def deaf_to_the_users_settings() -> Iterator[None]:
     for key in [k for k in os.environ if k.startswith("GPUENV_") and not k.startswith(SUITE_VARIABLES)]:
         del os.environ[key]
     os.environ["GPUENV_NO_CONFIG"] = "1"
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("xdg-state"))
     yield
     os.environ.clear()
     os.environ.update(saved)

@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "kb": "gpuenv.cli.kb_cmd:kb",
     "config": "gpuenv.cli.config_cmd:config_group",
     "slurm": "gpuenv.cli.slurm_cmd:slurm",
+    "fleet": "gpuenv.cli.fleet_cmd:fleet",
 }
 
 EPILOG = """\b
@@ -40,6 +41,7 @@ Examples:
   gpuenv build-image --cuda 11.7 --verify # build a matched image and certify it
   gpuenv provision gpu01 --cuda 12.4      # install and certify a host over SSH
   gpuenv verify --level standard          # certify this node
+  gpuenv fleet verify -i hosts.ini        # certify every host of an inventory
   gpuenv kb refresh -o new.json           # a newer knowledge base from the indexes
   gpuenv config show verify               # each setting of verify and where it came from
 

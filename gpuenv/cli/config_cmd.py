@@ -74,7 +74,7 @@ def _settings(
     command = group.get_command(parent, path[-1])
     assert command is not None
     if not isinstance(command, click.Group):
-        return config.effective(command.make_context(path[-1], args, parent=parent), file, path)
+        return config.effective(command.make_context(path[-1], args or _stand_ins(command), parent=parent), file, path)
     ctx = command.make_context(path[-1], [], parent=parent, resilient_parsing=True)
     found = config.effective(ctx, file, path)
     subcommands = command.list_commands(ctx)
@@ -82,6 +82,13 @@ def _settings(
     for name in chosen:
         found += _settings(command, ctx, (*path, name), args[1:] if chosen == args[:1] else [], file)
     return found
+
+
+def _stand_ins(command: click.Command) -> list[str]:
+    """Placeholders for a command's required arguments (report paths, a GPU's UUID): they are what
+    a command works on, not settings, and `config show` without ARGS must still parse it."""
+    required = [p for p in command.params if isinstance(p, click.Argument) and p.required]
+    return ["--", *("-" for _ in required)] if required else []
 
 
 def _present(settings: list[config.Setting], file: config.ConfigFile | None, *, as_json: bool) -> None:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from gpuenv.cli import settings as settings_of
 from gpuenv.cli.output import console, emit_json, warn
-from gpuenv.cli.params import output_option
+from gpuenv.cli.params import history_options, history_path, output_option
 from gpuenv.files import write_output
 from gpuenv.fleet import stats
 
@@ -58,35 +59,34 @@ MIN_HOSTS_HELP = "Judge outliers only in groups with values from at least N host
     metavar="N",
     help=MIN_HOSTS_HELP,
 )
+@history_options
 @click.pass_context
-def report(
-    ctx: click.Context,
-    paths: tuple[Path, ...],
-    as_json: bool,
-    markdown: bool,
-    html: Path | None,
-    prometheus: Path | None,
-    z: float,
-    min_deviation: float,
-    min_hosts: int,
-) -> int:
+def report(ctx: click.Context, /, paths: tuple[Path, ...], as_json: bool, markdown: bool, **options: Any) -> int:
     """Compare many nodes' verify reports: outcomes, failures by finding, robust statistics, outliers."""
-    from gpuenv.fleet import formats
     from gpuenv.fleet.report import ReportRequest, fleet_report
 
     if as_json and markdown:
         raise click.UsageError("--json and --markdown exclude each other")
+    html, prometheus = options["html"], options["prometheus"]
     if html is not None:
         from gpuenv.fleet.html import require_matplotlib
 
         require_matplotlib()
-    result = fleet_report(ReportRequest(paths, stats.Rule(z, min_deviation), min_hosts))
+    rule = stats.Rule(options["z"], options["min_deviation"])
+    result = fleet_report(ReportRequest(paths, rule, options["min_hosts"], history_path(options)))
     for skipped in result.skipped:
         warn(f"skipped {skipped.path}: {skipped.reason}")
     if html is not None:
         from gpuenv.fleet.html import to_html
 
         write_output(str(html), to_html(result), what="--html")
+    _present(ctx, result, prometheus, as_json=as_json, markdown=markdown)
+    return result.exit_code
+
+
+def _present(ctx: click.Context, result: Any, prometheus: Path | None, *, as_json: bool, markdown: bool) -> None:
+    from gpuenv.fleet import formats
+
     if prometheus is not None:
         write_output(str(prometheus), formats.to_prometheus(result), what="--prometheus")
     if as_json:
@@ -97,7 +97,6 @@ def report(
         formats.render_table(result, console())
     else:
         click.echo(formats.outcome_line(result))
-    return result.exit_code
 
 
 LEARN_EPILOG = """\b

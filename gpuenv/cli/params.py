@@ -13,6 +13,7 @@ from click.core import ParameterSource
 from gpuenv import validate
 from gpuenv.errors import BadRequest
 from gpuenv.files import check_output
+from gpuenv.provision.runner import check_limit
 
 if TYPE_CHECKING:  # resolving pulls in the knowledge base's code: only the commands that resolve pay for it
     from gpuenv.stacks import StackRequest
@@ -90,6 +91,79 @@ def stack_options(func: F) -> F:
         ),
     ]
     return functools.reduce(lambda f, opt: opt(f), reversed(options), func)
+
+
+def host_options(func: F) -> F:
+    """Add the hosts, inventory, SSH and become options provision and fleet verify share.
+
+    The become password is never an option: it comes from a private file or a prompt (become_prompt).
+    """
+    file = click.Path(dir_okay=False, path_type=Path)
+    options = [
+        click.argument("hosts", nargs=-1, callback=lambda c, p, v: tuple(v)),
+        click.option(
+            "-i", "--inventory", "inventory_file", type=file, help="Ansible inventory, INI or YAML (instead of HOSTS)."
+        ),
+        click.option(
+            "--user",
+            callback=checked(validate.user),
+            help="SSH user for hosts the inventory leaves unset [default: root].",
+        ),
+        click.option("--port", callback=checked(validate.port), help="SSH port for hosts the inventory leaves unset."),
+        click.option("--ssh-key", type=file, help="SSH private key file."),
+        click.option("--become-method", **choice(["sudo", "su"], "sudo"), help="How a non-root user becomes root."),
+        click.option(
+            "--become-password-file",
+            type=file,
+            help="File holding the become password, mode 0600 (never put it on the command line).",
+        ),
+        click.option("--ask-become-pass", "-K", is_flag=True, help="Prompt for the become password."),
+        click.option(
+            "--forks", type=click.IntRange(1, 200), default=10, show_default=True, help="Hosts worked on at once."
+        ),
+        click.option("--limit", callback=checked(check_limit), help="Only these hosts or groups (Ansible pattern)."),
+    ]
+    return functools.reduce(lambda f, opt: opt(f), reversed(options), func)
+
+
+def history_options(func: F) -> F:
+    """Add --history FILE and --no-history (fleet verify and fleet report record every report they read)."""
+    options = [
+        click.option(
+            "--history",
+            type=click.Path(dir_okay=False, path_type=Path),
+            metavar="FILE",
+            help="GPU history (SQLite, on local disk) [default: $XDG_STATE_HOME/gpuenv/history.sqlite].",
+        ),
+        click.option("--no-history", is_flag=True, help="Record nothing in the GPU history."),
+    ]
+    return functools.reduce(lambda f, opt: opt(f), reversed(options), func)
+
+
+def history_path(params: dict[str, Any]) -> Path | None:
+    """Take --history and --no-history out of a command's parameters: the file to record in, or None."""
+    given: Path | None = params.pop("history")
+    if params.pop("no_history"):
+        if given is not None:
+            raise BadRequest("--history and --no-history exclude each other", hint="use one")
+        return None
+    if given is not None:
+        validate.safe_path(str(given), "--history")
+        return given
+    from gpuenv.fleet.history import default_path
+
+    return default_path()
+
+
+def become_prompt(text: str) -> str:
+    """Ask for the become password on the terminal (hidden); without one, say how to give it instead."""
+    import sys
+
+    if not sys.stdin.isatty():
+        raise BadRequest(
+            "--ask-become-pass needs a terminal to prompt on", hint="use --become-password-file FILE instead"
+        )
+    return str(click.prompt(text, hide_input=True, err=True))
 
 
 def stack_request(params: dict[str, Any]) -> StackRequest:

@@ -12,10 +12,9 @@ import click
 from gpuenv import validate
 from gpuenv.cli import settings
 from gpuenv.cli.output import console, emit_json, table, warn
-from gpuenv.cli.params import checked, choice, grammar, stack_options, stack_request
-from gpuenv.errors import BadRequest
+from gpuenv.cli.params import become_prompt, choice, grammar, host_options, stack_options, stack_request
 from gpuenv.provision.project import SCHEMA, ProvisionRequest, prepare_project, render_project, run_project
-from gpuenv.provision.runner import Progress, ProgressBoard, check_limit
+from gpuenv.provision.runner import Progress, ProgressBoard
 from gpuenv.provision.variables import DRIVER_SOURCES, KERNEL_MODULES
 from gpuenv.types import DEVICE_CHOICES, LEVELS
 
@@ -36,12 +35,9 @@ FILE = click.Path(dir_okay=False, path_type=Path)
 DIR = click.Path(file_okay=False, path_type=Path)
 COLUMNS = ("host", "status", "ok", "changed", "failed", "unreachable", "verify", "report")
 HELP = {
-    "inventory": "Ansible inventory, INI or YAML (instead of HOST arguments).",
     "index_url": "A mirror of the stack's PyTorch wheel index.",
     "reports_dir": "Where verify reports land, as HOST.json.",
     "timeout": "Seconds the whole run may take.",
-    "user": "SSH user for hosts the inventory leaves unset [default: root].",
-    "become_password_file": "File holding the become password (never put it on the command line).",
     "driver_branch": "Driver branch to install, e.g. 580 [default: the stack's].",
     "driver_source": "The OS's own driver packages or NVIDIA's CUDA repository.",
     "allow_secure_boot": "Install even with Secure Boot on (you sign the module).",
@@ -57,16 +53,7 @@ HELP = {
 
 
 @click.command(epilog=EPILOG)
-@click.argument("hosts", nargs=-1, callback=lambda c, p, v: tuple(v))
-@click.option("-i", "--inventory", "inventory_file", type=FILE, help=HELP["inventory"])
-@click.option("--user", callback=checked(validate.user), help=HELP["user"])
-@click.option("--port", callback=checked(validate.port), help="SSH port for hosts the inventory leaves unset.")
-@click.option("--ssh-key", type=FILE, help="SSH private key file.")
-@click.option(
-    "--become-method", **choice(["sudo", "su"], DEFAULT.become_method), help="How a non-root user becomes root."
-)
-@click.option("--become-password-file", type=FILE, help=HELP["become_password_file"])
-@click.option("--ask-become-pass", "-K", is_flag=True, help="Prompt for the become password.")
+@host_options
 @stack_options
 @click.option(
     "--driver-branch", callback=grammar(validate.driver_branch, "--driver-branch"), help=HELP["driver_branch"]
@@ -104,10 +91,6 @@ HELP = {
     help=HELP["min_free_gb"],
 )
 @click.option(
-    "--forks", type=click.IntRange(1, 200), default=DEFAULT.forks, show_default=True, help="Hosts provisioned at once."
-)
-@click.option("--limit", callback=checked(check_limit), help="Only these hosts or groups (Ansible pattern).")
-@click.option(
     "--timeout",
     "timeout_s",
     type=click.IntRange(60, 86400),
@@ -124,7 +107,7 @@ HELP = {
 def provision(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
     """Install the NVIDIA driver, PyTorch and gpuenv on HOSTS, then certify them."""
     request = ProvisionRequest(stack=stack_request(params), **params)
-    project = prepare_project(request, kb_path=settings(ctx).data, prompt=_prompt, on_warning=warn)
+    project = prepare_project(request, kb_path=settings(ctx).data, prompt=become_prompt, on_warning=warn)
     if request.render_only is not None:
         dest = render_project(project, request.render_only)
         if as_json:
@@ -156,14 +139,6 @@ def _print_result(result: Any) -> None:
             out.print(f"{r['host']}: {r['status']}: {r['message']}")
     for host, plan in (result.plans or {}).items():
         click.echo(f"{host}: {plan.get('summary')}")
-
-
-def _prompt(text: str) -> str:
-    if not sys.stdin.isatty():
-        raise BadRequest(
-            "--ask-become-pass needs a terminal to prompt on", hint="use --become-password-file FILE instead"
-        )
-    return str(click.prompt(text, hide_input=True, err=True))
 
 
 class ProgressView:

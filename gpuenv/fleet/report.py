@@ -14,7 +14,7 @@ import gc
 import json
 import os
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -41,6 +41,7 @@ class ReportRequest:
     paths: tuple[Path, ...]
     rule: stats.Rule = field(default_factory=stats.Rule)
     min_hosts: int = stats.MIN_JUDGED  # a group is judged only with values from this many hosts
+    history: Path | None = None  # record the reports in this GPU history, and read its events back
 
 
 class Gpu(NamedTuple):  # a tuple: ten thousand reports make eighty thousand of them
@@ -264,7 +265,13 @@ class RunSummary:
     hosts: tuple[tuple[str, str, str | None], ...]  # (inventory name, outcome, its report's path)
 
 
-def read_report(path: str | Path, *, matmul: bool = False) -> HostReport | RunSummary | Skipped:
+# Called with each report read: its bytes, the parsed document, and what the comparison keeps of it.
+OnReport = Callable[[bytes, dict[str, Any], "HostReport"], None]
+
+
+def read_report(
+    path: str | Path, on_report: OnReport | None = None, *, matmul: bool = False
+) -> HostReport | RunSummary | Skipped:
     """One file as a host's report, a fleet verify summary, or why it was skipped (never an
     exception for bad content)."""
     try:
@@ -284,9 +291,12 @@ def read_report(path: str | Path, *, matmul: bool = False) -> HostReport | RunSu
             return run_summary(data, path)
         if not readable(data):
             return Skipped(str(path), "not a gpuenv verify report")
-        return host_report(data, str(path), matmul=matmul)
+        entry = host_report(data, str(path), matmul=matmul)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         return Skipped(str(path), f"corrupt: malformed {type(exc).__name__}: {str(exc)[:80]}")
+    if on_report is not None:
+        on_report(raw, data, entry)
+    return entry
 
 
 def run_summary(data: dict[str, Any], path: str | Path) -> RunSummary:
@@ -372,7 +382,9 @@ def _matmul(checks: list[dict[str, Any]]) -> Iterator[tuple[str, str, int, float
                     yield str(metrics["matmul_dtype"]), str(shape), int(index), float(value)
 
 
-def load(paths: Iterable[Path], *, matmul: bool = False) -> tuple[list[HostReport], list[Skipped], int]:
+def load(
+    paths: Iterable[Path], on_report: OnReport | None = None, *, matmul: bool = False
+) -> tuple[list[HostReport], list[Skipped], int]:
     """Each host's latest report (by start time), the files skipped, and how many older reports of
     a host were set aside (a cron folder holds many runs per host; nodes compare by their latest)."""
     reports: list[HostReport] = []
@@ -380,7 +392,7 @@ def load(paths: Iterable[Path], *, matmul: bool = False) -> tuple[list[HostRepor
     skipped: list[Skipped] = []
     with _no_cycle_collection():
         for path in report_files(paths):
-            entry = read_report(path, matmul=matmul)
+            entry = read_report(path, on_report, matmul=matmul)
             if isinstance(entry, HostReport):
                 reports.append(entry)
             else:
@@ -527,7 +539,8 @@ def failures_by_code(hosts: Iterable[HostReport]) -> list[Failure]:
 
 def fleet_report(request: ReportRequest) -> FleetReport:
     """The service: read, compare, and the typed result (exit 2 when no report was found)."""
-    hosts, skipped, superseded = load(request.paths)
+    recorder = _Recorder()
+    hosts, skipped, superseded = load(request.paths, recorder if request.history is not None else None)
     if not hosts:
         where = ", ".join(str(p) for p in request.paths)
         raise BadRequest(
@@ -544,4 +557,30 @@ def fleet_report(request: ReportRequest) -> FleetReport:
         request.rule,
         request.min_hosts,
         superseded,
+        recorder.ingest(request.history, hosts) if request.history is not None else (),
     )
+
+
+class _Recorder:
+    """What the GPU history keeps of each report read; ingested in one transaction at the end."""
+
+    def __init__(self) -> None:
+        from gpuenv.fleet.history import ReportRecord
+
+        self.records: list[ReportRecord] = []
+
+    def __call__(self, raw: bytes, data: dict[str, Any], entry: HostReport) -> None:
+        from gpuenv.fleet.history import NotAReport, record_from_report
+
+        try:
+            self.records.append(record_from_report(data, raw=raw, host=entry.host, source=entry.path))
+        except NotAReport:
+            return  # compared, but nothing the history could key it by (an old report without a host name)
+
+    def ingest(self, path: Path, hosts: list[HostReport]) -> tuple[dict[str, Any], ...]:
+        """Record the reports, then the history's events for the GPUs of the hosts compared."""
+        from gpuenv.fleet.history import gpu_events, ingest
+
+        ingest(path, self.records)
+        uuids = [g.uuid for h in hosts for g in h.gpus if g.uuid]
+        return tuple(e.to_dict() for e in gpu_events(path, uuids))

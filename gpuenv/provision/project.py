@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from gpuenv import validate
 from gpuenv.errors import BadRequest, Interrupted
@@ -30,6 +30,27 @@ from gpuenv.types import DeviceChoice, Level
 
 SCHEMA = "gpuenv.provision/1"
 REPORT_OUTCOMES = ("certified", "not certified", "could not run", "interrupted")
+
+
+class HostsRequest(Protocol):
+    """The hosts, SSH and become part of a request (provision's and fleet verify's share it)."""
+
+    @property
+    def hosts(self) -> tuple[str, ...]: ...
+    @property
+    def inventory_file(self) -> Path | None: ...
+    @property
+    def user(self) -> str | None: ...
+    @property
+    def port(self) -> int | None: ...
+    @property
+    def ssh_key(self) -> Path | None: ...
+    @property
+    def become_method(self) -> str: ...
+    @property
+    def become_password_file(self) -> Path | None: ...
+    @property
+    def ask_become_pass(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -122,8 +143,8 @@ def prepare_project(
     from gpuenv.provision.variables import kb_facts, render_variables
     from gpuenv.stacks import stack_for
 
-    inventory = _inventory(request)
-    password = _become_password(request, prompt)
+    inventory = inventory_for(request)
+    password = become_password(request, prompt)
     stack = stack_for(request.stack, kb_path=kb_path, on_warning=on_warning)
     options = _options(request)
     wheel = _gpuenv_wheel(request.gpuenv_wheel)
@@ -144,7 +165,8 @@ def _gpuenv_wheel(value: Path | None) -> Path | None:
     return path.resolve()
 
 
-def _inventory(request: ProvisionRequest) -> Inventory:
+def inventory_for(request: HostsRequest) -> Inventory:
+    """The request's hosts (arguments or inventory) with its SSH defaults and become settings, validated."""
     if request.hosts and request.inventory_file:
         raise BadRequest("give HOST arguments or -i INVENTORY, not both", hint="put every host in the inventory")
     if request.inventory_file is not None:
@@ -162,7 +184,8 @@ def _inventory(request: ProvisionRequest) -> Inventory:
     return with_become(with_defaults(inventory, defaults), method=request.become_method)
 
 
-def _become_password(request: ProvisionRequest, prompt: Callable[[str], str]) -> str | None:
+def become_password(request: HostsRequest, prompt: Callable[[str], str]) -> str | None:
+    """From a private file (mode 0600) or the prompt; never from the command line or the environment."""
     path, ask = request.become_password_file, request.ask_become_pass
     if path is not None and ask:
         raise BadRequest("--become-password-file and --ask-become-pass exclude each other", hint="use one")
@@ -213,16 +236,22 @@ def _options(request: ProvisionRequest) -> ProvisionOptions:
     )
 
 
-def write_project(project: Project, dest: Path) -> Path:
-    """The static playbooks, the two rendered files, and gpuenv's own wheel under files/."""
+def lay_playbooks(dest: Path, files: dict[str, str]) -> None:
+    """The shipped playbooks into dest, then the rendered files (name in the project -> text)."""
     from gpuenv.resources import shipped_dir
-    from gpuenv.selfwheel import build_own_wheel
 
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(shipped_dir("playbooks"), dest, ignore=ignore, dirs_exist_ok=True)
-    for name, text in project.files.items():
+    for name, text in files.items():
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
         (dest / name).write_text(text, encoding="utf-8")
+
+
+def write_project(project: Project, dest: Path) -> Path:
+    """The static playbooks, the two rendered files, and gpuenv's own wheel under files/."""
+    from gpuenv.selfwheel import build_own_wheel
+
+    lay_playbooks(dest, project.files)
     if project.wheel is None:
         build_own_wheel(dest / WHEEL_DIR)
     else:
@@ -310,6 +339,11 @@ def _attach_reports(summaries: tuple[HostSummary, ...], reports_dir: Path, *, si
 
 def report_outcome(path: Path) -> str:
     """The verdict a host's report gives; a host's file is input like any other: capped, and checked."""
+    return report_verdict(path)[0]
+
+
+def report_verdict(path: Path) -> tuple[str, str | None]:
+    """A host's report's outcome ("unreadable report" when it is not one) and its verdict's summary."""
     from gpuenv.errors import GpuenvError
     from gpuenv.files import read_text
     from gpuenv.schema import parse_json
@@ -317,10 +351,13 @@ def report_outcome(path: Path) -> str:
     try:
         data = parse_json(read_text(path, "host report"))
     except (GpuenvError, ValueError):
-        return "unreadable report"
+        return "unreadable report", None
     verdict = data.get("verdict") if isinstance(data, dict) else None
     outcome = verdict.get("outcome") if isinstance(verdict, dict) else None
-    return outcome if outcome in REPORT_OUTCOMES else "unreadable report"
+    if outcome not in REPORT_OUTCOMES:
+        return "unreadable report", None
+    summary = verdict.get("summary") if isinstance(verdict, dict) else None
+    return outcome, summary if isinstance(summary, str) else None
 
 
 def _interrupted(signame: str, touched: list[str], inventory: Inventory, work: Path) -> Interrupted:

@@ -1,0 +1,178 @@
+"""`gpuenv fleet`: verify many nodes over Ansible, and the history of every GPU they reported."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gpuenv import validate
+from gpuenv.cli import settings
+from gpuenv.cli.fleet_report_cmd import baseline, report
+from gpuenv.cli.output import console, emit_json, printable, table, warn
+from gpuenv.cli.params import become_prompt, checked, choice, grammar, history_options, history_path, host_options
+from gpuenv.fleet.run import HINTS, FleetBoard, FleetVerifyRequest, FleetVerifyResult
+from gpuenv.provision.runner import Progress
+from gpuenv.types import DEVICE_CHOICES, LEVELS
+from gpuenv.verify.registry import CHECKS
+
+VERIFY_EPILOG = """\b
+Examples:
+  gpuenv fleet verify -i hosts.ini --level standard --expect-gpus 8
+  gpuenv fleet verify gpu01 gpu02 --check nvml --policy nvml-policy.json
+  gpuenv fleet verify -i hosts.ini --retry-failed reports/20261130T150405Z
+
+\b
+Each host runs the gpuenv that gpuenv provision installed (--venv); its report comes back as
+REPORTS-DIR/HOST.json, and every host's outcome (certified, not certified, could not run,
+unreachable, timeout, not provisioned) goes to REPORTS-DIR/fleet-verify.json.
+Exit codes: 0 every host certified, 1 a host was not, 2 bad request, 3 Ansible missing or broken here.
+"""
+DEFAULT = FleetVerifyRequest()
+FILE = click.Path(dir_okay=False, path_type=Path)
+DIR = click.Path(file_okay=False, path_type=Path)
+
+
+@click.group("fleet")
+def fleet() -> None:
+    """Many nodes: verify them over Ansible, compare them, remember every GPU."""
+
+
+@fleet.command("verify", epilog=VERIFY_EPILOG)
+@host_options
+@click.option("--level", **choice(LEVELS, DEFAULT.level), help="How thorough each host's verify is.")
+@click.option(
+    "--check",
+    "checks",
+    multiple=True,
+    type=click.Choice([c.name for c in CHECKS]),
+    help="Only this check (repeatable).",
+)
+@click.option("--device", **choice(DEVICE_CHOICES, DEFAULT.device), help="Device verify certifies on the hosts.")
+@click.option("--expect-gpus", type=click.IntRange(min=1), metavar="N", help="Fail a host with fewer GPUs.")
+@click.option("--strict", is_flag=True, help="Warnings make a host not certified.")
+@click.option("--baseline", type=FILE, help="Baseline file, copied to each host for verify --baseline.")
+@click.option("--policy", type=FILE, help="NVML policy file, copied to each host for verify --policy.")
+@click.option("--image", callback=grammar(validate.image_ref, "--image"), metavar="TAG", help="Certify this image.")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.IntRange(60, 86400),
+    default=DEFAULT.timeout_s,
+    show_default=True,
+    help="Seconds the whole run may take.",
+)
+@click.option(
+    "--host-timeout",
+    "host_timeout_s",
+    type=click.IntRange(10, 86400),
+    default=DEFAULT.host_timeout_s,
+    show_default=True,
+    help="Seconds one host's verify may take.",
+)
+@click.option(
+    "--check-timeout",
+    "check_timeout_s",
+    type=float,
+    callback=checked(lambda v: validate.seconds(v, "--check-timeout")),
+    metavar="SECONDS",
+    help="Seconds one check may take (verify --timeout) [default: per check and level].",
+)
+@click.option("--venv", default=DEFAULT.venv, show_default=True, help="The venv gpuenv provision made on the hosts.")
+@click.option("--reports-dir", type=DIR, help="Where reports land as HOST.json [default: reports/<UTC time>].")
+@click.option("--retry-failed", type=DIR, metavar="DIR", help="Only the hosts not certified in that earlier run.")
+@history_options
+@click.option("--artifacts-dir", type=DIR, help="Keep ansible-runner's working directory (events, output) here.")
+@click.option("--json", "as_json", is_flag=True, help="The outcome per host as JSON on stdout.")
+@click.pass_context
+def verify(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
+    """Certify HOSTS (or an inventory's) with the gpuenv installed on each; collect the reports."""
+    from gpuenv.fleet.run import prepare, run
+
+    plan = prepare(FleetVerifyRequest(history=history_path(params), **params), prompt=become_prompt)
+    board = FleetBoard(total=len(plan.targets))
+    quiet = settings(ctx).quiet
+    click.echo(f"fleet verify: {board.total} hosts, reports in {plan.reports_dir}", err=True)
+    result = run(plan, on_progress=lambda p: _progress(board, p, quiet=quiet))
+    for note in result.history_notes:
+        warn(f"not recorded in the history: {note}")
+    if as_json:
+        emit_json(result.to_dict())
+    else:
+        _print_result(result)
+    return result.exit_code
+
+
+def _progress(board: FleetBoard, p: Progress, *, quiet: bool) -> None:
+    line = board.add(p)
+    if line is not None and not quiet:
+        click.echo(printable(line), err=True)
+
+
+def _print_result(result: FleetVerifyResult) -> None:
+    if result.status == "nothing to retry":
+        click.echo(f"every host was certified in that run: nothing to retry ({result.reports_dir})")
+        return
+    rows = [(h.host, h.outcome, h.report or "-", printable(_why(h.outcome, h.message))) for h in result.hosts]
+    out = console()
+    out.print(table(("host", "outcome", "report", "why"), rows, title="gpuenv fleet verify"))
+    counts = ", ".join(f"{n} {outcome}" for outcome, n in result.counts().items())
+    click.echo(f"{len(result.hosts)} hosts: {counts}; reports in {result.reports_dir}")
+    if result.fleet is not None:
+        from gpuenv.fleet.formats import render_table
+
+        click.echo()
+        render_table(result.fleet, out)
+
+
+def _why(outcome: str, message: str | None) -> str:
+    if outcome == "certified":
+        return ""
+    hint = HINTS.get(outcome)
+    text = (message or "")[:100]
+    return f"{text} ({hint})" if hint and hint not in text else text
+
+
+fleet.add_command(report)
+fleet.add_command(baseline)
+
+
+@fleet.command("history")
+@click.argument("key")
+@click.option(
+    "--history", type=FILE, metavar="FILE", help="GPU history [default: $XDG_STATE_HOME/gpuenv/history.sqlite]."
+)
+@click.option("--json", "as_json", is_flag=True, help="The timeline as JSON on stdout.")
+def history(key: str, history: Path | None, as_json: bool) -> int:
+    """The timeline of a GPU (by UUID or serial) or of a host: every report the history holds."""
+    from gpuenv.fleet import history as store
+
+    path = history or store.default_path()
+    kind, rows = store.timeline(path, key)
+    if as_json:
+        emit_json({"schema": "gpuenv.fleet-history/1", "key": key, "kind": kind, "rows": [r.to_dict() for r in rows]})
+    elif rows:
+        _print_timeline(key, kind, rows)
+    else:
+        click.echo(f"{key}: not in the history {path}", err=True)
+    return 0 if rows else 1
+
+
+def _print_timeline(key: str, kind: str, rows: list[Any]) -> None:
+    columns = ("started (UTC)", "host", "outcome", "gpu", "uuid", "serial", "bus id", "gpu findings", "report findings")
+    drawn = [
+        (
+            r.started[:19].replace("T", " "),
+            r.host,
+            r.outcome,
+            "-" if r.gpu_index is None else str(r.gpu_index),
+            r.uuid or "-",
+            r.serial or "-",
+            r.bus_id or "-",
+            ("FAILED " if r.gpu_failed else "") + ", ".join(r.gpu_codes),
+            ", ".join(r.report_codes),
+        )
+        for r in rows
+    ]
+    console().print(table(columns, ([printable(c) for c in row] for row in drawn), title=f"{kind} {key}"))

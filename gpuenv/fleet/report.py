@@ -270,7 +270,7 @@ OnReport = Callable[[bytes, dict[str, Any], "HostReport"], None]
 
 
 def read_report(
-    path: str | Path, *, matmul: bool = False, on_report: OnReport | None = None
+    path: str | Path, on_report: OnReport | None = None, *, matmul: bool = False
 ) -> HostReport | RunSummary | Skipped:
     """One file as a host's report, a fleet verify summary, or why it was skipped (never an
     exception for bad content)."""
@@ -383,7 +383,7 @@ def _matmul(checks: list[dict[str, Any]]) -> Iterator[tuple[str, str, int, float
 
 
 def load(
-    paths: Iterable[Path], *, matmul: bool = False, on_report: OnReport | None = None
+    paths: Iterable[Path], on_report: OnReport | None = None, *, matmul: bool = False
 ) -> tuple[list[HostReport], list[Skipped], int]:
     """Each host's latest report (by start time), the files skipped, and how many older reports of
     a host were set aside (a cron folder holds many runs per host; nodes compare by their latest)."""
@@ -392,7 +392,7 @@ def load(
     skipped: list[Skipped] = []
     with _no_cycle_collection():
         for path in report_files(paths):
-            entry = read_report(path, matmul=matmul, on_report=on_report)
+            entry = read_report(path, on_report, matmul=matmul)
             if isinstance(entry, HostReport):
                 reports.append(entry)
             else:

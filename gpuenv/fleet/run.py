@@ -365,7 +365,7 @@ def fleet_report_of(outcomes: tuple[HostOutcome, ...], history_file: Path | None
         entry = report.read_report(Path(h.report)) if h.report is not None else None
         if isinstance(entry, report.Skipped):
             skipped.append(entry)
-        if not isinstance(entry, report.HostReport):
+        if not isinstance(entry, report.HostReport):  # none came back, or it was not a report
             entry = report.HostReport(h.host, h.report or "", h.outcome, "", "-", 0, (), (), ())
         hosts.append(replace(entry, host=h.host, outcome=h.outcome))
     rule = stats.Rule()

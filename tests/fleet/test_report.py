@@ -229,6 +229,12 @@ def test_fleet_verify_outcomes_name_the_hosts_and_count_those_without_a_report(
     assert next(h for h in result.hosts if h.host == "gpu01").gpu_count == 8
 
 
+def test_the_summary_schema_is_the_one_fleet_verify_writes() -> None:
+    from gpuenv.fleet import report, run
+
+    assert report.FLEET_VERIFY_SCHEMA == run.SCHEMA  # named twice: report must not import the Ansible side
+
+
 def test_a_malformed_report_is_skipped_not_fatal(tmp_path: Path) -> None:
     data = fr.report(fr.healthy_node("x", random.Random(1)))
     data["host"] = "not an object"

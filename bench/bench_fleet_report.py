@@ -73,8 +73,8 @@ def main() -> int:
         floor = [sys.executable, "-c", FLOOR, str(folder)]
         times: dict[str, list[float]] = {"report": [], "floor": []}
         peak = 0
-        for _ in range(ROUNDS):
-            seconds, rss, out = measure(command)
+        for n in range(ROUNDS):  # a fresh GPU history each round: every report is recorded, none found there
+            seconds, rss, out = measure([*command, "--history", str(Path(tmp) / f"history-{n}.sqlite")])
             times["report"].append(seconds)
             peak = max(peak, rss)
             times["floor"].append(measure(floor)[0])

@@ -61,33 +61,34 @@ MIN_HOSTS_HELP = "Judge outliers only in groups with values from at least N host
 )
 @history_options
 @click.pass_context
-def report(
-    ctx: click.Context,
-    /,
-    paths: tuple[Path, ...],
-    as_json: bool,
-    markdown: bool,
-    html: Path | None,
-    prometheus: Path | None,
-    z: float,
-    min_deviation: float,
-    min_hosts: int,
-    **history: Any,
-) -> int:
+def report(ctx: click.Context, /, paths: tuple[Path, ...], as_json: bool, markdown: bool, **options: Any) -> int:
     """Compare many nodes' verify reports: outcomes, failures by finding, robust statistics, outliers."""
-    from gpuenv.fleet import formats
     from gpuenv.fleet.report import ReportRequest, fleet_report
 
     if as_json and markdown:
         raise click.UsageError("--json and --markdown exclude each other")
+    html, prometheus = options["html"], options["prometheus"]
     if html is not None:
         from gpuenv.fleet.html import require_matplotlib
 
         require_matplotlib()
-    result = fleet_report(ReportRequest(paths, stats.Rule(z, min_deviation), min_hosts, history_path(history)))
+    rule = stats.Rule(options["z"], options["min_deviation"])
+    result = fleet_report(ReportRequest(paths, rule, options["min_hosts"], history_path(options)))
     for skipped in result.skipped:
         warn(f"skipped {skipped.path}: {skipped.reason}")
-    _write_files(result, html=html, prometheus=prometheus)
+    if html is not None:
+        from gpuenv.fleet.html import to_html
+
+        write_output(str(html), to_html(result), what="--html")
+    _present(ctx, result, prometheus, as_json=as_json, markdown=markdown)
+    return result.exit_code
+
+
+def _present(ctx: click.Context, result: Any, prometheus: Path | None, *, as_json: bool, markdown: bool) -> None:
+    from gpuenv.fleet import formats
+
+    if prometheus is not None:
+        write_output(str(prometheus), formats.to_prometheus(result), what="--prometheus")
     if as_json:
         emit_json(result.to_dict())
     elif markdown:
@@ -96,18 +97,6 @@ def report(
         formats.render_table(result, console())
     else:
         click.echo(formats.outcome_line(result))
-    return result.exit_code
-
-
-def _write_files(result: Any, *, html: Path | None, prometheus: Path | None) -> None:
-    from gpuenv.fleet import formats
-
-    if html is not None:
-        from gpuenv.fleet.html import to_html
-
-        write_output(str(html), to_html(result), what="--html")
-    if prometheus is not None:
-        write_output(str(prometheus), formats.to_prometheus(result), what="--prometheus")
 
 
 LEARN_EPILOG = """\b

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from click.core import ParameterSource
@@ -14,8 +14,9 @@ from gpuenv import validate
 from gpuenv.errors import BadRequest
 from gpuenv.files import check_output
 from gpuenv.provision.runner import check_limit
-from gpuenv.resolve import Request
-from gpuenv.stacks import StackRequest
+
+if TYPE_CHECKING:  # resolving pulls in the knowledge base's code: only the commands that resolve pay for it
+    from gpuenv.stacks import StackRequest
 
 F = TypeVar("F", bound=Callable[..., Any])
 # The parameters stack_options adds: the fields of resolve.Request, and the stack file.
@@ -167,6 +168,9 @@ def become_prompt(text: str) -> str:
 
 def stack_request(params: dict[str, Any]) -> StackRequest:
     """Take the stack options out of a command's parameters, as one request."""
+    from gpuenv.resolve import Request
+    from gpuenv.stacks import StackRequest
+
     values = {key: params.pop(key) for key in STACK_KEYS}
     stack_file: Path | None = values.pop("stack_file")
     return StackRequest(Request(**values), stack_file)

@@ -55,7 +55,8 @@ def _outlier_ids(hosts: list[HostReport], rule: stats.Rule) -> set[ValueId]:
     _, outliers = compare(hosts, rule, stats.MIN_JUDGED)
     index = {h.host: i for i, h in enumerate(hosts)}
     return {
-        (index[o.host], o.key.figure, o.key.collective, o.key.nbytes, o.gpu.index if o.gpu else None) for o in outliers
+        (index[o.host], o.key.figure, o.key.collective, o.key.nbytes, o.gpu.cuda_index if o.gpu else None)
+        for o in outliers
     }
 
 
@@ -76,7 +77,7 @@ def _median_rows(
 
 def learn_baselines(request: LearnRequest) -> Learned:
     """The service: read, keep the healthy hosts' non-outlier values, take medians (exit 2 if nothing is left)."""
-    all_hosts, skipped, _ = load(request.paths)
+    all_hosts, skipped, _ = load(request.paths, matmul=True)
     if not all_hosts:
         raise BadRequest(
             f"no gpuenv verify report in {', '.join(str(p) for p in request.paths)}",
@@ -118,13 +119,14 @@ def _collect(
     matmul: dict[tuple[Any, ...], list[tuple[int, float]]] = defaultdict(list)
     per_figure: dict[tuple[Any, ...], list[tuple[int, float]]] = defaultdict(list)
     for i, host in enumerate(hosts):
-        for s in host.samples:
-            if (i, s.figure, s.collective, s.nbytes, s.gpu_index) in outliers or s.value <= 0:
-                continue
-            if s.figure == BUSBW.name:
-                busbw[(host.gpu_model, host.gpu_count, s.collective, s.nbytes)].append((i, s.value))
-            else:
-                per_figure[(host.gpu_model, host.gpu_count, s.figure)].append((i, s.value))
+        for s in host.series:
+            for gpu, value in s.values.items():
+                if (i, s.figure, s.collective, s.nbytes, gpu) in outliers or value <= 0:
+                    continue
+                if s.figure == BUSBW.name:
+                    busbw[(host.gpu_model, host.gpu_count, s.collective, s.nbytes)].append((i, value))
+                else:
+                    per_figure[(host.gpu_model, host.gpu_count, s.figure)].append((i, value))
         for dtype, shape, index, value in host.matmul:
             if (i, "amp.matmul_tflops", None, None, index) not in outliers:
                 matmul[(host.gpu_model, dtype, shape)].append((i, value))

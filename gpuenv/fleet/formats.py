@@ -26,7 +26,7 @@ def failure_rows(report: FleetReport) -> Iterator[tuple[str, str, str]]:
     for failure in report.failures:
         named = []
         for host, gpus in failure.hosts[:MAX_LISTED]:
-            where = ", ".join(f"GPU {g.index}" + (f" {g.uuid}" if g.uuid else "") for g in gpus)
+            where = ", ".join(f"GPU {g.cuda_index}" + (f" {g.uuid}" if g.uuid else "") for g in gpus)
             named.append(f"{host} ({where})" if where else host)
         more = len(failure.hosts) - MAX_LISTED
         yield failure.code, str(len(failure.hosts)), "; ".join(named) + (f"; and {more} more" if more > 0 else "")
@@ -58,7 +58,7 @@ def outlier_row(o: Outlier) -> tuple[str, ...]:
     gpu = o.gpu
     return (
         o.host,
-        "-" if gpu is None or gpu.index is None else str(gpu.index),
+        "-" if gpu is None or gpu.cuda_index is None else str(gpu.cuda_index),
         (gpu.uuid if gpu else None) or "-",
         (gpu.serial if gpu else None) or "-",
         o.key.metric(),
@@ -151,7 +151,7 @@ def _group_labels(group: Group) -> str:
 def _outlier_labels(o: Outlier) -> str:
     labels: dict[str, object] = {"host": o.host, "metric": o.key.figure}
     if o.gpu is not None:
-        labels |= {"gpu": o.gpu.index, "gpu_uuid": o.gpu.uuid or "", "gpu_serial": o.gpu.serial or ""}
+        labels |= {"gpu": o.gpu.cuda_index, "gpu_uuid": o.gpu.uuid or "", "gpu_serial": o.gpu.serial or ""}
     if o.key.collective:
         labels |= {"collective": o.key.collective, "bytes": o.key.nbytes}
     return ",".join(f'{k}="{_label(v)}"' for k, v in labels.items())

@@ -197,7 +197,7 @@ def _gpu_record(gpu: dict[str, Any], findings: list[tuple[str, str, dict[str, An
             return bool(other["uuid"] == gpu["uuid"])
         return other.get("index") == gpu.get("index")
 
-    mine = [(code, severity) for code, severity, other in findings if names_this(other)]
+    mine = [(code, severity) for code, severity, other in findings if names_this(other)] if findings else []
     return GpuRecord(
         index=gpu.get("index") if isinstance(gpu.get("index"), int) else None,
         uuid=_text(gpu.get("uuid")),
@@ -417,18 +417,38 @@ def gpu_events(path: Path, uuids: Iterable[str]) -> list[GpuEvent]:
         return []
     sightings: list[Sighting] = []
     with connect(path) as db:
-        for start in range(0, len(wanted), 500):  # SQLite's limit on bound parameters
-            chunk = wanted[start : start + 500]
-            marks = ",".join("?" * len(chunk))
+        candidates = [
+            u for chunk in _chunks(wanted) for (u,) in db.execute(_CANDIDATES.format(marks=_marks(chunk)), chunk)
+        ]
+        for chunk in _chunks(candidates):
             sightings += [
                 Sighting(uuid, serial, host, started, outcome, bool(failed), _split(codes))
                 for uuid, serial, host, started, outcome, failed, codes in db.execute(
-                    "SELECT g.uuid, g.serial, r.host, r.started, r.outcome, g.failed, g.codes"
-                    f" FROM gpus g JOIN reports r ON r.id = g.report_id WHERE g.uuid IN ({marks})",
-                    chunk,
+                    _SIGHTINGS.format(marks=_marks(chunk)), chunk
                 )
             ]
     return events_of(sightings)
+
+
+# Only a GPU seen on two hosts, or seen failing and seen again, can have an event: SQL sets the
+# others aside, so a fleet of healthy GPUs that stay put costs no Python per GPU.
+_CANDIDATES = """
+SELECT g.uuid FROM gpus g JOIN reports r ON r.id = g.report_id WHERE g.uuid IN ({marks})
+GROUP BY g.uuid HAVING count(DISTINCT r.host) > 1 OR (max(g.failed) = 1 AND count(*) > 1)
+"""
+_SIGHTINGS = """
+SELECT g.uuid, g.serial, r.host, r.started, r.outcome, g.failed, g.codes
+FROM gpus g JOIN reports r ON r.id = g.report_id WHERE g.uuid IN ({marks})
+"""
+
+
+def _chunks(values: list[str], size: int = 500) -> Iterator[list[str]]:  # SQLite's limit on bound parameters
+    for start in range(0, len(values), size):
+        yield values[start : start + size]
+
+
+def _marks(chunk: list[str]) -> str:
+    return ",".join("?" * len(chunk))
 
 
 def ingest_files(path: Path, reports: Iterable[tuple[Path, str | None]]) -> tuple[IngestResult, list[str]]:

@@ -58,19 +58,20 @@ def _png(fig: Any) -> str:
 
 
 def _outlier_points(report: FleetReport, key: GroupKey) -> set[tuple[str, int | None]]:
-    return {(o.host, o.gpu.index if o.gpu else None) for o in report.outliers if o.key == key}
+    return {(o.host, o.gpu.cuda_index if o.gpu else None) for o in report.outliers if o.key == key}
 
 
 def busbw_plots(report: FleetReport) -> Iterator[Plot]:
     """A histogram of hosts' busbw per GPU model, count, collective and size; outliers in red."""
     from matplotlib.figure import Figure
 
-    for key, members in grouped(report.hosts).items():
+    for key, pool in grouped(report.hosts).items():
         if key.figure != BUSBW:
             continue
+        members = list(pool.members())
         marked = _outlier_points(report, key)
-        values = [s.value for i, s in members if (report.hosts[i].host, None) not in marked]
-        bad = [(report.hosts[i].host, s.value) for i, s in members if (report.hosts[i].host, None) in marked]
+        values = [v for i, _, v in members if (report.hosts[i].host, None) not in marked]
+        bad = [(report.hosts[i].host, v) for i, _, v in members if (report.hosts[i].host, None) in marked]
         fig = Figure(figsize=(7, 3.2))
         ax = fig.add_subplot()
         ax.hist([values, [v for _, v in bad]], bins=40, stacked=True, color=[GOOD, BAD], label=["hosts", "outliers"])
@@ -97,15 +98,14 @@ def tflops_plots(report: FleetReport) -> Iterator[Plot]:
     """Each GPU's matmul TFLOP/s by host (hosts in name order), per GPU model and count; outliers in red."""
     from matplotlib.figure import Figure
 
-    for key, members in grouped(report.hosts).items():
+    for key, pool in grouped(report.hosts).items():
         if key.figure != TFLOPS:
             continue
-        names = sorted({report.hosts[i].host for i, _ in members})
+        members = list(pool.members())
+        names = sorted({report.hosts[i].host for i, _, _ in members})
         position = {name: n for n, name in enumerate(names)}
         marked = _outlier_points(report, key)
-        points = [
-            (position[report.hosts[i].host], s.value, (report.hosts[i].host, s.gpu_index) in marked) for i, s in members
-        ]
+        points = [(position[report.hosts[i].host], v, (report.hosts[i].host, gpu) in marked) for i, gpu, v in members]
         fig = Figure(figsize=(7, 3.2))
         ax = fig.add_subplot()
         for is_bad, colour, label in ((False, GOOD, "GPUs"), (True, BAD, "outliers")):

@@ -10,14 +10,16 @@ report's `host.gpus[].cuda_index`) and the collective bandwidth table of the all
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuenv.errors import BadRequest
 from gpuenv.fleet import stats
@@ -31,6 +33,7 @@ REPORT_LIMIT = 64 << 20  # a verify report is tens of KiB; anything this big is 
 OUTCOMES = ("certified", "not certified", "could not run", "interrupted", "unreachable", "timeout", "not provisioned")
 BUSBW = figures.Figure("allreduce", "busbw_gbps", "GB/s", "higher", per_gpu=False)
 FAILING_STATUSES = NOT_CERTIFIED | {"error"}
+FLEET_VERIFY_SCHEMA = "gpuenv.fleet-verify/1"  # the outcomes `fleet verify` writes beside its reports
 
 
 @dataclass(frozen=True)
@@ -41,24 +44,26 @@ class ReportRequest:
     history: Path | None = None  # record the reports in this GPU history, and read its events back
 
 
-@dataclass(frozen=True, slots=True)
-class Gpu:
-    index: int | None  # CUDA index in the report's process
+class Gpu(NamedTuple):  # a tuple: ten thousand reports make eighty thousand of them
+    cuda_index: int | None  # in the report's process
     uuid: str | None = None
     serial: str | None = None
     name: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "uuid": self.uuid, "serial": self.serial}
+        return {"index": self.cuda_index, "uuid": self.uuid, "serial": self.serial}
 
 
-@dataclass(frozen=True, slots=True)
-class Sample:
+class Series(NamedTuple):
+    """One figure of one report: every GPU's value (or the node's, under None)."""
+
     figure: str  # registered name, e.g. "amp.matmul_tflops"
-    value: float
-    gpu_index: int | None  # None: a per-node figure
+    values: Mapping[int | None, float]  # {CUDA index: value}; {None: value} for a per-node figure
     collective: str | None = None
     nbytes: int | None = None
+
+
+Member = tuple[int, int | None, float]  # a value in a group: (host's position, CUDA index, value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,18 +74,26 @@ class HostReport:
     started: str
     gpu_model: str
     gpu_count: int
-    gpus: tuple[Gpu, ...]
+    gpu_table: tuple[dict[str, Any], ...]  # the report's host.gpus, as read (made into Gpu only when asked)
     failures: tuple[tuple[str, Gpu | None], ...]  # (finding code, the GPU it names)
-    samples: tuple[Sample, ...]
+    series: tuple[Series, ...]
     matmul: tuple[tuple[str, str, int, float], ...] = ()  # (dtype, shape, cuda index, TFLOP/s), for baselines
 
     @property
     def certified(self) -> bool:
         return self.outcome == "certified"
 
+    @property
+    def gpus(self) -> tuple[Gpu, ...]:
+        return tuple(map(_gpu, self.gpu_table))
+
     def gpu(self, cuda_index: int | None) -> Gpu:
-        found = next((g for g in self.gpus if cuda_index is not None and g.index == cuda_index), None)
-        return found or Gpu(cuda_index)
+        found = next((g for g in self.gpu_table if cuda_index is not None and g.get("cuda_index") == cuda_index), None)
+        return _gpu(found) if found else Gpu(cuda_index)
+
+
+def _gpu(entry: dict[str, Any]) -> Gpu:
+    return Gpu(entry.get("cuda_index"), entry.get("uuid"), entry.get("serial"), entry.get("name"))
 
 
 @dataclass(frozen=True)
@@ -129,7 +142,7 @@ class Outlier:
     def to_dict(self) -> dict[str, Any]:
         return {
             "host": self.host,
-            "gpu_index": self.gpu.index if self.gpu else None,
+            "gpu_index": self.gpu.cuda_index if self.gpu else None,
             "gpu_uuid": self.gpu.uuid if self.gpu else None,
             "gpu_serial": self.gpu.serial if self.gpu else None,
             "metric": self.key.figure,
@@ -229,30 +242,42 @@ def _size(nbytes: int | None) -> str:
 # ---- reading ----------------------------------------------------------------------------------
 
 
-def report_files(paths: Iterable[Path]) -> Iterator[Path]:
+def report_files(paths: Iterable[Path]) -> Iterator[str]:
     """Each file named, and every *.json below each folder named (sorted); a missing path is exit 2."""
     for path in paths:
         if path.is_dir():
-            found = []
-            for folder, dirs, files in os.walk(path):
-                dirs.sort()
-                found += [Path(folder, f) for f in files if f.endswith(".json")]
+            found: list[str] = []
+            for folder, _, files in os.walk(path):
+                found += [os.path.join(folder, f) for f in files if f.endswith(".json")]
             yield from sorted(found)
         elif path.exists():
-            yield path
+            yield str(path)
         else:
             raise BadRequest(f"no such file or folder: {path}", hint="give report files or folders holding them")
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """The outcome of every host of one `fleet verify` run (the file it writes beside the reports)."""
+
+    path: str
+    finished: str  # the file's modification time: the run wrote it at its end
+    hosts: tuple[tuple[str, str, str | None], ...]  # (inventory name, outcome, its report's path)
 
 
 # Called with each report read: its bytes, the parsed document, and what the comparison keeps of it.
 OnReport = Callable[[bytes, dict[str, Any], "HostReport"], None]
 
 
-def read_report(path: Path, on_report: OnReport | None = None) -> HostReport | Skipped:
-    """One file as a host's report, or why it was skipped (never an exception for bad content)."""
+def read_report(
+    path: str | Path, on_report: OnReport | None = None, *, matmul: bool = False
+) -> HostReport | RunSummary | Skipped:
+    """One file as a host's report, a fleet verify summary, or why it was skipped (never an
+    exception for bad content)."""
     try:
         with open(path, "rb") as handle:
-            raw = handle.read(REPORT_LIMIT + 1)
+            size = os.fstat(handle.fileno()).st_size  # read(n) would reserve n bytes up front
+            raw = handle.read() if 0 < size <= REPORT_LIMIT else handle.read(REPORT_LIMIT + 1)
     except OSError as exc:
         return Skipped(str(path), f"unreadable: {exc.strerror or exc}")
     if len(raw) > REPORT_LIMIT:
@@ -261,10 +286,12 @@ def read_report(path: Path, on_report: OnReport | None = None) -> HostReport | S
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         return Skipped(str(path), f"corrupt: {str(exc)[:120]}")
-    if not readable(data):
-        return Skipped(str(path), "not a gpuenv verify report")
     try:
-        entry = host_report(data, str(path))
+        if isinstance(data, dict) and data.get("schema") == FLEET_VERIFY_SCHEMA:
+            return run_summary(data, path)
+        if not readable(data):
+            return Skipped(str(path), "not a gpuenv verify report")
+        entry = host_report(data, str(path), matmul=matmul)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         return Skipped(str(path), f"corrupt: malformed {type(exc).__name__}: {str(exc)[:80]}")
     if on_report is not None:
@@ -272,17 +299,18 @@ def read_report(path: Path, on_report: OnReport | None = None) -> HostReport | S
     return entry
 
 
-def host_report(data: dict[str, Any], path: str) -> HostReport:
-    """What the comparison keeps of one parsed report."""
+def run_summary(data: dict[str, Any], path: str | Path) -> RunSummary:
+    finished = datetime.fromtimestamp(os.stat(path).st_mtime, timezone.utc).isoformat()
+    rows = tuple((str(r["host"]), str(r["outcome"]), r.get("report")) for r in data["hosts"])
+    return RunSummary(str(path), finished, rows)
+
+
+def host_report(data: dict[str, Any], path: str, *, matmul: bool = False) -> HostReport:
+    """What the comparison keeps of one parsed report (with matmul: every shape's TFLOP/s, for baselines)."""
     host = data["host"]
-    gpus = tuple(
-        Gpu(g.get("cuda_index"), g.get("uuid"), g.get("serial"), g.get("name"))
-        for g in host.get("gpus") or []
-        if isinstance(g, dict)
-    )
+    table = tuple(g for g in host.get("gpus") or [] if isinstance(g, dict))
     cpu = data.get("device") == "cpu"
-    names = Counter(g.name for g in gpus if g.name)
-    model = "CPU" if cpu else names.most_common(1)[0][0] if names else "unknown GPU"
+    model = "CPU" if cpu else _model(table)
     checks = [c for c in data.get("checks") or [] if isinstance(c, dict)]
     return HostReport(
         host=str(host.get("hostname") or Path(path).stem),
@@ -290,44 +318,55 @@ def host_report(data: dict[str, Any], path: str) -> HostReport:
         outcome=str((data.get("verdict") or {}).get("outcome") or "could not run"),
         started=str(data.get("started") or ""),
         gpu_model=model,
-        gpu_count=0 if cpu else len(gpus),
-        gpus=gpus,
-        failures=tuple(_failures(checks, gpus)),
-        samples=tuple(_samples(checks)),
-        matmul=() if cpu else tuple(_matmul(checks)),
+        gpu_count=0 if cpu else len(table),
+        gpu_table=table,
+        failures=tuple(_failures(checks, table)),
+        series=tuple(_series(checks)),
+        matmul=tuple(_matmul(checks)) if matmul and not cpu else (),
     )
 
 
-def _failures(checks: list[dict[str, Any]], gpus: tuple[Gpu, ...]) -> Iterator[tuple[str, Gpu | None]]:
+def _model(table: tuple[dict[str, Any], ...]) -> str:
+    """The node's GPU model: the name most of its GPUs have."""
+    names = [str(g["name"]) for g in table if g.get("name")]
+    if not names:
+        return "unknown GPU"
+    if names.count(names[0]) == len(names):
+        return names[0]
+    return Counter(names).most_common(1)[0][0]
+
+
+def _failures(checks: list[dict[str, Any]], table: tuple[dict[str, Any], ...]) -> Iterator[tuple[str, Gpu | None]]:
     """(code, GPU) of each failing finding; a failing check without one is named `<check>.<status>`."""
     for check in checks:
         named = False
         for f in check.get("findings") or []:
             if f.get("severity") == "fail":
                 named = True
-                yield str(f.get("code") or f"{check.get('name')}.fail"), _finding_gpu(f.get("gpu"), gpus)
+                yield str(f.get("code") or f"{check.get('name')}.fail"), _finding_gpu(f.get("gpu"), table)
         if not named and check.get("status") in FAILING_STATUSES:
             yield f"{check.get('name')}.{check.get('status')}", None
 
 
-def _finding_gpu(ref: Any, gpus: tuple[Gpu, ...]) -> Gpu | None:
+def _finding_gpu(ref: Any, table: tuple[dict[str, Any], ...]) -> Gpu | None:
     """The report's GPU a finding names: by UUID (checks number GPUs by NVML or CUDA index)."""
     if not isinstance(ref, dict):
         return None
     uuid = ref.get("uuid")
-    return next((g for g in gpus if uuid and g.uuid == uuid), None) or Gpu(ref.get("index"), uuid)
+    found = next((g for g in table if uuid and g.get("uuid") == uuid), None)
+    return _gpu(found) if found else Gpu(ref.get("index"), uuid)
 
 
-def _samples(checks: list[dict[str, Any]]) -> Iterator[Sample]:
-    for reading in figures.readings(checks):
-        yield Sample(reading.figure.name, reading.value, reading.gpu_index)
+def _series(checks: list[dict[str, Any]]) -> Iterator[Series]:
+    for figure, values in figures.series(checks):
+        yield Series(figure.name, values)
     for check in checks:
         if check.get("name") != BUSBW.check:
             continue
         for row in (check.get("metrics") or {}).get("sizes") or []:
             value = row.get("busbw_gbps")
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-                yield Sample(BUSBW.name, float(value), None, str(row["collective"]), int(row["bytes"]))
+            if figures.is_number(value) and value > 0:
+                yield Series(BUSBW.name, {None: float(value)}, str(row["collective"]), int(row["bytes"]))
 
 
 def _matmul(checks: list[dict[str, Any]]) -> Iterator[tuple[str, str, int, float]]:
@@ -343,22 +382,67 @@ def _matmul(checks: list[dict[str, Any]]) -> Iterator[tuple[str, str, int, float
                     yield str(metrics["matmul_dtype"]), str(shape), int(index), float(value)
 
 
-def load(paths: Iterable[Path], on_report: OnReport | None = None) -> tuple[list[HostReport], list[Skipped], int]:
+def load(
+    paths: Iterable[Path], on_report: OnReport | None = None, *, matmul: bool = False
+) -> tuple[list[HostReport], list[Skipped], int]:
     """Each host's latest report (by start time), the files skipped, and how many older reports of
     a host were set aside (a cron folder holds many runs per host; nodes compare by their latest)."""
-    latest: dict[str, HostReport] = {}
+    reports: list[HostReport] = []
+    summaries: list[RunSummary] = []
     skipped: list[Skipped] = []
-    read = 0
-    for path in report_files(paths):
-        entry = read_report(path, on_report)
-        if isinstance(entry, Skipped):
-            skipped.append(entry)
-            continue
-        read += 1
+    with _no_cycle_collection():
+        for path in report_files(paths):
+            entry = read_report(path, on_report, matmul=matmul)
+            if isinstance(entry, HostReport):
+                reports.append(entry)
+            else:
+                (summaries if isinstance(entry, RunSummary) else skipped).append(entry)  # type: ignore[arg-type]
+    reports = with_run_outcomes(reports, summaries)
+    latest: dict[str, HostReport] = {}
+    for entry in reports:
         held = latest.get(entry.host)
         if held is None or _moment(entry.started) >= _moment(held.started):
             latest[entry.host] = entry
-    return list(latest.values()), skipped, read - len(latest)
+    return list(latest.values()), skipped, len(reports) - len(latest)
+
+
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Reading builds many small objects and no cycles: the cycle collector would only rescan
+    the growing set of kept ones (a third of the time over ten thousand reports)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def with_run_outcomes(reports: list[HostReport], summaries: list[RunSummary]) -> list[HostReport]:
+    """Reports named by their inventory name where a fleet verify summary lists them, and a
+    figure-less entry for each host it lists without a report (unreachable, timeout, not provisioned)."""
+    if not summaries:
+        return reports
+    by_path = {os.path.realpath(r.path): i for i, r in enumerate(reports)}
+    out = list(reports)
+    for summary in summaries:
+        for host, outcome, report in summary.hosts:
+            i = _report_index(by_path, summary.path, report)
+            if i is not None:
+                out[i] = replace(out[i], host=host)
+            else:
+                out.append(HostReport(host, summary.path, outcome, summary.finished, "-", 0, (), (), ()))
+    return out
+
+
+def _report_index(by_path: dict[str, int], summary: str, report: str | None) -> int | None:
+    """The report a summary row names: its path as fleet verify wrote it, else the same file
+    beside the summary (the folder may have been copied, or be read from another directory)."""
+    if not report:
+        return None
+    found = by_path.get(os.path.realpath(report))
+    return found if found is not None else by_path.get(os.path.realpath(Path(summary).parent / Path(report).name))
 
 
 def _moment(started: str) -> datetime:
@@ -377,34 +461,61 @@ def figure_of(name: str) -> figures.Figure:
     return BUSBW if name == BUSBW.name else figures.BY_NAME[name]
 
 
-def grouped(hosts: Iterable[HostReport]) -> dict[GroupKey, list[tuple[int, Sample]]]:
-    """Every sample under its group, with the index of its host."""
-    groups: dict[GroupKey, list[tuple[int, Sample]]] = defaultdict(list)
+@dataclass
+class Pool:
+    """A group's values (in one list, for the statistics) and the series they came from."""
+
+    values: list[float] = field(default_factory=list)
+    series: list[tuple[int, Series]] = field(default_factory=list)  # (host's position, its series)
+
+    def members(self) -> Iterator[Member]:
+        for i, s in self.series:
+            for gpu, value in s.values.items():
+                yield i, gpu, value
+
+    def hosts(self) -> int:
+        return len({i for i, _ in self.series})
+
+    def beyond(self, limit: float, better: Better) -> Iterator[Member]:
+        """The values past limit on the bad side (a series entirely within it is skipped whole)."""
+        higher = better == "higher"
+        for i, s in self.series:
+            if (min(s.values.values()) < limit) if higher else (max(s.values.values()) > limit):
+                for gpu, value in s.values.items():
+                    if value < limit if higher else value > limit:
+                        yield i, gpu, value
+
+
+def grouped(hosts: Iterable[HostReport]) -> dict[GroupKey, Pool]:
+    """Every series under its group (GPU model x count x figure x collective x size)."""
+    pools: dict[tuple[str, int, str, str | None, int | None], Pool] = defaultdict(Pool)
     for i, host in enumerate(hosts):
-        for s in host.samples:
-            groups[GroupKey(host.gpu_model, host.gpu_count, s.figure, s.collective, s.nbytes)].append((i, s))
-    return groups
+        for s in host.series:
+            pool = pools[(host.gpu_model, host.gpu_count, s.figure, s.collective, s.nbytes)]
+            pool.values.extend(s.values.values())
+            pool.series.append((i, s))
+    return {GroupKey(*key): pool for key, pool in pools.items()}
 
 
 def compare(hosts: list[HostReport], rule: stats.Rule, min_hosts: int) -> tuple[list[Group], list[Outlier]]:
     """Pure: the statistics of every group and the outliers of the groups large enough to judge."""
     groups: list[Group] = []
     outliers: list[Outlier] = []
-    for key, members in sorted(grouped(hosts).items(), key=lambda kv: _sort_key(kv[0])):
+    for key, pool in sorted(grouped(hosts).items(), key=lambda kv: _sort_key(kv[0])):
         figure = figure_of(key.figure)
-        summary = stats.summarize([s.value for _, s in members])
-        n_hosts = len({i for i, _ in members})
+        summary = stats.summarize(pool.values)
+        n_hosts = pool.hosts()
         judged = n_hosts >= min_hosts
         note = None if judged else f"values from {n_hosts} host(s), under {min_hosts}: described, not judged"
         groups.append(Group(key, figure.unit, figure.better, summary, n_hosts, judged, note))
         if not judged:
             continue
         mad = stats.floored_mad(summary, mad_floor=figure.mad_floor, mad_floor_rel=figure.mad_floor_rel)
-        for i, s in members:
-            if stats.is_outlier(s.value, summary, mad, figure.better, rule):
-                gpu = hosts[i].gpu(s.gpu_index) if s.gpu_index is not None else None
-                z = stats.z_score(s.value, summary, mad)
-                outliers.append(Outlier(hosts[i].host, gpu, key, figure.unit, s.value, summary.median, z))
+        limit = stats.threshold(summary, mad, figure.better, rule)
+        for i, gpu_index, value in pool.beyond(limit, figure.better):
+            gpu = hosts[i].gpu(gpu_index) if gpu_index is not None else None
+            z = stats.z_score(value, summary, mad)
+            outliers.append(Outlier(hosts[i].host, gpu, key, figure.unit, value, summary.median, z))
     return groups, outliers
 
 
@@ -429,7 +540,7 @@ def failures_by_code(hosts: Iterable[HostReport]) -> list[Failure]:
 def fleet_report(request: ReportRequest) -> FleetReport:
     """The service: read, compare, and the typed result (exit 2 when no report was found)."""
     recorder = _Recorder()
-    hosts, skipped, superseded = load(request.paths, recorder if request.history is not None else None)
+    hosts, skipped, superseded = load(request.paths, on_report=recorder if request.history is not None else None)
     if not hosts:
         where = ", ".join(str(p) for p in request.paths)
         raise BadRequest(
@@ -471,5 +582,5 @@ class _Recorder:
         from gpuenv.fleet.history import gpu_events, ingest
 
         ingest(path, self.records)
-        uuids = [g.uuid for h in hosts for g in h.gpus if g.uuid]
-        return tuple(e.to_dict() for e in gpu_events(path, uuids))
+        uuids = [g.get("uuid") for h in hosts for g in h.gpu_table]
+        return tuple(e.to_dict() for e in gpu_events(path, [u for u in uuids if isinstance(u, str)]))

@@ -331,7 +331,7 @@ def _run_play(plan: FleetPlan, on_progress: Callable[[Progress], None]) -> tuple
     if outcome.interrupted is not None:
         raise Interrupted(
             f"interrupted by {outcome.interrupted}: Ansible was stopped; reports so far are in {plan.reports_dir}",
-            hint=f"rerun with --retry-failed {plan.reports_dir} once a run has finished",
+            hint="run gpuenv fleet verify again (--limit to the hosts still to do)",
         )
     return outcome.status, outcome.tally.hosts
 
@@ -384,9 +384,15 @@ def targets(inventory: Inventory, limit: str | None) -> tuple[str, ...]:
 def _record(history_file: Path | None, outcomes: tuple[HostOutcome, ...]) -> tuple[str, ...]:
     if history_file is None:
         return ()
+    import sqlite3
+
+    from gpuenv.errors import GpuenvError
     from gpuenv.fleet.history import ingest_files
 
-    _, skipped = ingest_files(history_file, [(Path(h.report), h.host) for h in outcomes if h.report is not None])
+    try:
+        _, skipped = ingest_files(history_file, [(Path(h.report), h.host) for h in outcomes if h.report is not None])
+    except (GpuenvError, sqlite3.Error) as exc:  # the hosts' outcomes stand; only the record is missing
+        return (f"{history_file}: {getattr(exc, 'message', exc)}",)
     return tuple(skipped)
 
 
@@ -394,24 +400,36 @@ def fleet_report_of(outcomes: tuple[HostOutcome, ...], history_file: Path | None
     """The fleet report over a run's reports, each host by its inventory name and outcome (a host
     without a report counts with its outcome alone), with the history's events for its GPUs."""
     from gpuenv.fleet import report, stats
-    from gpuenv.fleet.history import gpu_events
 
     hosts, skipped = [], []
     for h in outcomes:
         entry = report.read_report(Path(h.report)) if h.report is not None else None
         if isinstance(entry, report.Skipped):
             skipped.append(entry)
-            entry = None
-        entry = entry or report.HostReport(h.host, h.report or "", h.outcome, "", "-", 0, (), (), ())
+        if not isinstance(entry, report.HostReport):  # none came back, or it was not a report
+            entry = report.HostReport(h.host, h.report or "", h.outcome, "", "-", 0, (), (), ())
         hosts.append(replace(entry, host=h.host, outcome=h.outcome))
     rule = stats.Rule()
     groups, outliers = report.compare(hosts, rule, stats.MIN_JUDGED)
-    uuids = [g.uuid for h in hosts for g in h.gpus if g.uuid]
-    events = tuple(e.to_dict() for e in gpu_events(history_file, uuids)) if history_file is not None else ()
     failures = tuple(report.failures_by_code(hosts))
+    events = _events(history_file, [g.uuid for h in hosts for g in h.gpus if g.uuid])
     return report.FleetReport(
         tuple(hosts), tuple(skipped), tuple(groups), failures, tuple(outliers), rule, stats.MIN_JUDGED, 0, events
     )
+
+
+def _events(history_file: Path | None, uuids: list[str]) -> tuple[dict[str, Any], ...]:
+    import sqlite3
+
+    from gpuenv.errors import GpuenvError
+    from gpuenv.fleet.history import gpu_events
+
+    if history_file is None:
+        return ()
+    try:
+        return tuple(e.to_dict() for e in gpu_events(history_file, uuids))
+    except (GpuenvError, sqlite3.Error):  # said once already, by the record that failed
+        return ()
 
 
 @dataclass

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import sub
 
 from gpuenv.verify.figures import Better
 
@@ -52,7 +54,7 @@ def quantile(ordered: Sequence[float], q: float) -> float:
 def summarize(values: Sequence[float]) -> Summary:
     ordered = sorted(values)
     median = quantile(ordered, 0.5)
-    mad = quantile(sorted(abs(v - median) for v in ordered), 0.5)
+    mad = quantile(sorted(map(abs, map(sub, ordered, repeat(median, len(ordered))))), 0.5)
     return Summary(len(ordered), median, mad, quantile(ordered, 0.05), quantile(ordered, 0.95))
 
 
@@ -66,11 +68,17 @@ def z_score(value: float, summary: Summary, mad: float) -> float:
     return Z_SCALE * (value - summary.median) / mad if mad > 0 else 0.0
 
 
+def threshold(summary: Summary, mad: float, better: Better, rule: Rule) -> float:
+    """The value past which (on the bad side) both the z threshold and the relative floor hold."""
+    if mad <= 0:
+        return -math.inf if better == "higher" else math.inf
+    by_z = rule.z * mad / Z_SCALE
+    by_share = rule.min_deviation * abs(summary.median)
+    reach = max(by_z, by_share)
+    return summary.median - reach if better == "higher" else summary.median + reach
+
+
 def is_outlier(value: float, summary: Summary, mad: float, better: Better, rule: Rule) -> bool:
     """Beyond the z threshold and the relative floor, on the bad side of the median."""
-    worse = value < summary.median if better == "higher" else value > summary.median
-    if not worse or mad <= 0:
-        return False
-    far = abs(z_score(value, summary, mad)) > rule.z
-    deviation = abs(value - summary.median) / abs(summary.median) if summary.median else math.inf
-    return far and deviation >= rule.min_deviation
+    limit = threshold(summary, mad, better, rule)
+    return value < limit if better == "higher" else value > limit

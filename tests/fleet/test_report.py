@@ -184,7 +184,7 @@ def test_a_report_of_the_previous_schema_still_loads(tmp_path: Path) -> None:
     entry = read_report(path)
     assert isinstance(entry, HostReport) and entry.outcome == "not certified"
     assert entry.failures[0][0] == "nvml.fail" and entry.failures[0][1] is not None
-    assert len(entry.samples) == 8 * 4 + len(fr.SIZES)
+    assert sum(len(s.values) for s in entry.series) == 8 * 4 + len(fr.SIZES)
 
 
 def test_each_host_is_compared_by_its_latest_report(tmp_path: Path) -> None:
@@ -200,6 +200,39 @@ def test_each_host_is_compared_by_its_latest_report(tmp_path: Path) -> None:
     assert len(result.hosts) == 9 and result.superseded == 1
     assert result.healthy and not result.failures and not result.outliers
     assert "(1 older report(s) of the same hosts set aside)" in formats.outcome_line(result)
+
+
+def test_fleet_verify_outcomes_name_the_hosts_and_count_those_without_a_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = tmp_path / "reports" / "20261130T150405Z"
+    nodes = fr.fleet(2)
+    nodes[0].host = "node-a.cluster"  # the report's hostname; the inventory calls it gpu01
+    fr.write(nodes, run)
+    summary = {
+        "schema": "gpuenv.fleet-verify/1",
+        "hosts": [  # paths as fleet verify wrote them, relative to where it ran
+            {"host": "gpu01", "outcome": "certified", "report": f"{run.relative_to(tmp_path)}/node-a.cluster.json"},
+            {"host": "gpu0001", "outcome": "certified", "report": str(run / "gpu0001.json")},
+            {"host": "gpu02", "outcome": "unreachable", "report": None, "message": "check SSH to the host"},
+            {"host": "gpu03", "outcome": "not provisioned", "report": None, "message": "run gpuenv provision"},
+        ],
+    }
+    (run / "fleet-verify.json").write_text(json.dumps(summary))
+    monkeypatch.chdir(tmp_path.parent)  # read from elsewhere: the report found beside the summary
+    result = fleet_report(ReportRequest((run,)))
+    assert not result.skipped
+    assert sorted(h.host for h in result.hosts) == ["gpu0001", "gpu01", "gpu02", "gpu03"]
+    counts = result.outcomes()
+    assert (counts["certified"], counts["unreachable"], counts["not provisioned"]) == (2, 1, 1)
+    assert result.exit_code == 1
+    assert next(h for h in result.hosts if h.host == "gpu01").gpu_count == 8
+
+
+def test_the_summary_schema_is_the_one_fleet_verify_writes() -> None:
+    from gpuenv.fleet import report, run
+
+    assert report.FLEET_VERIFY_SCHEMA == run.SCHEMA  # named twice: report must not import the Ansible side
 
 
 def test_a_malformed_report_is_skipped_not_fatal(tmp_path: Path) -> None:
@@ -235,11 +268,11 @@ def test_failing_findings_are_grouped_by_code_with_hosts_and_gpus() -> None:
     failures = failures_by_code(hosts)
     assert [f.code for f in failures] == ["nvml.ecc_uncorrected", "amp.timeout"]
     ecc = dict(failures[0].hosts)
-    assert [(g.index, g.uuid, g.serial) for g in ecc["gpu0001"]] == [
+    assert [(g.cuda_index, g.uuid, g.serial) for g in ecc["gpu0001"]] == [
         (3, "GPU-gpu0001-3", "SN-gpu0001-3"),
         (4, "GPU-gpu0001-4", "SN-gpu0001-4"),
     ]
-    assert [g.index for g in ecc["gpu0004"]] == [0]
+    assert [g.cuda_index for g in ecc["gpu0004"]] == [0]
     assert dict(failures[1].hosts) == {"gpu0002": ()}
 
 

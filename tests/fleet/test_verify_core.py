@@ -140,3 +140,31 @@ def test_bad_requests_exit_2_before_anything_runs(tmp_path: Path, args: tuple[st
     assert lines[0].startswith("gpuenv: error: ") and message in lines[0], result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "reports").exists()
+
+
+def test_retry_of_a_run_where_every_host_was_certified_runs_nothing(tmp_path: Path) -> None:
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    doc = {"schema": run.SCHEMA, "hosts": [{"host": "gpu01", "outcome": "certified"}]}
+    (earlier / run.SUMMARY_FILE).write_text(json.dumps(doc))
+    request = run.FleetVerifyRequest(hosts=("gpu01",), retry_failed=earlier, reports_dir=tmp_path / "again")
+    plan = run.prepare(request, prompt=lambda _: pytest.fail("no password was asked for"))
+    result = run.run(plan, on_progress=lambda _: None)
+    assert (result.status, result.hosts, result.exit_code) == ("nothing to retry", (), 0)
+    assert not (tmp_path / "again").exists()
+
+
+def test_fleet_report_of_a_fleet_verify_folder_counts_the_hosts_without_a_report(tmp_path: Path) -> None:
+    from tests.fleet.test_history import gpu, raw, report
+
+    doc = report("gpu01", "2026-11-30T09:00:00Z", [gpu(0, "GPU-a", "S-a")])
+    (tmp_path / "gpu01.json").write_bytes(raw(doc))
+    rows = [
+        {"host": "gpu01", "outcome": "certified", "report": str(tmp_path / "gpu01.json"), "message": None},
+        {"host": "gpu02", "outcome": "unreachable", "report": None, "message": "Failed to connect"},
+    ]
+    (tmp_path / run.SUMMARY_FILE).write_text(json.dumps({"schema": run.SCHEMA, "hosts": rows}))
+    result = run_gpuenv("fleet", "report", str(tmp_path), "--no-history", "--json")
+    assert result.returncode == 1 and "skipped" not in result.stderr, result.stderr
+    doc = json.loads(result.stdout)
+    assert {h["host"]: h["outcome"] for h in doc["hosts"]} == {"gpu01": "certified", "gpu02": "unreachable"}

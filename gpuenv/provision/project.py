@@ -173,40 +173,42 @@ def _host_request(
 ) -> tuple[HostRequest, list[str], ProvisionOptions]:
     """What every host's stack must satisfy: the flags, the wheelhouse's torch, --skip-driver, --stack."""
     from gpuenv.provision.perhost import check_request, request_from, wheelhouse_torch
-    from gpuenv.stack import load_stack
+    from gpuenv.provision.variables import driver_branch, kb_facts
     from gpuenv.stacks import local_driver_version
 
-    constraints, pinned = request.stack.constraints, None
-    if request.stack.stack_file is not None:
-        if constraints.given():
-            raise BadRequest(
-                "--stack cannot be combined with --torch/--cuda/--driver/--python/--gpu/--os",
-                hint="edit the stack file, or resolve again with the constraints",
-            )
-        pinned = load_stack(request.stack.stack_file)
+    constraints, pinned = request.stack.constraints, _pinned(request.stack)
     if constraints.driver == "auto":
         constraints = replace(constraints, driver=local_driver_version())
-    wheels = None
-    if options.wheelhouse:
-        wheels = wheelhouse_torch([p.name for p in wheelhouse_files(Path(options.wheelhouse))])
+    wheels = (
+        wheelhouse_torch([p.name for p in wheelhouse_files(Path(options.wheelhouse))]) if options.wheelhouse else None
+    )
+    left_out = ""
     if wheels and wheels.torch and not options.torch_only and not (wheels.has_torchvision and wheels.has_torchaudio):
         options = replace(options, torch_only=True)
         lacking = [
             n for n, has in (("torchvision", wheels.has_torchvision), ("torchaudio", wheels.has_torchaudio)) if not has
         ]
         left_out = f"torchvision and torchaudio left out: the wheelhouse has no {' and no '.join(lacking)}"
-    else:
-        left_out = ""
     host_request, notes = request_from(
         constraints, wheels=wheels, skip_driver=request.skip_driver, pinned=pinned, torch_only=options.torch_only
     )
-    notes += [left_out] if left_out else []
     representative = check_request(kb, host_request)
-    if not representative.cpu_only:
-        from gpuenv.provision.variables import driver_branch, kb_facts
+    if not representative.cpu_only:  # --cuda 13.0 --driver-branch 470: the request contradicts itself
+        driver_branch(representative, options, kb_facts(kb, representative))
+    return host_request, notes + ([left_out] if left_out else []), options
 
-        driver_branch(representative, options, kb_facts(kb, representative))  # --cuda 13.0 --driver-branch 470
-    return host_request, notes, options
+
+def _pinned(request: StackRequest) -> Stack | None:
+    from gpuenv.stack import load_stack
+
+    if request.stack_file is None:
+        return None
+    if request.constraints.given():
+        raise BadRequest(
+            "--stack cannot be combined with --torch/--cuda/--driver/--python/--gpu/--os",
+            hint="edit the stack file, or resolve again with the constraints",
+        )
+    return load_stack(request.stack_file)
 
 
 def _with_one_stack(project: Project) -> Project:

@@ -2,8 +2,8 @@
 
 `pip install --dry-run --no-index --find-links W --report` for each host's Python and platform,
 with the stack's requirements and gpuenv's own dependencies: torch's dependencies included, as pip
-would resolve them on the host. pip names one missing distribution per run, so a requirement it
-names is dropped and pip is asked again (a few times) to name every one that is missing.
+would resolve them on the host. pip names one missing distribution per run, so the requirement it
+names (or the one that needs it) is dropped and pip is asked again, a few times, to name the others.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from gpuenv.requirements import gpuenv_requirements
 
 PIP_TIMEOUT_S = 300.0
 MAX_ROUNDS = 6
-_MISSING = re.compile(r"No matching distribution found for (\S+)")
+_MISSING = re.compile(r"Could not find a version that satisfies the requirement (\S+)(?: \(from ([^)\s]+)\))?")
 _PLATFORMS = {  # what pip accepts for the hosts' wheels, by architecture
     "x86_64": ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "linux_x86_64"),
     "aarch64": ("manylinux_2_28_aarch64", "manylinux_2_17_aarch64", "manylinux2014_aarch64", "linux_aarch64"),
@@ -64,15 +64,18 @@ def missing_from(wheelhouse: Path, python: str, architecture: str, wanted: list[
             named = _pip_names_missing(pip_argv(wheelhouse, Path(scratch) / "t", python, architecture, remaining))
             if named is None:
                 break
-            missing.append(named)
-            kept = [r for r in remaining if _name(r) != _name(named)]
-            if len(kept) == len(remaining):
-                break  # a dependency of a requirement: nothing to drop, pip would name it again
+            requirement, needed_by = named
+            missing.append(f"{requirement} (needed by {needed_by})" if needed_by else requirement)
+            drop = _name(needed_by or requirement)
+            kept = [r for r in remaining if _name(r) != drop]
+            if len(kept) == len(remaining) or not kept:
+                break
             remaining = kept
     return missing
 
 
-def _pip_names_missing(argv: list[str]) -> str | None:
+def _pip_names_missing(argv: list[str]) -> tuple[str, str | None] | None:
+    """(the missing requirement, the requirement that needs it), or None when pip finds everything."""
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, check=False, env=_pip_env())
     except subprocess.TimeoutExpired as exc:
@@ -83,7 +86,7 @@ def _pip_names_missing(argv: list[str]) -> str | None:
         return None
     found = _MISSING.search(done.stderr)
     if found:
-        return found.group(1)
+        return found.group(1), found.group(2)
     lines = [line for line in done.stderr.splitlines() if line.startswith("ERROR:")] or [done.stderr.strip()[-300:]]
     raise BadRequest(f"pip cannot install from the wheelhouse: {lines[0]}", hint="check the wheelhouse's files")
 

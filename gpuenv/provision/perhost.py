@@ -127,7 +127,10 @@ def check_request(kb: KnowledgeBase, request: HostRequest) -> Stack:
         except BadRequest as exc:
             problem = problem or exc
     assert problem is not None
-    raise problem
+    if request.os_check:
+        raise problem
+    given = ", ".join(f"--{k} {v}" for k, v in {**request.constraints.given(), "gpu": gpu}.items() if v)
+    raise BadRequest(f"no stack satisfies {given} on any OS gpuenv provisions ({', '.join(oses)})", hint=problem.hint)
 
 
 def plan_hosts(kb: KnowledgeBase, request: HostRequest, hosts: list[HostFacts]) -> list[HostPlan]:

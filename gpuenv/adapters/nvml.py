@@ -247,3 +247,13 @@ def energy_mj(indices: list[int]) -> dict[int, int | None]:
         handle = nv.nvmlDeviceGetHandleByIndex(i)
         found[i] = _read(unknown, "energy", partial(nv.nvmlDeviceGetTotalEnergyConsumption, handle))
     return found
+
+
+def power_mw(indices: list[int]) -> dict[int, int | None]:
+    """Current power draw (milliwatts) of the GPUs with these NVML indices; needs init()."""
+    nv = _pynvml()
+    unknown: dict[str, str] = {}
+    return {
+        i: _read(unknown, "power", partial(nv.nvmlDeviceGetPowerUsage, nv.nvmlDeviceGetHandleByIndex(i)))
+        for i in indices
+    }

@@ -12,7 +12,6 @@ from typing import Any
 
 from gpuenv.compat import KnowledgeBase, gpu_by_pci_id
 
-FACTS_VAR = "gpuenv_host_facts"  # the fact gather.yml sets on each host
 ARCHITECTURES = ("x86_64", "aarch64")  # what NVIDIA ships drivers for
 _PYTHON = re.compile(r"python(3\.\d{1,2})")
 _DRIVER = re.compile(r"\d{3}(\.\d{1,3}){1,2}")

@@ -15,6 +15,8 @@ from typing import Any
 from gpuenv.errors import BadRequest
 
 SCHEMA = "gpuenv.stack/1"
+CPU_BUILD = "cpu"  # torch's CPU-only wheels (2.13.0+cpu): no CUDA, no driver
+NONE = "none"  # the CUDA, driver and arch fields of a CPU stack
 _ARCH_LIST = re.compile(r"\d{1,2}\.\d(\+PTX)?(;\d{1,2}\.\d(\+PTX)?)*", re.ASCII)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", re.ASCII)
 
@@ -76,16 +78,24 @@ class Stack:
         lines.append(self.numpy)
         return lines
 
+    @property
+    def cpu_only(self) -> bool:
+        """A CPU stack: torch's +cpu wheels, nothing of CUDA or the driver."""
+        return self.cuda_build == CPU_BUILD
+
     def validate(self) -> Stack:
         """Every value re-checked before it reaches a template, a shell or Ansible; BadRequest if one is off."""
         from gpuenv import validate
 
-        for name in ("torch", "cuda", "python"):
+        cuda_fields = ("cuda", "driver_min", "driver_floor", "driver_branch", "arch_list")
+        if self.cpu_only and any(getattr(self, name) != NONE for name in cuda_fields):
+            raise BadRequest(f"a CPU stack has {NONE!r} for {', '.join(cuda_fields)}", hint="regenerate the stack")
+        for name in ("torch", "python") if self.cpu_only else ("torch", "cuda", "python"):
             validate.version(getattr(self, name), f"stack {name}")
         for name in ("torchvision", "torchaudio", "cudnn", "gpu_sm"):
             if getattr(self, name) is not None:
                 validate.version(getattr(self, name), f"stack {name}")
-        for name in ("driver_min", "driver_floor"):
+        for name in () if self.cpu_only else ("driver_min", "driver_floor"):
             validate.driver(getattr(self, name))
         validate.url(self.index_url, "stack index_url")
         validate.pip_requirement(self.numpy)
@@ -94,7 +104,7 @@ class Stack:
                 raise BadRequest(f"stack {name} {value!r} is invalid", hint="regenerate the stack")
         if self.schema != SCHEMA:
             raise BadRequest(f"stack schema {self.schema!r} is not {SCHEMA!r}", hint="regenerate the stack")
-        if not _ARCH_LIST.fullmatch(self.arch_list):
+        if not self.cpu_only and not _ARCH_LIST.fullmatch(self.arch_list):
             raise BadRequest(f"stack arch_list {self.arch_list!r} is invalid", hint="e.g. 8.0;8.6;9.0")
         for package in self.python_source.packages:
             validate.pip_requirement(package)  # Debian and RPM package names fit the same grammar

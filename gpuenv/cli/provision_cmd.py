@@ -13,6 +13,7 @@ from gpuenv import validate
 from gpuenv.cli import settings
 from gpuenv.cli.output import console, emit_json, table, warn
 from gpuenv.cli.params import become_prompt, choice, grammar, host_options, stack_options, stack_request
+from gpuenv.provision.plantext import plan_lines, stack_label
 from gpuenv.provision.project import SCHEMA, ProvisionRequest, prepare_project, render_project, run_project
 from gpuenv.provision.runner import Progress, ProgressBoard
 from gpuenv.provision.variables import DRIVER_SOURCES, KERNEL_MODULES
@@ -20,20 +21,21 @@ from gpuenv.types import DEVICE_CHOICES, LEVELS
 
 EPILOG = """\b
 Examples:
-  gpuenv provision gpu01 --user ubuntu --ask-become-pass --cuda 12.4
-  gpuenv provision -i hosts.ini --stack stack.json --forks 20 --limit rack3
+  gpuenv provision gpu01 --user ubuntu --ask-become-pass   # the stack from gpu01's own facts
+  gpuenv provision -i hosts.ini --cuda 12.4 --forks 20 --limit rack3
+  gpuenv provision -i hosts.ini --stack stack.json   # one stack; hosts it cannot serve are refused
   gpuenv provision -i hosts.yml --dry-run            # Ansible check mode, with diffs
-  gpuenv provision -i hosts.yml --plan --json        # only the driver decisions per host
+  gpuenv provision -i hosts.yml --plan --json        # each host's facts, stack and driver plan
   gpuenv provision gpu01 --render-only ./project     # a project for plain ansible-playbook
-  gpuenv provision -i hosts.ini --stack stack.json --wheelhouse ./wheels   # air-gapped
+  gpuenv provision -i hosts.ini --wheelhouse ./wheels   # air-gapped: torch from the wheelhouse
 
-Exit codes: 0 all hosts provisioned (and certified), 1 a host failed or was unreachable,
-2 bad request, 3 Ansible missing or broken on this machine.
+Exit codes: 0 all hosts provisioned (and certified), 1 a host failed, was unreachable or was
+refused in the plan, 2 bad request, 3 Ansible missing or broken on this machine.
 """
 DEFAULT = ProvisionRequest()  # the request's defaults are the options' defaults
 FILE = click.Path(dir_okay=False, path_type=Path)
 DIR = click.Path(file_okay=False, path_type=Path)
-COLUMNS = ("host", "status", "ok", "changed", "failed", "unreachable", "verify", "report")
+COLUMNS = ("host", "status", "stack", "ok", "changed", "failed", "unreachable", "verify", "report")
 HELP = {
     "index_url": "A mirror of the stack's PyTorch wheel index.",
     "reports_dir": "Where verify reports land, as HOST.json.",
@@ -47,7 +49,7 @@ HELP = {
     "torch_only": "Install torch and numpy only, not torchvision/torchaudio.",
     "verify_device": "Device gpuenv verify certifies on the hosts (cpu: hosts without GPUs).",
     "min_free_gb": "Free space preflight requires on the hosts' root filesystem.",
-    "plan_only": "Only work out the driver plan for each host; change nothing.",
+    "plan_only": "Only gather each host's facts and show its stack and driver plan; change nothing.",
     "artifacts_dir": "Keep ansible-runner's working directory (events, output) here.",
 }
 
@@ -119,26 +121,32 @@ def provision(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
                 "   # or plan_driver.yml for the driver plan"
             )
         return 0
+    show_plan = None if as_json or request.plan_only else _print_plan
     with ProgressView(enabled=not settings(ctx).quiet) as view:
-        result = run_project(project, on_progress=view.update)
+        result = run_project(project, on_progress=view.update, on_plan=show_plan)
     if as_json:
         emit_json(result.to_dict())
+    elif request.plan_only:
+        _print_plan(result)
     else:
         _print_result(result)
     return result.exit_code
+
+
+def _print_plan(result: Any) -> None:
+    for line in plan_lines(result.rows(), result.notes):
+        click.echo(line)
 
 
 def _print_result(result: Any) -> None:
     status = result.status
     out = console()
     title = "gpuenv provision" + (f" ({status})" if status not in ("successful", "failed") else "")
-    rows = result.rows()
+    rows = [{**r, "stack": stack_label(r["stack"])} for r in result.rows()]
     out.print(table(COLUMNS, ([str(r[c]) if r[c] is not None else "-" for c in COLUMNS] for r in rows), title=title))
     for r in rows:
         if r["message"]:
             out.print(f"{r['host']}: {r['status']}: {r['message']}")
-    for host, plan in (result.plans or {}).items():
-        click.echo(f"{host}: {plan.get('summary')}")
 
 
 class ProgressView:

@@ -1,12 +1,16 @@
 """provision's application service: from a request to a written Ansible project, run through ansible-runner.
 
-`prepare_project` validates everything and renders the two files gpuenv writes (variables and
-inventory); `write_project` lays the static playbooks, those files and gpuenv's wheel into a folder;
-`run_project` runs it and gathers the per-host summary and the verify reports.
+`prepare_project` validates everything the request says (exit 2 before any host is contacted);
+`run_project` runs two Ansible passes in one invocation: gather.yml reads each host's facts, the
+pure per-host resolver (gpuenv.provision.perhost) gives each host its stack or a refusal, the plan
+is shown, and site.yml applies it to the accepted hosts, each group of hosts with the same stack
+under its own inventory group and variables file. `render_project` (--render-only) contacts no
+host: it renders one stack resolved from the flags.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -15,17 +19,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gpuenv import validate
 from gpuenv.errors import BadRequest, Interrupted
 from gpuenv.files import owned_entries, wheelhouse_files, write_manifest
 from gpuenv.provision import INVENTORY_FILE, VARS_FILE, WHEEL_DIR
 from gpuenv.provision.inventory import Inventory, hosts_from_args, load_inventory, with_become, with_defaults
-from gpuenv.provision.runner import PLAN, SITE, HostSummary, Progress, RunRequest
+from gpuenv.provision.perhost import HostPlan, HostRequest
+from gpuenv.provision.runner import GATHER, SITE, HostSummary, Progress, RunRequest
 from gpuenv.provision.variables import ProvisionOptions
 from gpuenv.stack import Stack
 from gpuenv.stacks import StackRequest, Warn
+
+if TYPE_CHECKING:
+    from gpuenv.compat import KnowledgeBase
 from gpuenv.types import DeviceChoice, Level
 
 SCHEMA = "gpuenv.provision/1"
@@ -94,38 +102,53 @@ class ProvisionRequest:
 
 @dataclass(frozen=True)
 class Project:
-    """A validated request with its stack and the rendered files (name in the project -> text)."""
+    """A validated request: inventory, options, what every host's stack must satisfy, rendered files."""
 
     request: ProvisionRequest
-    stack: Stack
+    kb: KnowledgeBase
+    host_request: HostRequest
     inventory: Inventory
     options: ProvisionOptions
-    files: dict[str, str]
+    files: dict[str, str]  # name in the project -> text
     password: str | None = None
     wheel: Path | None = None  # gpuenv's wheel to ship; None: build one of the running gpuenv
+    notes: tuple[str, ...] = ()  # where constraints came from, what was left out
+    stack: Stack | None = None  # --render-only: the one stack resolved from the flags
 
 
 @dataclass(frozen=True)
 class ProvisionResult:
-    stack: Stack
     hosts: tuple[HostSummary, ...]
     status: str  # ansible-runner's: successful, failed, timeout, canceled
     check: bool
     plans: dict[str, Any] | None = None  # the driver plan per host, with --plan
+    host_plans: tuple[HostPlan, ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
     def exit_code(self) -> int:
-        return 0 if all(s.succeeded for s in self.hosts) and self.status != "timeout" else 1
+        refused = any(p.refused for p in self.host_plans)
+        return 0 if all(s.succeeded for s in self.hosts) and self.status != "timeout" and not refused else 1
+
+    @property
+    def stack(self) -> Stack | None:
+        """The stack every accepted host shares, or None when they differ."""
+        stacks = {json.dumps(p.stack.to_dict(), sort_keys=True): p.stack for p in self.host_plans if p.stack}
+        return next(iter(stacks.values())) if len(stacks) == 1 else None
 
     def rows(self) -> list[dict[str, Any]]:
-        return [_host_row(s) for s in self.hosts]
+        plans = {p.host: p for p in self.host_plans}
+        driver = self.plans or {}
+        return [_host_row(s, plans.get(s.host), driver.get(s.host)) for s in self.hosts]
 
     def to_dict(self) -> dict[str, Any]:
+        stack = self.stack
         doc: dict[str, Any] = {
             "schema": SCHEMA,
             "status": self.status,
             "check": self.check,
-            "stack": self.stack.to_dict(),
+            "stack": stack.to_dict() if stack else None,
+            "notes": list(self.notes),
             "hosts": self.rows(),
         }
         if self.plans is not None:
@@ -136,24 +159,91 @@ class ProvisionResult:
 def prepare_project(
     request: ProvisionRequest, *, kb_path: Path | None, prompt: Callable[[str], str], on_warning: Warn | None = None
 ) -> Project:
-    """Check the request and render the variables file and the inventory; prompt asks for the become password."""
+    """Check the request (exit 2 for one no host could satisfy); prompt asks for the become password."""
     from gpuenv import __version__
-    from gpuenv.compat import load_kb
     from gpuenv.provision.inventory import render_inventory
-    from gpuenv.provision.variables import kb_facts, render_variables
-    from gpuenv.stacks import stack_for
 
     inventory = inventory_for(request)
     password = become_password(request, prompt)
-    stack = stack_for(request.stack, kb_path=kb_path, on_warning=on_warning)
     options = _options(request)
+    kb = _kb(kb_path, on_warning)
+    host_request, notes, options = _host_request(request, kb, options)
     wheel = _gpuenv_wheel(request.gpuenv_wheel)
     options = replace(options, gpuenv_wheel=wheel.name if wheel else f"gpuenv-{__version__}-py3-none-any.whl")
-    files = {
-        VARS_FILE: render_variables(stack, options, kb_facts(load_kb(kb_path), stack)),
-        INVENTORY_FILE: render_inventory(inventory),
-    }
-    return Project(request, stack, inventory, options, files, password, wheel)
+    files = {INVENTORY_FILE: render_inventory(inventory)}
+    project = Project(request, kb, host_request, inventory, options, files, password, wheel, tuple(notes))
+    if request.render_only is not None:
+        return _with_one_stack(project)
+    return project
+
+
+def _kb(kb_path: Path | None, on_warning: Warn | None) -> KnowledgeBase:
+    from datetime import date
+
+    from gpuenv.compat import load_kb, staleness_warning
+
+    kb = load_kb(kb_path)
+    warning = staleness_warning(kb, date.today())
+    if warning and on_warning is not None:
+        on_warning(warning)
+    return kb
+
+
+def _host_request(
+    request: ProvisionRequest, kb: KnowledgeBase, options: ProvisionOptions
+) -> tuple[HostRequest, list[str], ProvisionOptions]:
+    """What every host's stack must satisfy: the flags, the wheelhouse's torch, --skip-driver, --stack."""
+    from gpuenv.provision.perhost import check_request, request_from, wheelhouse_torch
+    from gpuenv.provision.variables import driver_branch, kb_facts
+    from gpuenv.stacks import local_driver_version
+
+    constraints, pinned = request.stack.constraints, _pinned(request.stack)
+    if constraints.driver == "auto":
+        constraints = replace(constraints, driver=local_driver_version())
+    wheels = (
+        wheelhouse_torch([p.name for p in wheelhouse_files(Path(options.wheelhouse))]) if options.wheelhouse else None
+    )
+    left_out = ""
+    if wheels and wheels.torch and not options.torch_only and not (wheels.has_torchvision and wheels.has_torchaudio):
+        options = replace(options, torch_only=True)
+        lacking = [
+            n for n, has in (("torchvision", wheels.has_torchvision), ("torchaudio", wheels.has_torchaudio)) if not has
+        ]
+        left_out = f"torchvision and torchaudio left out: the wheelhouse has no {' and no '.join(lacking)}"
+    host_request, notes = request_from(
+        constraints, wheels=wheels, skip_driver=request.skip_driver, pinned=pinned, torch_only=options.torch_only
+    )
+    representative = check_request(kb, host_request)
+    if not representative.cpu_only:  # --cuda 13.0 --driver-branch 470: the request contradicts itself
+        driver_branch(representative, options, kb_facts(kb, representative))
+    return host_request, notes + ([left_out] if left_out else []), options
+
+
+def _pinned(request: StackRequest) -> Stack | None:
+    from gpuenv.stack import load_stack
+
+    if request.stack_file is None:
+        return None
+    if request.constraints.given():
+        raise BadRequest(
+            "--stack cannot be combined with --torch/--cuda/--driver/--python/--gpu/--os",
+            hint="edit the stack file, or resolve again with the constraints",
+        )
+    return load_stack(request.stack_file)
+
+
+def _with_one_stack(project: Project) -> Project:
+    """--render-only contacts no host: one stack from the flags (the default OS unless --os), rendered."""
+    from gpuenv.provision.perhost import cpu_stack
+    from gpuenv.provision.variables import kb_facts, render_variables
+    from gpuenv.resolve import resolve
+
+    hr, kb = project.host_request, project.kb
+    stack = hr.pinned or resolve(kb, replace(hr.constraints, os=hr.os_check, gpu=hr.gpu_check))
+    if hr.cpu_wheels and not stack.cpu_only:
+        stack = cpu_stack(kb, stack)
+    files = {**project.files, VARS_FILE: render_variables(stack, project.options, kb_facts(kb, stack))}
+    return replace(project, files=files, stack=stack)
 
 
 def _gpuenv_wheel(value: Path | None) -> Path | None:
@@ -281,11 +371,13 @@ def render_project(project: Project, dest: Path) -> Path:
     return write_project(project, dest).resolve()
 
 
-def run_project(project: Project, *, on_progress: Callable[[Progress], None]) -> ProvisionResult:
-    """Write the project into a work folder, run it with ansible-runner, gather the summary and reports."""
-    from gpuenv.adapters.ansible import run_playbook
-    from gpuenv.provision.runner import runner_arguments
-
+def run_project(
+    project: Project,
+    *,
+    on_progress: Callable[[Progress], None],
+    on_plan: Callable[[ProvisionResult], None] | None = None,
+) -> ProvisionResult:
+    """Gather every host's facts, plan a stack per host, show the plan, then apply it (unless --plan)."""
     request = project.request
     keep = request.artifacts_dir
     if keep:
@@ -293,35 +385,127 @@ def run_project(project: Project, *, on_progress: Callable[[Progress], None]) ->
         _claim_project(work / "project")
     else:
         work = Path(tempfile.mkdtemp(prefix="gpuenv-provision-"))
-    started = time.time()
-    outcome = None
+    touched = False
     try:
-        arguments = runner_arguments(_run_request(project, write_project(project, work / "project"), work))
-        outcome = run_playbook(arguments, become_password=project.password, on_progress=on_progress)
+        project_dir = write_project(project, work / "project")
+        gathered = _run(project, project_dir, work, GATHER, on_progress, check=False)  # its own artifacts/ID
+        planned = plan_from_gathered(project, gathered.tally.facts, gathered.tally.hosts, gathered.status)
+        if on_plan is not None:
+            on_plan(planned)
+        _check_wheelhouse(project, planned.host_plans)
+        if request.plan_only or not any(p.stack for p in planned.host_plans):
+            return planned
+        _write_groups(project, project_dir, planned.host_plans)
+        started = time.time()
+        applied = _run(project, project_dir, work, SITE, on_progress, check=request.dry_run)
+        touched = True
+    except Interrupted as exc:
+        touched = exc.hint is not None  # _interrupted gives a hint (where the events are kept) once a host was touched
+        raise
     finally:
-        touched = outcome is not None and outcome.interrupted is not None and bool(outcome.tally.touched)
         if keep is None and not touched:
             shutil.rmtree(work, ignore_errors=True)
+    summaries = {**planned_summaries(planned), **applied.tally.hosts}
+    if not (request.dry_run or request.skip_verify):
+        _attach_reports(tuple(applied.tally.hosts.values()), Path(project.options.reports_dir), since=started)
+    hosts = tuple(summaries[name] for name in project.inventory.names if name in summaries)
+    return replace(planned, hosts=hosts, status=applied.status, check=request.dry_run)
+
+
+def planned_summaries(result: ProvisionResult) -> dict[str, HostSummary]:
+    return {s.host: s for s in result.hosts}
+
+
+def _run(
+    project: Project,
+    project_dir: Path,
+    private: Path,
+    playbook: str,
+    on_progress: Callable[[Progress], None],
+    *,
+    check: bool,
+) -> Any:
+    """One ansible-runner pass; an interrupt becomes Interrupted naming the hosts it touched."""
+    from gpuenv.adapters.ansible import run_playbook
+    from gpuenv.provision.runner import runner_arguments
+
+    private.mkdir(parents=True, exist_ok=True)
+    arguments = runner_arguments(_run_request(project, project_dir, private, playbook, check=check))
+    outcome = run_playbook(arguments, become_password=project.password, on_progress=on_progress)
     if outcome.interrupted is not None:
+        work = project_dir.parent
         raise _interrupted(outcome.interrupted, sorted(outcome.tally.touched), project.inventory, work)
-    summaries = tuple(outcome.tally.hosts.values())
-    if not summaries:
+    if not outcome.tally.hosts:
         raise BadRequest("no host matched", hint="check --limit against the inventory's host and group names")
-    if not (request.plan_only or request.dry_run or request.skip_verify):
-        _attach_reports(summaries, Path(project.options.reports_dir), since=started)
-    plans = outcome.tally.plans if request.plan_only else None
-    return ProvisionResult(project.stack, summaries, outcome.status, request.dry_run, plans)
+    return outcome
 
 
-def _run_request(project: Project, project_dir: Path, work: Path) -> RunRequest:
+def plan_from_gathered(
+    project: Project, gathered: dict[str, dict[str, Any]], summaries: dict[str, HostSummary], status: str
+) -> ProvisionResult:
+    """The plan: a stack or a refusal per host that answered, and its driver decisions. Pure."""
+    from gpuenv.provision.driverplan import driver_plans
+    from gpuenv.provision.hostfacts import facts_from_gathered
+    from gpuenv.provision.perhost import plan_hosts
+
+    names = [n for n in project.inventory.names if n in gathered]
+    facts = [facts_from_gathered(n, gathered[n], project.kb) for n in names]
+    host_plans = tuple(plan_hosts(project.kb, project.host_request, facts))
+    plans = driver_plans(project.kb, project.options, host_plans)
+    hosts = tuple(summaries[n] for n in project.inventory.names if n in summaries)
+    return ProvisionResult(hosts, status, False, plans, host_plans, project.notes)
+
+
+def _check_wheelhouse(project: Project, host_plans: tuple[HostPlan, ...]) -> None:
+    """With --wheelhouse: pip on this machine says whether it holds everything the hosts will install."""
+    if not project.options.wheelhouse:
+        return
+    from gpuenv.provision.wheelhouse import check_wheelhouse
+
+    check_wheelhouse(Path(project.options.wheelhouse), host_plans, torch_only=project.options.torch_only)
+
+
+def _write_groups(project: Project, project_dir: Path, host_plans: tuple[HostPlan, ...]) -> None:
+    """The accepted hosts only, each group of hosts sharing a stack in its own inventory group and variables file."""
+    from gpuenv.files import write_manifest
+    from gpuenv.provision.inventory import render_inventory
+    from gpuenv.provision.variables import kb_facts, render_variables
+
+    groups: dict[str, list[HostPlan]] = {}
+    for plan in host_plans:
+        if plan.stack is not None:
+            groups.setdefault(json.dumps(plan.stack.to_dict(), sort_keys=True), []).append(plan)
+    accepted = {p.host for members in groups.values() for p in members}
+    inventory = replace(
+        project.inventory,
+        hosts=tuple(h for h in project.inventory.hosts if h.name in accepted),
+        groups={g: tuple(m for m in hosts if m in accepted) for g, hosts in project.inventory.groups.items()},
+    )
+    files = {}
+    for number, members in enumerate(groups.values(), start=1):
+        name = f"gpuenv_stack_{number}"
+        inventory.groups[name] = tuple(p.host for p in members)
+        stack = members[0].stack
+        assert stack is not None
+        files[f"inventory/group_vars/{name}.yml"] = render_variables(
+            stack, project.options, kb_facts(project.kb, stack)
+        )
+    files[INVENTORY_FILE] = render_inventory(inventory)
+    for name, text in files.items():
+        (project_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        (project_dir / name).write_text(text, encoding="utf-8")
+    write_manifest(project_dir, [p.name for p in project_dir.iterdir()])
+
+
+def _run_request(project: Project, project_dir: Path, work: Path, playbook: str, *, check: bool) -> RunRequest:
     request = project.request
     return RunRequest(
         project_dir=project_dir,
         private_data_dir=work,
-        playbook=PLAN if request.plan_only else SITE,
+        playbook=playbook,
         forks=request.forks,
         limit=request.limit,
-        check=request.dry_run,
+        check=check,
         ask_become_pass=project.password is not None,
         timeout_s=request.timeout_s,
         path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
@@ -370,8 +554,8 @@ def _interrupted(signame: str, touched: list[str], inventory: Inventory, work: P
     return Interrupted(message, hint=f"the project and its events are kept in {work}; rerun provision to finish")
 
 
-def _host_row(s: HostSummary) -> dict[str, Any]:
-    state = "unreachable" if s.unreachable else "failed" if s.failed else "ok"
+def _host_row(s: HostSummary, plan: HostPlan | None, driver: dict[str, Any] | None) -> dict[str, Any]:
+    state = "unreachable" if s.unreachable else "failed" if s.failed else "refused" if plan and plan.refused else "ok"
     return {
         "host": s.host,
         "status": state,
@@ -382,5 +566,15 @@ def _host_row(s: HostSummary) -> dict[str, Any]:
         "skipped": s.skipped,
         "verify": s.verdict,
         "report": s.report,
-        "message": s.message or None,
+        "message": s.message or (plan.refused if plan else None) or None,
+        "facts": plan.facts.to_dict() if plan else None,
+        "stack": plan.stack.to_dict() if plan and plan.stack else None,
+        "refused": plan.refused if plan else None,
+        "warnings": list(plan.warnings) if plan else [],
+        "driver": driver_action(driver) if driver else None,
     }
+
+
+def driver_action(plan: dict[str, Any]) -> str:
+    """One line: install / upgrade / keep / skip / blocked, and whether a reboot is needed."""
+    return str(plan.get("action_line") or plan.get("summary") or plan.get("action"))

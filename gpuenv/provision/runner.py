@@ -17,6 +17,7 @@ from gpuenv.provision import INVENTORY_FILE
 
 SITE = "site.yml"
 PLAN = "plan_driver.yml"
+GATHER = "gather.yml"
 BECOME_PROMPT = r"^BECOME password.*:\s*?$"
 _LIMIT = re.compile(r"[A-Za-z0-9_.:,!&*-]{1,200}", re.ASCII)
 
@@ -150,6 +151,7 @@ class HostTally:
 
     hosts: dict[str, HostSummary] = field(default_factory=dict)
     plans: dict[str, dict[str, Any]] = field(default_factory=dict)
+    facts: dict[str, dict[str, Any]] = field(default_factory=dict)  # gather.yml's gpuenv_host_facts per host
     stats_seen: bool = False
     touched: set[str] = field(default_factory=set)  # hosts any task started on
 
@@ -168,6 +170,9 @@ class HostTally:
             plan = res["ansible_facts"].get("nvidia_driver_plan")
             if isinstance(plan, dict):
                 self.plans[host] = plan
+            gathered = res["ansible_facts"].get("gpuenv_host_facts")
+            if isinstance(gathered, dict):
+                self.facts[host] = gathered
         if kind == "playbook_on_stats":
             self.stats_seen = True
             self._stats(data)
@@ -183,7 +188,18 @@ class HostTally:
                 setattr(summary, attr, int((data.get(key) or {}).get(name, 0)))
 
 
+# Lines that explain a failure, where a tool prints them among others (pip, apt, dnf).
+_EXPLAINING = re.compile(
+    r"No matching distribution found|Could not find a version that satisfies|Unable to locate package"
+    r"|^E: |^ERROR: |No package .* available|^Error: |Unable to find a match|has no installation candidate",
+)
+
+
 def _message(task: str, res: dict[str, Any]) -> str:
+    """The task and the lines that explain its failure (pip's, apt's), else the module's first line."""
+    texts = [str(res.get(key) or "") for key in ("stderr", "stdout", "msg", "module_stderr", "module_stdout")]
+    lines = [line.strip() for text in texts for line in text.splitlines() if line.strip()]
+    explaining = list(dict.fromkeys(line for line in lines if _EXPLAINING.search(line)))
     text = str(res.get("msg") or res.get("stderr") or res.get("reason") or "failed").strip()
-    first = text.splitlines()[0] if text else "failed"
-    return f"{task}: {first}"[:300] if task else first[:300]
+    detail = "; ".join(explaining[:3]) if explaining else (text.splitlines()[0] if text else "failed")
+    return f"{task}: {detail}"[:500] if task else detail[:500]

@@ -20,7 +20,7 @@ from gpuenv.types import DeviceChoice, Level
 DRIVER_SOURCES = ("auto", "distro", "cuda-repo")
 KERNEL_MODULES = ("auto", "open", "proprietary")
 DEBIAN_NONFREE_BRANCH = "R535"  # what Debian 12's non-free component ships
-STACK_SUMMARY = ("torch", "torchvision", "cuda", "python", "os", "driver_branch")
+STACK_SUMMARY = ("torch", "torchvision", "cuda", "cuda_build", "python", "os", "driver_branch")
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,8 @@ def min_driver_branch(kb: KnowledgeBase, stack: Stack) -> int:
 
 def driver_branch(stack: Stack, options: ProvisionOptions, facts: KbFacts) -> str:
     """The branch to install (asked for, else the stack's), checked to run the stack before anything is written."""
+    if stack.cpu_only:
+        return validate.driver_branch(options.driver_branch) if options.driver_branch else ""
     what = "--driver-branch" if options.driver_branch else "the stack's driver_branch"
     branch = validate.driver_branch(options.driver_branch or stack.driver_branch, what)
     if int(branch) < facts.min_driver_branch:
@@ -85,13 +87,14 @@ def kb_facts(kb: KnowledgeBase, stack: Stack) -> KbFacts:
     }
     policy = {a.family: a.open_modules for a in kb.architectures}
     nonfree = next((b for b in kb.driver_branches if b.branch == DEBIAN_NONFREE_BRANCH), None)
-    verdict = driver_runs_cuda(kb, nonfree.latest, stack.cuda) if nonfree and nonfree.latest else None
+    runs = nonfree and nonfree.latest and not stack.cpu_only
+    verdict = driver_runs_cuda(kb, nonfree.latest, stack.cuda) if runs and nonfree and nonfree.latest else None
     return KbFacts(
         python_by_os=python_by_os,
         open_modules_policy=policy,
         debian_nonfree_ok=bool(verdict and verdict.ok),
         debian_nonfree_branch=DEBIAN_NONFREE_BRANCH[1:],
-        min_driver_branch=min_driver_branch(kb, stack),
+        min_driver_branch=0 if stack.cpu_only else min_driver_branch(kb, stack),
     )
 
 
@@ -108,7 +111,7 @@ def variables(stack: Stack, options: ProvisionOptions, facts: KbFacts) -> dict[s
     return {
         "gpuenv_stack": {k: getattr(stack, k) for k in STACK_SUMMARY},
         "preflight_min_free_gb": options.min_free_gb,
-        "nvidia_driver_enabled": options.driver,
+        "nvidia_driver_enabled": options.driver and not stack.cpu_only,  # a CPU stack needs no driver
         "nvidia_driver_branch": branch,
         "nvidia_driver_source": options.driver_source,
         "nvidia_driver_kernel_modules": options.kernel_modules,
@@ -151,7 +154,9 @@ def render_variables(stack: Stack, options: ProvisionOptions, facts: KbFacts) ->
     lines = [
         "# Written by gpuenv provision: the stack and options this project installs.",
         f"# Stack: torch {stack.torch}, CUDA {stack.cuda} ({stack.cuda_build}), Python {stack.python}, "
-        f"driver branch {stack.driver_branch}.",
+        f"driver branch {stack.driver_branch}."
+        if not stack.cpu_only
+        else f"# Stack: torch {stack.torch} (CPU build), Python {stack.python}.",
         "---",
     ]
     lines += [f"{key}: {json.dumps(value)}" for key, value in values.items()]

@@ -2,7 +2,9 @@
 (provision, fleet, multi-node); loaded for the whole suite by tests/conftest.py.
 
 Ansible runs cost seconds each on a 2-core machine, so the hosts are made once, provisioned once
-(`provisioned`), and the later tests reuse them.
+(`provisioned`), and the later tests reuse them. h1 is Debian 12; h2 is the same Debian rootfs
+with Ubuntu 22.04's /etc/os-release (hosts.pretend_ubuntu_2204), so the one provisioning run, given
+no stack flags, resolves two different stacks from two hosts' facts.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import pytest
 from tests.conftest import REPO, require, run_gpuenv
 from tests.provision import hosts as test_hosts
 
-STACK_ARGS = ("--os", "debian12", "--python", "3.11", "--torch", "2.13.0")
+# The main run passes no stack flag: each host's stack comes from its facts and the wheelhouse
+# (torch 2.13.0+cpu for cp311, gpuenv's dependencies; tests/infra/prepare.sh makes it).
+STACK_ARGS: tuple[str, ...] = ()
 
 
 @pytest.fixture(scope="session")
@@ -33,6 +37,7 @@ def ssh_hosts(bookworm_rootfs_tar: Path, tmp_path_factory: pytest.TempPathFactor
     )
     hosts = test_hosts.make_hosts(bookworm_rootfs_tar, tmp_path_factory.mktemp("ssh-hosts"), ["h1", "h2"])
     try:
+        test_hosts.pretend_ubuntu_2204(hosts.hosts[1])
         yield hosts
     finally:
         test_hosts.stop_hosts(hosts)
@@ -53,7 +58,6 @@ class Provisioned:
             "-i",
             str(inventory),
             *STACK_ARGS,
-            "--torch-only",
             "--wheelhouse",
             str(self.wheelhouse),
             "--gpuenv-wheel",

@@ -90,6 +90,30 @@ def make_hosts(tar: Path, workdir: Path, names: list[str], *, first_address: int
     return hosts
 
 
+UBUNTU_2204_OS_RELEASE = """\
+PRETTY_NAME="Ubuntu 22.04.5 LTS"
+NAME="Ubuntu"
+VERSION_ID="22.04"
+VERSION="22.04.5 LTS (Jammy Jellyfish)"
+VERSION_CODENAME=jammy
+ID=ubuntu
+ID_LIKE=debian
+UBUNTU_CODENAME=jammy
+"""
+
+
+def pretend_ubuntu_2204(host: TestHost) -> None:
+    """Make the host say it runs Ubuntu 22.04 (its /etc/os-release), so a run sees two different OSes.
+
+    It stays a Debian bookworm rootfs underneath: apt still reads Debian's archive, whose python3.11,
+    python3.11-venv and python3.11-dev carry the names of Ubuntu 22.04's distro packages for Python
+    3.11, so a stack resolved for Ubuntu 22.04 with Python 3.11 installs and certifies on it.
+    """
+    release = host.root / "etc" / "os-release"
+    release.unlink()  # a link to ../usr/lib/os-release in Debian
+    release.write_text(UBUNTU_2204_OS_RELEASE)
+
+
 def stop_hosts(hosts: HostSet) -> None:
     """Stop the recorded sshd PIDs, unmount, and remove each copy (only when nothing is mounted)."""
     for host in hosts.hosts:

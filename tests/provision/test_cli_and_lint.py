@@ -133,3 +133,17 @@ def test_render_only_is_a_self_contained_project(tmp_path: Path) -> None:
         [playbook, "--list-hosts", "site.yml"], cwd=out, capture_output=True, text=True, timeout=120, env=env
     )
     assert "gpu01" in listed.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--cuda", "13.0", "--driver-branch", "470"), "--driver-branch R470 cannot run CUDA 13.0"),
+        (("--torch", "2.13.0", "--python", "3.9"), "no stack satisfies --torch 2.13.0, --python 3.9 on any OS"),
+    ],
+)
+def test_a_request_that_contradicts_itself_exits_2_before_any_host(args: tuple[str, ...], said: str) -> None:
+    # 127.0.0.250: nothing listens there; the request is refused before Ansible would try
+    result = run_gpuenv("provision", "127.0.0.250", *args, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert said in _one_error_line(result)

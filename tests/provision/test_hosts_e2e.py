@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,28 +43,84 @@ def test_dry_run_on_the_bare_host_reported_changes_and_made_none(provisioned: Pr
     assert provisioned.left_after_dry_run == ()
 
 
-def test_plan_only_run_names_each_hosts_decision(provisioned: Provisioned, tmp_path: Path) -> None:
+def test_no_stack_flags_give_each_host_the_stack_of_its_own_facts(provisioned: Provisioned) -> None:
+    # The main run passed no stack flag: Debian 12 and "Ubuntu 22.04" (h2's os-release) each got
+    # their own stack, torch and Python from the wheelhouse (2.13.0+cpu, cp311), in one run.
+    rows: dict[str, Any] = provisioned.summary
+    for row, os_name, via in ((rows["h1"], "debian12", "system"), (rows["h2"], "ubuntu22.04", "distro")):
+        stack = row["stack"]
+        assert stack["schema"] == "gpuenv.stack/1" and stack["os"] == os_name, stack
+        assert (stack["torch"], stack["cuda_build"], stack["python"]) == ("2.13.0", "cpu", "3.11")
+        assert stack["python_source"]["via"] == via and stack["torchvision"] is None
+        assert row["facts"]["os"] == os_name and row["facts"]["gpus"] == []
+        assert row["verify"] == "certified"
+    doc = json.loads(provisioned.result.stdout)
+    assert doc["stack"] is None  # two stacks: none shared
+    assert "from the wheelhouse: torch 2.13.0+cpu, Python 3.11" in doc["notes"]
+    assert any("torchvision and torchaudio left out" in n for n in doc["notes"])
+    assert provisioned.summary["ghost"]["stack"] is None
+
+
+def _host_state(host: test_hosts.TestHost) -> dict[str, tuple[int, int, int, str]]:
+    """Every file of the host: mode, size, mtime, and a checksum of those under /etc and /opt.
+
+    Left out: what an SSH login and Ansible's own temporary files touch (/root/.ansible, /var/log)
+    and the kernel's file systems."""
+    skip = {"proc", "sys", "dev", "run", "tmp", "var/tmp", "var/log", "root/.ansible", "home/deploy/.ansible"}
+    state: dict[str, tuple[int, int, int, str]] = {}
+    for folder, dirs, files in os.walk(host.root):
+        rel = os.path.relpath(folder, host.root)
+        dirs[:] = [d for d in dirs if os.path.normpath(os.path.join(rel, d)) not in skip]
+        for name in files:
+            path = os.path.join(folder, name)
+            info = os.lstat(path)
+            digest = ""
+            if rel.split(os.sep)[0] in ("etc", "opt") and os.path.isfile(path) and not os.path.islink(path):
+                digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+            state[os.path.join(rel, name)] = (info.st_mode, info.st_size, info.st_mtime_ns, digest)
+    return state
+
+
+def _run_plan(
+    provisioned: Provisioned, tmp_path: Path, *extra: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     hosts = provisioned.hosts
     inventory = tmp_path / "hosts.ini"
     inventory.write_text(hosts.inventory())
+    before = {h.name: _host_state(h) for h in hosts.hosts}
     env = {**hosts.env(), "PATH": f"{REPO / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
-    result = run_gpuenv(
-        "provision",
-        "-i",
-        str(inventory),
-        "--os",
-        "debian12",
-        "--python",
-        "3.11",
-        "--plan",
-        "--json",
-        env=env,
-        timeout=300,
-    )
+    result = run_gpuenv("provision", "-i", str(inventory), "--plan", "--json", *extra, env=env, timeout=600)
+    for h in hosts.hosts:
+        after = _host_state(h)
+        changed = sorted(k for k in before[h.name].keys() | after.keys() if before[h.name].get(k) != after.get(k))
+        assert not changed, f"--plan changed {h.name}: {changed[:20]}"
+    return result, json.loads(result.stdout) if result.stdout.strip() else {}
+
+
+def test_plan_shows_each_hosts_stack_and_changes_nothing(provisioned: Provisioned, tmp_path: Path) -> None:
+    result, doc = _run_plan(provisioned, tmp_path, "--wheelhouse", str(provisioned.wheelhouse))
     assert result.returncode == 0, result.stderr[-3000:]
-    doc = json.loads(result.stdout)
+    rows = {r["host"]: r for r in doc["hosts"]}
     assert {h: p["action"] for h, p in doc["plans"].items()} == {"h1": "skip", "h2": "skip"}
+    assert rows["h1"]["stack"]["os"] == "debian12" and rows["h2"]["stack"]["os"] == "ubuntu22.04"
+    assert rows["h1"]["driver"] == "no driver loaded, none installed (a CPU stack needs none)"
+    assert "3.11" in rows["h1"]["facts"]["pythons"] and rows["h1"]["facts"]["free_gb"] > 0
     assert all(row["changed"] == 0 for row in doc["hosts"])
+
+
+def test_a_pinned_stack_refuses_the_host_it_cannot_serve(provisioned: Provisioned, tmp_path: Path) -> None:
+    # Python 3.10 is Ubuntu 22.04's own; Debian 12 has no way to provide it.
+    stack = tmp_path / "stack.json"
+    resolved = run_gpuenv("resolve", "--os", "ubuntu22.04", "--python", "3.10", "--torch", "2.13.0", "--json")
+    assert resolved.returncode == 0, resolved.stderr
+    stack.write_text(resolved.stdout)
+    result, doc = _run_plan(provisioned, tmp_path, "--stack", str(stack))
+    assert result.returncode == 1, result.stderr[-3000:]
+    rows = {r["host"]: r for r in doc["hosts"]}
+    assert rows["h1"]["status"] == "refused" and rows["h1"]["stack"] is None
+    assert rows["h1"]["refused"] == "debian12 has no known way to provide Python 3.10 (has 3.11)"
+    assert rows["h2"]["status"] == "ok" and rows["h2"]["stack"]["python"] == "3.10"
+    assert set(doc["plans"]) == {"h2"}
 
 
 def test_a_host_that_cannot_be_certified_fails(provisioned: Provisioned, tmp_path: Path) -> None:
@@ -83,9 +141,17 @@ def test_a_host_that_cannot_be_certified_fails(provisioned: Provisioned, tmp_pat
     assert row["report"] == str(reports / "h1.json")
 
 
-def test_driver_role_skips_without_a_gpu(provisioned: Provisioned) -> None:
-    events = "".join(p.read_text() for p in provisioned.artifacts.glob("artifacts/*/job_events/*.json"))
-    assert "NVIDIA driver skipped: no NVIDIA GPU found on the PCI bus" in events
+def test_no_driver_for_a_cpu_stack_and_torch_checked_against_each_hosts_stack(provisioned: Provisioned) -> None:
+    for name in ("h1", "h2"):
+        assert provisioned.summary[name]["driver"] == "no driver loaded, none installed (a CPU stack needs none)"
+    ran: dict[str, set[str]] = {}
+    for path in provisioned.artifacts.glob("artifacts/*/job_events/*.json"):
+        event = json.loads(path.read_text())
+        data = event.get("event_data") or {}
+        if event.get("event") == "runner_on_ok":
+            ran.setdefault(str(data.get("task")), set()).add(str(data.get("host")))
+    assert ran["Check the venv's torch is the one this host's stack names"] == {"h1", "h2"}
+    assert "Work out the driver plan" not in ran  # the driver role did not run
 
 
 def test_torch_and_gpuenv_are_in_the_hosts_venv(provisioned: Provisioned) -> None:

@@ -191,9 +191,10 @@ class Report:
     interrupted: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase of the run
+    cost: dict[str, Any] | None = None  # with a price only (gpuenv/verify/cost.py)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "schema": SCHEMA,
             "gpuenv_version": self.gpuenv_version,
             "level": self.level,
@@ -210,3 +211,6 @@ class Report:
             "verdict": asdict(self.verdict),
             "timings": self.timings,
         }
+        if self.cost is not None:
+            data["cost"] = self.cost
+        return data

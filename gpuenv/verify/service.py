@@ -15,6 +15,7 @@ from typing import Any
 
 from gpuenv.errors import EXIT_BAD_RESULT, EXIT_CANNOT_RUN, BadRequest, BadResult, CannotRun, GpuenvError
 from gpuenv.files import output_kind
+from gpuenv.verify.cost import PriceRow
 from gpuenv.verify.model import CheckResult, DeviceChoice, Level, Report, readable
 
 IMAGE_BUDGET = 10  # inside an image: this many times the per-check limit for the whole run
@@ -36,6 +37,9 @@ class VerifyRequest:
     kb: Path | None = None
     timeout: float | None = None
     image: str | None = None
+    price_per_hour: float | None = None  # what the measured devices cost per hour, as the user gave it
+    instance_type: str | None = None  # this node's kind, for [prices] and fleet tables
+    prices: tuple[PriceRow, ...] = ()  # the config file's [prices] table
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,7 @@ class VerifyOutcome:
     report: Report | None = None  # a run on this node
     image_report: dict[str, Any] | None = None  # the report a run inside an image gave
     unwritten: tuple[str, ...] = ()  # output files that could not be written, each named
+    notes: tuple[str, ...] = ()  # what the user should know beside the verdict (a price not found)
 
 
 def verify(request: VerifyRequest, *, on_result: Callable[[CheckResult], None] | None = None) -> VerifyOutcome:
@@ -82,6 +87,7 @@ def _on_this_node(request: VerifyRequest, on_result: Callable[[CheckResult], Non
         timeout=request.timeout,
     )
     report = run_verify(opts, on_result=on_result)
+    notes = _add_cost(request, report)
     unwritten = []
     for option, path, render in (
         ("--report", request.report, outputs.to_json),
@@ -97,7 +103,30 @@ def _on_this_node(request: VerifyRequest, on_result: Callable[[CheckResult], Non
     code = report.verdict.exit_code
     if unwritten:  # not certified stays 1 (a health check must still drain); certified becomes 3
         code = EXIT_CANNOT_RUN if code == 0 else max(code, EXIT_BAD_RESULT)
-    return VerifyOutcome(code, report=report, unwritten=tuple(unwritten))
+    return VerifyOutcome(code, report=report, unwritten=tuple(unwritten), notes=notes)
+
+
+def _add_cost(request: VerifyRequest, report: Report) -> tuple[str, ...]:
+    """The report's cost figures at the user's price (none without one); the node's instance type."""
+    if request.instance_type is not None:
+        report.host["instance_type"] = request.instance_type
+    data = report.to_dict()
+    cost, notes = _cost_of(request, data)
+    report.cost = cost
+    return notes
+
+
+def _cost_of(request: VerifyRequest, data: dict[str, Any]) -> tuple[dict[str, Any] | None, tuple[str, ...]]:
+    from gpuenv.verify import cost
+
+    gpus = (data.get("host") or {}).get("gpus") or []
+    price, note = cost.resolve_price(
+        per_hour=request.price_per_hour,
+        instance_type=request.instance_type,
+        table=request.prices,
+        gpu_names=[g.get("name") for g in gpus],
+    )
+    return cost.report_cost(data, price, instance_type=request.instance_type), (note,) if note else ()
 
 
 def _text(path: Path | None) -> str | None:
@@ -142,6 +171,11 @@ def _in_image(request: VerifyRequest) -> VerifyOutcome:
             f"verify could not run inside {tag} (exit {code})",
             hint="is gpuenv[verify] installed in the image? (gpuenv build-image installs it)",
         )
+    if request.instance_type is not None:
+        data.setdefault("host", {})["instance_type"] = request.instance_type
+    cost, notes = _cost_of(request, data)
+    if cost is not None:  # the image's figures, at the host's price
+        data["cost"] = cost
     if request.report is not None:
         outputs.write_atomic(request.report, json.dumps(data, indent=2) + "\n")
-    return VerifyOutcome(code, image_report=data)
+    return VerifyOutcome(code, image_report=data, notes=notes)

@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "kb": "gpuenv.cli.kb_cmd:kb",
     "config": "gpuenv.cli.config_cmd:config_group",
     "slurm": "gpuenv.cli.slurm_cmd:slurm",
+    "tune": "gpuenv.cli.tune_cmd:tune",
 }
 
 EPILOG = """\b
@@ -42,6 +43,7 @@ Examples:
   gpuenv verify --level standard          # certify this node
   gpuenv kb refresh -o new.json           # a newer knowledge base from the indexes
   gpuenv config show verify               # each setting of verify and where it came from
+  gpuenv tune power                       # tokens per joule at each power cap, limits put back
 
 Exit codes: 0 ok, 1 the thing checked is bad, 2 bad request, 3 gpuenv could not run.
 Shell completion (bash): eval "$(_GPUENV_COMPLETE=bash_source gpuenv)"

@@ -249,6 +249,16 @@ def energy_mj(indices: list[int]) -> dict[int, int | None]:
     return found
 
 
+def power_mw(indices: list[int]) -> dict[int, int | None]:
+    """Current power draw (milliwatts) of the GPUs with these NVML indices; needs init()."""
+    nv = _pynvml()
+    unknown: dict[str, str] = {}
+    return {
+        i: _read(unknown, "power", partial(nv.nvmlDeviceGetPowerUsage, nv.nvmlDeviceGetHandleByIndex(i)))
+        for i in indices
+    }
+
+
 class NvmlCallFailed(Exception):
     """An NVML call that must succeed did not; `reason` as _error_name gives it (NO_PERMISSION, ...)."""
 
@@ -302,11 +312,3 @@ def set_power_limit_mw(index: int, milliwatts: int) -> None:
         f"GPU {index}: setting its power limit to {milliwatts / 1000:g} W",
         partial(nv.nvmlDeviceSetPowerManagementLimit, h, int(milliwatts)),
     )
-
-
-def power_usage_mw(index: int) -> int | None:
-    """What one GPU draws now, milliwatts (None where the GPU cannot say); needs init()."""
-    nv = _pynvml()
-    unknown: dict[str, str] = {}
-    value = _read(unknown, "power", partial(nv.nvmlDeviceGetPowerUsage, nv.nvmlDeviceGetHandleByIndex(index)))
-    return None if value is None else int(value)

@@ -12,6 +12,7 @@ Every cost is `price per hour / (units per hour) × amount`, for the units a fig
 | `models.nlp_tokens_per_s` | USD per million training tokens | 10^6 tokens |
 | `models.cv_images_per_s(_total)` | USD per thousand training images | 10^3 images |
 | `models.rec_queries_per_s` | USD per million recommender queries | 10^6 queries |
+| `fp8.fp8_tflops` | USD per FP8 TFLOP/s-hour | 3600 TFLOP |
 
 A price covers every device the run measured (the node, or the GPUs a job was given). A per-GPU
 figure is costed per device, at that device's share of the price, and for the node, over the sum
@@ -46,6 +47,7 @@ RULES: tuple[CostRule, ...] = (
     CostRule("models.cv_images_per_s_total", "usd_per_thousand_images", "USD per thousand training images", 1e3),
     CostRule("models.cv_images_per_s", "usd_per_thousand_images", "USD per thousand training images", 1e3),
     CostRule("models.rec_queries_per_s", "usd_per_million_queries", "USD per million recommender queries", 1e6),
+    CostRule("fp8.fp8_tflops", "usd_per_fp8_tflop_hour", "USD per FP8 TFLOP/s-hour", SECONDS_PER_HOUR),
 )
 COST_KEYS: tuple[str, ...] = tuple(dict.fromkeys(r.key for r in RULES))
 KEY_UNITS: Mapping[str, str] = {r.key: r.unit for r in RULES}

@@ -37,6 +37,20 @@ class Figure:
 FIGURES: tuple[Figure, ...] = (
     Figure("amp", "matmul_tflops", "TFLOP/s", "higher"),
     Figure("amp", "energy_per_step_j", "J", "lower"),
+    Figure("models", "cv_images_per_s", "images/s", "higher"),
+    Figure("models", "cv_images_per_s_total", "images/s", "higher", per_gpu=False),
+    Figure("models", "cv_scaling_efficiency", "ratio", "higher", per_gpu=False),
+    Figure("models", "nlp_tokens_per_s", "tokens/s", "higher"),
+    Figure("models", "rec_queries_per_s", "queries/s", "higher", per_gpu=False),
+    Figure("models", "rec_p50_ms", "ms", "lower", per_gpu=False),
+    Figure("models", "rec_p99_ms", "ms", "lower", per_gpu=False),
+    Figure("models", "cv_step_j", "J", "lower"),
+    Figure("models", "nlp_step_j", "J", "lower"),
+    Figure("models", "cv_images_per_j", "images/J", "higher"),
+    Figure("models", "nlp_tokens_per_j", "tokens/J", "higher"),
+    Figure("fp8", "fp8_tflops", "TFLOP/s", "higher"),
+    Figure("compile", "compile_speedup", "x", "higher", per_gpu=False),
+    Figure("onnx", "onnx_latency_ms", "ms", "lower", per_gpu=False),
 )
 BY_NAME: Mapping[str, Figure] = {f.name: f for f in FIGURES}
 

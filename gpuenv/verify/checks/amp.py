@@ -331,12 +331,12 @@ def _performance(ctx: CheckContext, devices: list[Any], cuda: bool) -> tuple[dic
     energy: dict[str, float] = {}
     for i, d in enumerate(devices):  # one GPU at a time, each with its own energy reading
         nvml_index = ctx.host.nvml_index(i)
-        before = _energy([nvml_index]).get(nvml_index) if cuda else None
+        before = common.energy_mj([nvml_index]).get(nvml_index) if cuda else None
         count = 0
         for shape in shapes:
             by_shape.setdefault(shape_key(shape), {})[i], done = matmul_tflops(d, cuda, shape)
             count += done
-        after = _energy([nvml_index]).get(nvml_index) if cuda else None
+        after = common.energy_mj([nvml_index]).get(nvml_index) if cuda else None
         if before is not None and after is not None:
             energy[str(i)] = round((after - before) / 1000 / count, 3)
     headline = by_shape[shape_key(shapes[-1])]
@@ -378,11 +378,3 @@ def _against_baseline(
         elif verdict == "warn":
             findings.append(finding("amp.tflops-under-expected", text, gpu=ctx.gpu_ref(i)))
     return findings
-
-
-def _energy(indices: list[int]) -> dict[int, int | None]:
-    from gpuenv.adapters import nvml as adapter
-
-    if adapter.init():
-        return {}
-    return adapter.energy_mj(indices)

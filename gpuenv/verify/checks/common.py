@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -104,3 +105,107 @@ def full_fp32() -> Iterator[None]:
     finally:
         for owner, name, value in saved:
             setattr(owner, name, value)
+
+
+def energy_mj(indices: list[int]) -> dict[int, int | None]:
+    """NVML's total-energy counters (millijoules) by NVML index; {} where NVML cannot start."""
+    from gpuenv.adapters import nvml as adapter
+
+    if adapter.init():
+        return {}
+    return adapter.energy_mj(indices)
+
+
+class EnergyMeter:
+    """Joules one GPU used while the `with` block ran: NVML's total-energy counter where the GPU
+    has one, else the mean of power samples (every SAMPLE_S) times the elapsed time; `source`
+    says which, or why neither (then `joules` is None)."""
+
+    SAMPLE_S = 0.05
+
+    def __init__(self, nvml_index: int) -> None:
+        self.index = nvml_index
+        self.joules: float | None = None
+        self.source = "not measured"
+        self._samples: list[int] = []
+
+    def __enter__(self) -> EnergyMeter:
+        import threading
+        import time
+
+        self._start = energy_mj([self.index]).get(self.index)
+        self._t0 = time.perf_counter()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if self._start is None:
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        from gpuenv.adapters import nvml as adapter
+
+        if adapter.init():
+            return
+        while not self._stop.wait(self.SAMPLE_S):
+            value = adapter.power_mw([self.index]).get(self.index)
+            if value is not None:
+                self._samples.append(value)
+
+    def __exit__(self, *exc: object) -> None:
+        import time
+
+        elapsed = time.perf_counter() - self._t0
+        end = energy_mj([self.index]).get(self.index) if self._start is not None else None
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=5)
+        if self._start is not None and end is not None:
+            self.joules, self.source = (end - self._start) / 1000, "NVML total-energy counter"
+        elif self._samples:
+            mean_w = sum(self._samples) / len(self._samples) / 1000
+            self.joules = mean_w * elapsed
+            self.source = f"NVML power samples ({len(self._samples)}; the energy counter is unsupported)"
+        else:
+            self.source = "neither NVML's energy counter nor its power reading is available"
+
+
+def gpu_model(ctx: Any) -> str:
+    """The GPU model as NVML names it (no CUDA context needed), else as torch names it."""
+    named = [g.name for g in ctx.host.gpus if g.name]
+    return named[0] if named else device_name(ctx.device)
+
+
+@dataclass(frozen=True)
+class FigureVerdict:
+    figure: str  # "models.cv_images_per_s"
+    gpu_index: int | None  # None for a per-node figure
+    value: float
+    expected: float | None
+    verdict: str  # "pass" | "warn" | "fail" | "none" (no baseline)
+    unit: str
+    gpu_name: str
+
+    def text(self, gpu: Any = None) -> str:
+        where = f"{gpu.label()}: " if gpu is not None else ""
+        return f"{where}{self.figure} {self.value:g} {self.unit} vs {self.expected:g} expected on {self.gpu_name}"
+
+
+def judge_figures(check: str, metrics: dict[str, Any], ctx: Any, *, gpus: int) -> list[FigureVerdict]:
+    """Every registered figure of this check in `metrics`, judged against the baseline for this
+    GPU model and GPU count (the `figures` table; --baseline overrides it)."""
+    from gpuenv.verify.baselines import load_baselines
+
+    return verdicts(check, metrics, load_baselines(path_or_none(ctx.baseline)), gpu_model(ctx), gpus)
+
+
+def verdicts(check: str, metrics: dict[str, Any], baselines: Any, gpu_name: str, gpus: int) -> list[FigureVerdict]:
+    """Pure: `judge_figures` with the baselines given."""
+    from gpuenv.verify.figures import readings
+
+    out = []
+    for r in readings([{"name": check, "metrics": metrics}]):
+        expected = baselines.expected_figure(r.figure.name, gpu_name, gpus)
+        verdict = baselines.judge(r.value, expected, r.figure.better) if expected is not None else "none"
+        out.append(FigureVerdict(r.figure.name, r.gpu_index, r.value, expected, verdict, r.figure.unit, gpu_name))
+    return out

@@ -19,7 +19,8 @@ from typing import Any
 from gpuenv.verify import faults
 
 PARENT_ENV = "GPUENV_TUNE_PARENT"
-FAULT_NAME = "tune-power"  # GPUENV_TEST_FAULT=tune-power:abort|hang, for gpuenv's own tests
+FAULT_NAME = "tune-power"  # GPUENV_TEST_FAULT=tune-power:abort|hang[:rankN], for gpuenv's own tests
+MEASURED = [0]  # measurements so far: a fault's rankN hits the (N+1)th, so a test can fail mid-run
 
 
 def hello(device: str) -> dict[str, Any]:
@@ -40,7 +41,8 @@ def measure(request: dict[str, Any]) -> dict[str, Any]:
     from gpuenv.verify.checks.common import EnergyMeter
     from gpuenv.verify.workloads import nlp
 
-    faults.inject(FAULT_NAME)
+    faults.inject(FAULT_NAME, rank=MEASURED[0])
+    MEASURED[0] += 1
     device = f"cuda:{request['cuda_index']}" if request["device"] == "cuda" else "cpu"
     size = nlp.size_for(device, request["level"])
     meter = EnergyMeter(int(request["nvml_index"]))

@@ -10,7 +10,7 @@
  * with or without processes.
  * Power limits (milliwatts): power_min/power_max are the constraints, power_default the default,
  * power_limit the limit at start, power_draw what the GPU draws (usage is the lesser of it and the
- * limit); power_set_denied makes a set call NO_PERMISSION, as for a non-root user. The driver keeps
+ * limit; the energy counter integrates usage over time); power_set_denied makes a set call NO_PERMISSION, as for a non-root user. The driver keeps
  * a limit across processes: a set call appends "gpuN <milliwatts> <pid>" to FAKE_NVML_POWER_LOG,
  * and every read of the limit takes the GPU's last line there (else power_limit), so a test reads
  * what every process set, in order. */
@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MAXGPU 16
 #define OK 0
@@ -200,7 +201,6 @@ int nvmlDeviceGetGpuFabricInfoV(void *h, fabric_v2_t *info) {
     info->state = (unsigned)g->fabric_state; info->healthMask = 0; return OK;
 }
 int nvmlDeviceGetMigMode(void *h, unsigned *cur, unsigned *pending) { GPU(h) *cur = *pending = g->mig; return OK; }
-int nvmlDeviceGetTotalEnergyConsumption(void *h, unsigned long long *mj) { GPU(h) g->energy += 50000; *mj = g->energy; return OK; }
 int nvmlEventSetCreate(void **set) { if (!initialised) return E_UNINIT; *set = (void *)&xid_next; return OK; }
 int nvmlEventSetFree(void *set) { (void)set; return OK; }
 int nvmlDeviceRegisterEvents(void *h, unsigned long long types, void *set) { GPU(h) (void)types; (void)set; return OK; }
@@ -231,9 +231,19 @@ int nvmlDeviceGetPowerManagementLimitConstraints(void *h, unsigned *lo, unsigned
 int nvmlDeviceGetPowerManagementDefaultLimit(void *h, unsigned *mw) { GPU(h) *mw = g->power_default; return OK; }
 int nvmlDeviceGetPowerManagementLimit(void *h, unsigned *mw) { GPU(h) *mw = current_limit(g); return OK; }
 int nvmlDeviceGetEnforcedPowerLimit(void *h, unsigned *mw) { GPU(h) *mw = current_limit(g); return OK; }
-int nvmlDeviceGetPowerUsage(void *h, unsigned *mw) {
-    GPU(h) unsigned limit = current_limit(g);
-    *mw = g->power_draw < limit ? g->power_draw : limit; return OK;
+static unsigned usage(gpu_t *g) { unsigned limit = current_limit(g); return g->power_draw < limit ? g->power_draw : limit; }
+int nvmlDeviceGetPowerUsage(void *h, unsigned *mw) { GPU(h) *mw = usage(g); return OK; }
+/* The energy counter integrates the draw over time (kept across nvmlInit, which reloads the
+ * scenario): between two reads under one limit it grows by min(power_draw, limit) x seconds. */
+static double energy_acc[MAXGPU], energy_last[MAXGPU];
+int nvmlDeviceGetTotalEnergyConsumption(void *h, unsigned long long *mj) {
+    GPU(h) struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    if (energy_last[g->index] == 0) energy_last[g->index] = now;
+    energy_acc[g->index] += (now - energy_last[g->index]) * usage(g) + 1.0;  /* mW x s = mJ; +1: never equal */
+    energy_last[g->index] = now;
+    *mj = g->energy + (unsigned long long)energy_acc[g->index]; return OK;
 }
 int nvmlDeviceSetPowerManagementLimit(void *h, unsigned mw) {
     GPU(h) if (g->power_set_denied) return E_NO_PERMISSION;

@@ -151,3 +151,55 @@ def test_a_bad_price_is_exit_2_before_anything_runs(value: str) -> None:
 def test_a_bad_instance_type_is_exit_2() -> None:
     result = run_gpuenv("verify", "--device", "cpu", "--instance-type", "p4d;reboot")
     assert result.returncode == 2 and "instance type" in result.stderr
+
+
+def close(value: float) -> Any:
+    return pytest.approx(value, rel=1e-3)  # costs keep 4 significant digits
+
+
+def models(**metrics: Any) -> dict[str, Any]:
+    return {"name": "models", "status": "pass", "metrics": metrics}
+
+
+def test_every_workload_figure_gets_its_cost() -> None:
+    checks = [
+        amp({"0": 400.0, "1": 400.0}),
+        models(
+            nlp_tokens_per_s={"0": 100000.0, "1": 100000.0},
+            cv_images_per_s={"0": 2000.0, "1": 2000.0},
+            cv_images_per_s_total=3600.0,  # measured together: less than the sum of the GPUs alone
+            rec_queries_per_s=500000.0,
+            rec_p99_ms=3.0,  # a latency: no cost
+            nlp_tokens_per_j={"0": 300.0},  # an efficiency: no cost
+        ),
+        {"name": "fp8", "status": "pass", "metrics": {"fp8_tflops": {"0": 1000.0, "1": 1000.0}}},
+    ]
+    costs = {e["figure"]: e for e in cost_figures(checks, Price(36.0, "--price-per-hour", "node"))}
+    assert set(costs) == {
+        "amp.matmul_tflops",
+        "models.nlp_tokens_per_s",
+        "models.cv_images_per_s",
+        "models.cv_images_per_s_total",
+        "models.rec_queries_per_s",
+        "fp8.fp8_tflops",
+    }
+    # 36 USD/h = 0.01 USD/s: a million tokens at 200k tokens/s take 5 s
+    assert costs["models.nlp_tokens_per_s"]["value"] == close(0.05)
+    assert costs["models.nlp_tokens_per_s"]["per_gpu"] == {"0": close(0.05), "1": close(0.05)}
+    assert costs["models.cv_images_per_s_total"]["value"] == close(36.0 * 1e3 / (3600.0 * 3600))
+    assert costs["models.cv_images_per_s"]["value"] == close(36.0 * 1e3 / (4000.0 * 3600))
+    assert costs["models.rec_queries_per_s"]["value"] == close(0.02)
+    assert costs["amp.matmul_tflops"]["value"] == close(36.0 / 800)
+
+
+def test_every_registered_throughput_figure_is_costed_or_named_as_not() -> None:
+    """A new figure counting work per second must get a cost rule, or be listed here with why not."""
+    from gpuenv.verify.cost import RULES
+    from gpuenv.verify.figures import FIGURES
+
+    not_work = {"models.nlp_tokens_per_j", "models.cv_images_per_j"}  # efficiency: per joule, not per second
+    costed = {r.figure for r in RULES}
+    throughput = {f.name for f in FIGURES if f.better == "higher" and f.unit.endswith("/s")} - not_work
+    bandwidth = {f.name for f in FIGURES if f.unit == "GB/s"}  # a link's speed, not work done
+    assert throughput - bandwidth <= costed
+    assert costed <= {f.name for f in FIGURES}  # every rule names a registered figure

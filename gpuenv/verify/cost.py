@@ -126,16 +126,15 @@ def _cost(price_per_hour: float, rate: float, amount: float) -> float:
 
 def cost_figures(checks: list[dict[str, Any]], price: Price) -> list[dict[str, Any]]:
     """One cost figure for every registered throughput figure the checks report (a zero rate has none)."""
-    found: dict[str, list[Reading]] = {}
-    for reading in readings(checks):
+    return costs_of(readings(checks), price)
+
+
+def costs_of(found: Iterable[Reading], price: Price) -> list[dict[str, Any]]:
+    by_figure: dict[str, list[Reading]] = {}
+    for reading in found:
         if reading.value > 0:
-            found.setdefault(reading.figure.name, []).append(reading)
-    out = []
-    for rule in RULES:
-        rates = found.get(rule.figure)
-        if rates:
-            out.append(_figure_cost(rule, rates, price))
-    return out
+            by_figure.setdefault(reading.figure.name, []).append(reading)
+    return [_figure_cost(rule, by_figure[rule.figure], price) for rule in RULES if by_figure.get(rule.figure)]
 
 
 def _figure_cost(rule: CostRule, rates: list[Reading], price: Price) -> dict[str, Any]:
@@ -187,52 +186,60 @@ class GroupCost:
     note: str | None = None
 
 
-def node_group(report: Mapping[str, Any]) -> str:
-    """A node's kind: its instance type when its report names one, else its GPUs ("8 × NVIDIA H100 ...")."""
-    host = report.get("host") or {}
-    if host.get("instance_type"):
-        return str(host["instance_type"])
-    names = [str(g.get("name") or "unknown GPU") for g in host.get("gpus") or []]
-    if not names:
-        return "no GPU"
-    return " + ".join(f"{names.count(n)} × {n}" for n in dict.fromkeys(names))
+@dataclass(frozen=True)
+class NodeFigures:
+    """What the fleet table needs of one node's latest report."""
+
+    instance_type: str | None
+    gpu_names: tuple[str, ...]
+    readings: tuple[Reading, ...]
+
+    @classmethod
+    def from_report(cls, report: Mapping[str, Any]) -> NodeFigures:
+        host = report.get("host") or {}
+        names = tuple(str(g.get("name") or "unknown GPU") for g in host.get("gpus") or [])
+        checks = list(report.get("checks", []))
+        return cls(host.get("instance_type") or None, names, tuple(readings(checks)))
+
+    def group(self) -> str:
+        """The node's kind: its instance type when given, else its GPUs ("8 × NVIDIA H100 ...")."""
+        if self.instance_type:
+            return self.instance_type
+        if not self.gpu_names:
+            return "no GPU"
+        names = list(self.gpu_names)
+        return " + ".join(f"{names.count(n)} × {n}" for n in dict.fromkeys(names))
 
 
-def node_costs(
-    report: Mapping[str, Any], table: Sequence[PriceRow]
-) -> tuple[Price | None, dict[str, float], str | None]:
+def node_costs(node: NodeFigures, table: Sequence[PriceRow]) -> tuple[Price | None, dict[str, float], str | None]:
     """A node's price from [prices] (by its instance type, else its GPU models) and one value per cost key."""
-    host = report.get("host") or {}
     price, note = resolve_price(
-        per_hour=None,
-        instance_type=host.get("instance_type"),
-        table=table,
-        gpu_names=[g.get("name") for g in host.get("gpus") or []],
+        per_hour=None, instance_type=node.instance_type, table=table, gpu_names=list(node.gpu_names)
     )
     if price is None:
         return None, {}, note or "no price in [prices]"
     values: dict[str, float] = {}
-    for entry in cost_figures(list(report.get("checks", [])), price):
+    for entry in costs_of(node.readings, price):
         values.setdefault(entry["key"], entry["value"])  # RULES order: a node-wide figure first
     return price, values, None
 
 
-def fleet_costs(reports: Iterable[Mapping[str, Any]], table: Sequence[PriceRow]) -> list[GroupCost]:
-    """Cost per node kind across a fleet's reports, from the [prices] table, sorted by kind."""
+def fleet_costs(nodes: Iterable[NodeFigures], table: Sequence[PriceRow]) -> list[GroupCost]:
+    """Cost per node kind across a fleet (each node once, by its latest report), sorted by kind."""
     grouped: dict[str, list[tuple[Price | None, dict[str, float], str | None]]] = {}
-    for report in reports:
-        grouped.setdefault(node_group(report), []).append(node_costs(report, table))
+    for node in nodes:
+        grouped.setdefault(node.group(), []).append(node_costs(node, table))
     rows = []
-    for group, nodes in sorted(grouped.items()):
-        priced = [(p, c) for p, c, _ in nodes if p is not None]
-        notes = sorted({n for _, _, n in nodes if n})
+    for group, members in sorted(grouped.items()):
+        priced = [(p, c) for p, c, _ in members if p is not None]
+        notes = sorted({n for _, _, n in members if n})
         costs = {
             key: _significant(statistics.median(vals))
             for key in COST_KEYS
             if (vals := [c[key] for _, c in priced if key in c])
         }
         price = statistics.median(p.usd_per_hour for p, _ in priced) if priced else None
-        rows.append(GroupCost(group, len(nodes), len(priced), price, costs, "; ".join(notes) or None))
+        rows.append(GroupCost(group, len(members), len(priced), price, costs, "; ".join(notes) or None))
     return rows
 
 

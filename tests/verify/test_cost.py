@@ -13,6 +13,7 @@ from gpuenv.config import price_rows, read
 from gpuenv.errors import BadRequest
 from gpuenv.resources import data_file
 from gpuenv.verify.cost import (
+    NodeFigures,
     Price,
     PriceRow,
     cost_figures,
@@ -113,7 +114,7 @@ def test_the_fleet_table_puts_node_kinds_side_by_side() -> None:
         node("h1", [H100] * 8, 600.0),
         node("l1", ["NVIDIA L4"], 100.0),
     ]
-    rows = {row.group: row for row in fleet_costs(reports, TABLE)}
+    rows = {row.group: row for row in fleet_costs([NodeFigures.from_report(r) for r in reports], TABLE)}
     assert set(rows) == {"p4d.24xlarge", f"8 × {H100}", "1 × NVIDIA L4"}
     p4d = rows["p4d.24xlarge"]
     assert (p4d.nodes, p4d.priced_nodes, p4d.usd_per_hour) == (2, 2, 32.77)

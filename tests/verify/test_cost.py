@@ -13,6 +13,7 @@ from gpuenv.config import price_rows, read
 from gpuenv.errors import BadRequest
 from gpuenv.resources import data_file
 from gpuenv.verify.cost import (
+    RULES,
     NodeFigures,
     Price,
     PriceRow,
@@ -23,7 +24,9 @@ from gpuenv.verify.cost import (
     report_cost,
     resolve_price,
 )
+from gpuenv.verify.figures import BY_NAME, readings
 from tests.conftest import run_gpuenv
+from tests.verify.conftest import verify_json
 from tests.verify.test_catalogue import report_v2
 
 SCHEMA = json.loads(data_file("report.schema.json").read_text())
@@ -33,6 +36,7 @@ TABLE = (
     PriceRow("p4d.24xlarge", 32.77, "/etc/gpuenv/config.toml:6"),
 )
 H100 = "NVIDIA H100 80GB HBM3"
+AMOUNTS = {r.key: r.amount for r in RULES}
 
 
 def amp(tflops: dict[str, float]) -> dict[str, Any]:
@@ -204,3 +208,25 @@ def test_every_registered_throughput_figure_is_costed_or_named_as_not() -> None:
     bandwidth = {f.name for f in FIGURES if f.unit == "GB/s"}  # a link's speed, not work done
     assert throughput - bandwidth <= costed
     assert costed <= {f.name for f in FIGURES}  # every rule names a registered figure
+
+
+@pytest.mark.cpu
+@pytest.mark.slow
+def test_a_deep_cpu_run_with_a_price_costs_every_workload_figure_it_reports() -> None:
+    args = ("--device", "cpu", "--level", "deep", "--check", "amp", "--check", "models", "--price-per-hour", "3.06")
+    code, report, stderr = verify_json(*args, timeout=600)
+    assert code == 0, stderr
+    jsonschema.validate(report, SCHEMA)
+    reported = {r.figure.name for r in readings(report["checks"])}
+    throughput = {name for name in reported if BY_NAME[name].unit.endswith("/s") and BY_NAME[name].better == "higher"}
+    assert {"amp.matmul_tflops", "models.nlp_tokens_per_s", "models.cv_images_per_s"} <= throughput
+    cost = report["cost"]
+    assert cost["price"] == {
+        "usd_per_hour": 3.06,
+        "source": "--price-per-hour",
+        "basis": "node",
+        "usd_per_gpu_hour": None,
+    }
+    assert {f["figure"] for f in cost["figures"]} == throughput and cost["device"] == "cpu" and "CPU" in cost["note"]
+    for entry in cost["figures"]:  # the price over the measured rate, to the 4 digits kept
+        assert entry["value"] == close(3.06 * AMOUNTS[entry["key"]] / (entry["rate"] * 3600))

@@ -101,6 +101,9 @@ def test_sigterm_mid_run_puts_every_limit_back(node: dict[str, str]) -> None:
     proc = start({**node, "GPUENV_TEST_FAULT": "tune-power:hang:rank1"}, "--steps", "3")
     wait_for_sets(node, 2)  # GPU 0 measured at 700 W, now hanging at 450 W
     assert json.loads(state_file(node).read_text())["gpus"][0]["original_mw"] == ORIGINAL
+    for args in (("--restore",), ("--device", "cpu")):  # neither fights the run in progress
+        busy = run_gpuenv("tune", "power", *args, env=node)
+        assert busy.returncode == 2 and "still running" in busy.stderr, busy.stderr
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 3, stderr

@@ -10,6 +10,7 @@ import click
 from gpuenv import validate
 from gpuenv.cli.output import console, emit_json, table
 from gpuenv.cli.params import checked, choice
+from gpuenv.errors import BadRequest
 from gpuenv.types import DEVICE_CHOICES, LEVELS
 
 EPILOG = """\b
@@ -50,6 +51,8 @@ def power(restore: bool, as_json: bool, state_file: Path | None, **options: Any)
     """Step each GPU's power limit, run the NLP training step at each, report tokens per joule."""
     from gpuenv.power import service
 
+    if restore and options["apply"]:
+        raise BadRequest("--restore and --apply exclude each other", hint="--restore puts back; --apply keeps a cap")
     if restore:
         outcome = service.restore(state_file)
         _present(outcome.to_dict(), as_json=as_json, lines=_restored(outcome.to_dict()))

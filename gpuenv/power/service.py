@@ -16,6 +16,7 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -98,6 +99,8 @@ class WorkloadProcess:
     def __init__(self) -> None:
         self.proc: subprocess.Popen[bytes] | None = None
         self.buffer = b""
+        # torch's chatter goes here, not to the terminal; its tail explains a crash (closed in close())
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115
 
     def start(self, device: DeviceChoice) -> dict[str, Any]:
         from gpuenv.power.workload import PARENT_ENV
@@ -106,6 +109,7 @@ class WorkloadProcess:
             [sys.executable, "-m", "gpuenv.power.workload"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            stderr=self.stderr,
             start_new_session=True,
             env={**os.environ, PARENT_ENV: str(os.getpid())},
         )
@@ -141,7 +145,11 @@ class WorkloadProcess:
             code = self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             return "closed its output"
-        return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
+        how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
+        self.stderr.seek(0, os.SEEK_END)
+        self.stderr.seek(max(0, self.stderr.tell() - 2000))
+        lines = self.stderr.read().decode(errors="replace").strip().splitlines()
+        return f"{how}; its last words: {lines[-1][:300]}" if lines else how
 
     def close(self) -> None:
         """SIGKILL the whole group: a hung step holds nothing gpuenv needs back."""
@@ -151,6 +159,7 @@ class WorkloadProcess:
             os.killpg(self.proc.pid, signal.SIGKILL)
         with suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
+        self.stderr.close()
 
 
 # --- NVML ---------------------------------------------------------------------------------------
@@ -289,7 +298,8 @@ def tune(request: TuneRequest, *, workload: Workload | None = None) -> TuneOutco
     except KeyboardInterrupt as exc:
         raise Interrupted(f"interrupted by {exc or 'SIGINT'}; every GPU's original power limit is back") from None
     for tuning in tunings:
-        tuning.final_w = adapter.power_limit_mw(tuning.gpu.index) / 1000
+        with suppress(adapter.NvmlCallFailed):  # unknown stays None: the restore itself was read back
+            tuning.final_w = adapter.power_limit_mw(tuning.gpu.index) / 1000
     note = _cpu_note() if device == "cpu" else None
     return TuneOutcome(device, request.level, request.max_loss, kept[0], str(path), tunings, note)
 

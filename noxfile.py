@@ -19,8 +19,8 @@ UNIT = "not cpu and not integration and not gpu"
 NO_TESTS = 5  # pytest's exit code when a selection holds no tests: not a failure here
 
 
-def _pytest(session: nox.Session, marker: str) -> None:
-    session.run("pytest", "-m", marker, *session.posargs, success_codes=[0, NO_TESTS])
+def _pytest(session: nox.Session, marker: str, *options: str) -> None:
+    session.run("pytest", "-m", marker, *options, *session.posargs, success_codes=[0, NO_TESTS])
 
 
 @nox.session
@@ -30,14 +30,15 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "format", "--check", "gpuenv", "tests", "bench", "noxfile.py")
     session.run("mypy")
     session.run("vulture")
-    session.run("ansible-lint", "--offline", "--profile", "production", "playbooks")
+    session.run("ansible-lint", "--offline", "--strict", "--profile", "production", "playbooks")  # warnings fail too
     session.run("hadolint", "--config", ".hadolint.yaml", *sorted(glob.glob("images/*.Dockerfile")))
 
 
 @nox.session
 def unit(session: nox.Session) -> None:
-    """The pure core, rendering, the evaluation halves: no root, Docker, network or torch processes."""
-    _pytest(session, UNIT)
+    """The pure core, rendering, the evaluation halves: no root, Docker, network or torch processes.
+    Many tests run gpuenv or ansible-inventory as a child process and wait: one pytest worker per core."""
+    _pytest(session, UNIT, "-n", "auto")
 
 
 @nox.session

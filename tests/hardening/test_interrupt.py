@@ -22,6 +22,9 @@ import pytest
 
 from tests.conftest import REPO, require
 
+# Real ansible-playbook, ssh and verify processes, signalled: integration, not the quick unit loop.
+pytestmark = pytest.mark.integration
+
 STACK = ("--os", "debian12", "--python", "3.11", "--torch", "2.13.0")
 VENV_BIN = Path(sys.executable).parent
 

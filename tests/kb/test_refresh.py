@@ -90,6 +90,7 @@ def add_torch_release(root: Path, version: str, build: str, cuda_pin: str, pytho
     )
 
 
+@pytest.mark.integration  # a local HTTP index server
 def test_a_new_release_appears_in_the_diff_and_resolves(snapshot: Path, tmp_path: Path) -> None:
     add_torch_release(snapshot, "2.16.0", "cu132", "13.2.2", ["3.11", "3.12", "3.13", "3.14", "3.15"])
     out = tmp_path / "new.json"
@@ -109,6 +110,7 @@ def test_a_new_release_appears_in_the_diff_and_resolves(snapshot: Path, tmp_path
     assert stack["torch"] == "2.16.0" and stack["cuda_build"] == "cu132"
 
 
+@pytest.mark.integration  # a local HTTP index server
 def test_a_build_that_disappears_is_named_with_its_source(snapshot: Path, tmp_path: Path) -> None:
     cu129 = snapshot / "pytorch/cu129/torch/index.html"
     cu129.write_text("\n".join(line for line in cu129.read_text().splitlines() if "torch-2.12.1+" not in line) + "\n")
@@ -122,6 +124,7 @@ def test_a_build_that_disappears_is_named_with_its_source(snapshot: Path, tmp_pa
     assert "cu129" not in row["arch"] and "build:cu129" not in row["unconfirmed"]  # the doubt is settled
 
 
+@pytest.mark.integration  # a local HTTP index server
 def test_redirects_are_followed(snapshot: Path, tmp_path: Path) -> None:
     out = tmp_path / "new.json"
     with serving(snapshot, faults={"/pypi/": "redirect", "/pytorch/cu126/": "redirect"}) as server:
@@ -156,6 +159,7 @@ def _as_read_live(row: dict[str, Any]) -> dict[str, Any]:
         ("slow", "/nvidia-drivers/releases.json", "timed out after 0.5 s (2 tries)"),
     ],
 )
+@pytest.mark.integration  # a local HTTP index server
 def test_an_index_that_fails_is_named_and_nothing_is_written(
     snapshot: Path, tmp_path: Path, fault: str, where: str, message: str
 ) -> None:
@@ -186,6 +190,7 @@ def test_a_wheel_without_its_cuda_pin_is_malformed(snapshot: Path, tmp_path: Pat
     assert not (tmp_path / "new.json").exists()
 
 
+@pytest.mark.integration  # a local HTTP index server
 def test_record_over_http_then_read_back(snapshot: Path, tmp_path: Path) -> None:
     """--record writes what it read (METADATA through range reads of real zips); --from reads it back."""
     recorded, first, second = tmp_path / "recorded", tmp_path / "first.json", tmp_path / "second.json"
@@ -243,6 +248,7 @@ def _cuda(path: Path) -> dict[str, dict[str, Any]]:
     return {row["version"]: row for row in json.loads(path.read_text())["cuda"]}
 
 
+@pytest.mark.integration  # a local HTTP index server
 def test_a_deleted_tag_is_marked_and_named(snapshot: Path, tmp_path: Path) -> None:
     gone = {"12.0": {"deleted_tags": ["12.0.0"]}, "12.1": {"deleted_tags": ["12.1.0", "12.1.1"]}}
     write_indexes(snapshot, _cuda_rows(**gone))
@@ -259,6 +265,7 @@ def test_a_deleted_tag_is_marked_and_named(snapshot: Path, tmp_path: Path) -> No
     assert sum(r.startswith("/dockerhub/") for r in server.requests) == 7  # every page, following `next`
 
 
+@pytest.mark.integration  # a local HTTP index server
 def test_a_cuda_update_release_brings_its_driver(snapshot: Path, tmp_path: Path) -> None:
     write_indexes(snapshot, _cuda_rows(**{"13.2": {"toolkit": "13.2.3", "bundled_driver": "595.80.02"}}))
     out = tmp_path / "new.json"
@@ -291,6 +298,7 @@ def test_a_manifest_without_its_driver_is_malformed(snapshot: Path, tmp_path: Pa
     assert "redistrib_12.8.1.json names no nvidia_driver version" in result.stderr
 
 
+@pytest.mark.integration  # a local HTTP index server
 def test_cuda_indexes_redirect(snapshot: Path, tmp_path: Path) -> None:
     out = tmp_path / "new.json"
     with serving(snapshot, faults={"/dockerhub/": "redirect", "/cuda-redist/": "redirect"}) as server:
@@ -300,6 +308,7 @@ def test_cuda_indexes_redirect(snapshot: Path, tmp_path: Path) -> None:
     assert json.loads(out.read_text())["cuda"] == SHIPPED["cuda"]
 
 
+@pytest.mark.integration  # a local HTTP index server
 def test_a_driver_branch_appears_and_one_moves_on(snapshot: Path, tmp_path: Path) -> None:
     branches = [{**b, "latest": "580.180.01"} if b["branch"] == "R580" else b for b in SHIPPED["driver_branches"]]
     write_drivers(snapshot, [*branches, {"branch": "R625", "kind": "new-feature", "latest": "625.20.04"}])
@@ -325,6 +334,7 @@ def test_a_driver_list_without_types_is_malformed(snapshot: Path, tmp_path: Path
     assert not (tmp_path / "new.json").exists()
 
 
+@pytest.mark.integration  # a local HTTP index server
 def test_tag_pages_that_link_the_mirror_record_and_read_back(snapshot: Path, tmp_path: Path) -> None:
     """A mirror whose `next` links name the mirror itself: followed live, and again from the recording."""
     recorded, first, second = tmp_path / "recorded", tmp_path / "first.json", tmp_path / "second.json"

@@ -115,6 +115,7 @@ def test_both_schemas_ship_and_each_validates_its_reports() -> None:
         jsonschema.validate(bad, SCHEMA_V2)
 
 
+@pytest.mark.cpu  # a real verify run (torch)
 def test_a_real_run_gives_every_finding_a_catalogued_code() -> None:
     proc = run_gpuenv(
         "verify", "--device", "cpu", "--check", "stack", "--check", "profiler", "--check", "nvml", "--json", timeout=300

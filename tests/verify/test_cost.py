@@ -26,7 +26,7 @@ from gpuenv.verify.cost import (
 )
 from gpuenv.verify.figures import BY_NAME, readings
 from tests.conftest import run_gpuenv
-from tests.verify.conftest import verify_json
+from tests.verify.conftest import scenario_env, verify_json
 from tests.verify.test_catalogue import report_v2
 
 SCHEMA = json.loads(data_file("report.schema.json").read_text())
@@ -230,3 +230,21 @@ def test_a_deep_cpu_run_with_a_price_costs_every_workload_figure_it_reports() ->
     assert {f["figure"] for f in cost["figures"]} == throughput and cost["device"] == "cpu" and "CPU" in cost["note"]
     for entry in cost["figures"]:  # the price over the measured rate, to the 4 digits kept
         assert entry["value"] == close(3.06 * AMOUNTS[entry["key"]] / (entry["rate"] * 3600))
+
+
+def test_the_config_files_prices_reach_the_report(tmp_path: Path, fake_nvml_dir: Path) -> None:
+    """[prices] by GPU model, read through the real CLI, over eight fake H100s; an instance type
+    without a price gives no cost, and says so."""
+    config = tmp_path / "config.toml"
+    config.write_text('[prices]\nH100 = 2.49\n"p4d.24xlarge" = 32.77\n')
+    env = scenario_env(fake_nvml_dir, "healthy-8xh100")
+    by_model = run_gpuenv("--config", str(config), "verify", "--check", "stack", "--json", env=env, timeout=300)
+    cost = json.loads(by_model.stdout)["cost"]
+    assert cost["price"]["usd_per_hour"] == pytest.approx(8 * 2.49) and cost["price"]["basis"] == "gpu"
+    assert cost["price"]["source"] == f"[prices] H100 × 8 GPU(s) ({config.resolve()}:2)"
+    assert cost["figures"] == []  # the stack check measures no throughput
+    args = ("--config", str(config), "verify", "--check", "stack", "--instance-type", "g5.xlarge", "--json")
+    unpriced = run_gpuenv(*args, env=env, timeout=300)
+    report = json.loads(unpriced.stdout)
+    assert "cost" not in report and report["host"]["instance_type"] == "g5.xlarge"
+    assert "no price for instance type 'g5.xlarge' in [prices]" in unpriced.stderr

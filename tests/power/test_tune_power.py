@@ -14,7 +14,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,14 +54,28 @@ def final_limits(env: dict[str, str]) -> dict[int, int]:
     return dict(set_calls(env))  # the last set per GPU; one never set keeps its original
 
 
-def start(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "gpuenv", "tune", "power", "--device", "cpu", *args],
-        env={**os.environ, **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+@pytest.fixture
+def start() -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """Start `gpuenv tune power --device cpu ARGS` in the background; killed if a test fails early
+    (its workload hangs by design, and dies with it)."""
+    started: list[subprocess.Popen[str]] = []
+
+    def run(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gpuenv", "tune", "power", "--device", "cpu", *args],
+            env={**os.environ, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        started.append(proc)
+        return proc
+
+    yield run
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=60)
 
 
 def wait_for_sets(env: dict[str, str], count: int) -> None:
@@ -97,7 +113,7 @@ def test_a_full_run_measures_every_cap_and_puts_every_limit_back(node: dict[str,
         assert gpu["chosen_w"] is None
 
 
-def test_sigterm_mid_run_puts_every_limit_back(node: dict[str, str]) -> None:
+def test_sigterm_mid_run_puts_every_limit_back(node: dict[str, str], start: Callable[..., Any]) -> None:
     proc = start({**node, "GPUENV_TEST_FAULT": "tune-power:hang:rank1"}, "--steps", "3")
     wait_for_sets(node, 2)  # GPU 0 measured at 700 W, now hanging at 450 W
     assert json.loads(state_file(node).read_text())["gpus"][0]["original_mw"] == ORIGINAL
@@ -112,7 +128,9 @@ def test_sigterm_mid_run_puts_every_limit_back(node: dict[str, str]) -> None:
     assert not state_file(node).exists() and not workload_processes(proc.pid)
 
 
-def test_sigkill_leaves_the_state_file_which_blocks_a_new_run_until_restore(node: dict[str, str]) -> None:
+def test_sigkill_leaves_the_state_file_which_blocks_a_new_run_until_restore(
+    node: dict[str, str], start: Callable[..., Any]
+) -> None:
     proc = start({**node, "GPUENV_TEST_FAULT": "tune-power:hang:rank1"}, "--steps", "3")
     wait_for_sets(node, 2)
     proc.kill()

@@ -138,3 +138,95 @@ def test_exclusive_process_mode_does_not_break_the_ranks(tmp_path: Path) -> None
     report = json.loads(proc.stdout)
     assert proc.returncode == 0, json.dumps(report["checks"], indent=1)[-4000:]
     assert check(report, "nvml")["metrics"]["compute_modes"] == ["EXCLUSIVE_PROCESS"]
+
+
+NEW_CHECKS = ("models", "parallel", "fp8", "onnx", "memory", "profiler", "compile")
+
+
+@pytest.fixture(scope="module")
+def deep_workloads(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One deep run of the workload checks on this node (the whole deep budget of each)."""
+    folder = tmp_path_factory.mktemp("deep")
+    checks = [arg for name in NEW_CHECKS for arg in ("--check", name)]
+    run_gpuenv(
+        "verify",
+        "--level",
+        "deep",
+        "--device",
+        "cuda",
+        *checks,
+        "--report",
+        str(folder / "verify.json"),
+        "--artifacts",
+        str(folder / "artifacts"),
+        timeout=2400,
+    )
+    report: dict[str, Any] = json.loads((folder / "verify.json").read_text())
+    return report
+
+
+def compute_capability() -> tuple[int, int]:
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(0)
+    return int(major), int(minor)
+
+
+def test_models_train_on_every_gpu_with_figures_and_energy(deep_workloads: dict[str, Any]) -> None:
+    models = check(deep_workloads, "models")
+    assert models["status"] in ("pass", "warn"), json.dumps(models, indent=1)[-4000:]
+    metrics, gpus = models["metrics"], {str(i) for i in range(cuda_gpus())}
+    for key in ("cv_images_per_s", "nlp_tokens_per_s"):
+        assert set(metrics[key]) == gpus and all(v > 0 for v in metrics[key].values())
+    assert 0 < metrics["rec_p50_ms"] <= metrics["rec_p99_ms"] and metrics["rec_queries_per_s"] > 0
+    assert ("cv_scaling_efficiency" in metrics) == (cuda_gpus() > 1)
+    if "cv_step_j" in metrics:  # NVML's counter or power samples
+        assert set(metrics["nlp_tokens_per_j"]) == gpus and models["detail"]["energy_source"]
+    else:
+        assert "neither" in " ".join(models["detail"]["energy_source"])
+    assert models["detail"]["accumulation_gap"] < 1e-3 and models["detail"]["sampler"]["disjoint"]
+
+
+def test_parallel_matches_one_gpu(deep_workloads: dict[str, Any]) -> None:
+    parallel = check(deep_workloads, "parallel")
+    if cuda_gpus() < 2:
+        assert parallel["status"] == "skip" and "2 GPUs" in parallel["summary"]
+        return
+    assert parallel["status"] == "pass", parallel["summary"]
+    assert set(parallel["metrics"]["gaps"]) == {"dataparallel", "tensor", "pipeline"}
+
+
+def test_fp8_runs_where_the_gpu_has_it(deep_workloads: dict[str, Any]) -> None:
+    fp8 = check(deep_workloads, "fp8")
+    if compute_capability() < (8, 9):
+        assert fp8["status"] == "skip" and "sm_89" in fp8["summary"]
+        return
+    assert fp8["status"] in ("pass", "warn"), fp8["summary"]
+    assert all(v > 50 for v in fp8["metrics"]["fp8_tflops"].values())  # launches alone would be absurd
+    assert all(g < 0.1 for g in fp8["metrics"]["gaps"].values())
+
+
+def test_memory_headroom_on_the_gpu(deep_workloads: dict[str, Any]) -> None:
+    memory = check(deep_workloads, "memory")
+    assert memory["status"] == "pass", memory["summary"]
+    metrics = memory["metrics"]
+    assert metrics["nlp_max_batch"] >= 8 and metrics["oom_recovered"]
+    assert metrics["checkpoint_saving_gib"] > 0 and set(metrics["free_gib"]) == {str(i) for i in range(cuda_gpus())}
+
+
+def test_onnx_runtime_matches_on_the_gpu_node(deep_workloads: dict[str, Any]) -> None:
+    onnx = check(deep_workloads, "onnx")
+    if onnx["status"] == "skip":
+        pytest.skip(onnx["summary"])
+    provider = onnx["metrics"]["provider"]
+    assert onnx["status"] == ("pass" if provider == "CUDAExecutionProvider" else "warn"), onnx["summary"]
+    assert onnx["metrics"]["onnx_latency_ms"] > 0
+
+
+def test_profiler_timeline_and_compile_speedup(deep_workloads: dict[str, Any]) -> None:
+    profiler, compiled = check(deep_workloads, "profiler"), check(deep_workloads, "compile")
+    assert profiler["status"] == "pass" and profiler["metrics"]["memory_timeline_points"] > 0
+    assert any(a.endswith("profiler-memory-timeline.json") for a in profiler["artifacts"])
+    if "nsys" in profiler["metrics"]:
+        assert profiler["metrics"]["nsys"]["ok"]
+    assert compiled["status"] in ("pass", "warn") and compiled["metrics"]["compile_speedup"] > 0

@@ -1,11 +1,18 @@
-"""compile: torch.compile of a small function matches eager (C compiler, Python headers, Triton)."""
+"""compile: torch.compile of a small function matches eager (C compiler, Python headers, Triton).
+
+At the deep level also the speedup of torch.compile over eager on one encoder layer of the NLP
+workload (BERT-base-shaped on a GPU, in autocast; shrunk on the CPU), forward in inference:
+the median of timed runs after the compile and a warm-up.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks import common
 from gpuenv.verify.context import CheckContext
-from gpuenv.verify.model import CheckResult
+from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
 
 
 def _fn(x: object) -> object:
@@ -37,4 +44,83 @@ def run(ctx: CheckContext) -> CheckResult:
             summary=message,
             findings=[finding("compile.mismatch", message)],
         )
-    return CheckResult("compile", "pass", summary=f"torch.compile on {dev.type} matches eager")
+    if ctx.level != "deep":
+        return CheckResult("compile", "pass", summary=f"torch.compile on {dev.type} matches eager")
+    eager_ms, compiled_ms = block_timings(dev)
+    speedup = eager_ms / compiled_ms
+    metrics = {
+        "compile_speedup": round(speedup, 3),
+        "eager_ms": round(eager_ms, 3),
+        "compiled_ms": round(compiled_ms, 3),
+    }
+    findings = evaluate_speedup(speedup, cuda=dev.type == "cuda")
+    findings += judged(common.judge_figures("compile", metrics, ctx, gpus=1), cuda=dev.type == "cuda")
+    default = f"torch.compile on {dev.type} matches eager; {speedup:.2f}x over eager on the NLP block"
+    return CheckResult(
+        "compile",
+        status_from_findings(findings),
+        summary=summarize(findings, default),
+        metrics=metrics,
+        findings=findings,
+    )
+
+
+SLOWER = 0.8  # on a GPU, compiled this much slower than eager is a broken toolchain, not noise
+RUNS = {"cpu": 10, "cuda": 50}
+
+
+def evaluate_speedup(speedup: float, *, cuda: bool) -> list[Finding]:
+    """Pure: on a GPU the compiled block must not be clearly slower than eager (the CPU's
+    figure is recorded only: inductor's CPU code is not what this node is bought for)."""
+    if cuda and not speedup >= SLOWER:
+        message = f"torch.compile runs the NLP block at {speedup:.2f}x eager's speed (under {SLOWER:g}x)"
+        return [finding("compile.slower-than-eager", message)]
+    return []
+
+
+def judged(verdicts: list[common.FigureVerdict], *, cuda: bool) -> list[Finding]:
+    """Pure: the speedup has no shipped baseline; a --baseline file's verdict is reported."""
+    out = []
+    for v in verdicts:
+        if v.expected is None:
+            where = v.gpu_name if cuda else "the CPU"
+            out.append(finding("compile.no-baseline", f"no compile speedup baseline for {where}: recorded, not judged"))
+        elif v.verdict != "pass":
+            out.append(finding("compile.slower-than-eager", f"{v.text()}: {v.verdict}"))
+    return out
+
+
+def block_timings(dev: Any) -> tuple[float, float]:
+    """Milliseconds per forward of one NLP encoder layer, eager and compiled (medians)."""
+    import contextlib
+    import statistics
+    import time
+
+    import torch
+
+    from gpuenv.verify.workloads import nlp
+
+    size = nlp.size_for(dev.type, "deep")
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(
+        size.hidden, size.heads, size.ffn, dropout=0.0, activation="gelu", batch_first=True
+    ).to(dev)
+    x = torch.randn(size.micro_batch, size.seq_len, size.hidden, device=dev)
+    precision = nlp.precision_for(dev)
+    autocast = (
+        torch.autocast("cuda", dtype=getattr(torch, precision)) if precision != "fp32" else contextlib.nullcontext()
+    )
+    compiled = torch.compile(layer)
+
+    def median_ms(fn: Any) -> float:
+        times = []
+        for k in range(RUNS[dev.type] + 3):
+            started = time.perf_counter()
+            fn(x)
+            common.sync(dev)
+            if k >= 3:
+                times.append((time.perf_counter() - started) * 1000)
+        return statistics.median(times)
+
+    with torch.no_grad(), autocast:
+        return median_ms(layer), median_ms(compiled)

@@ -142,7 +142,7 @@ def baseline_findings(verdicts: list[common.FigureVerdict], ctx: CheckContext) -
             out.append(finding("models.figure-under-expected", v.text(gpu), gpu=gpu))
     missing = sorted({v.figure for v in verdicts if v.expected is None})
     if missing:
-        message = f"no baseline for {', '.join(missing)} on {common.gpu_model(ctx)}: figures recorded, not judged"
+        message = f"no baseline for {', '.join(missing)} on {verdicts[0].gpu_name}: figures recorded, not judged"
         out.append(finding("models.no-baseline", message))
     return out
 
@@ -207,58 +207,76 @@ def _cv(rank: int, world: int, dev: Any, level: str, steps: dict[str, int], nvml
     return out
 
 
+PER_EPOCH = 4  # steps per pass over the image pool
+
+
+class CvTraining:
+    """One rank's CV training: the model (under DDP when asked), the image pool, its
+    DistributedSampler, the optimizer and AMP's scaler where fp16 needs one."""
+
+    def __init__(self, size: cv.CvSize, dev: Any, *, ddp: bool, rank: int, world: int) -> None:
+        torch = common.torch_module()
+
+        self.size, self.dev, self.torch = size, dev, torch
+        model = cv.build(size, dev)
+        ids = [dev.index] if dev.type == "cuda" else None
+        self.model = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids) if ddp else model
+        self.x, self.y = cv.pool(size, dev, images=size.batch * world * PER_EPOCH)
+        self.sampler = torch.utils.data.DistributedSampler(
+            range(len(self.x)), num_replicas=world, rank=rank, shuffle=True, seed=0
+        )
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
+        self.precision = nlp.precision_for(dev)
+        self.scaler = torch.amp.GradScaler("cuda") if self.precision == "float16" else None
+        self.order: Any = None
+        self.losses: list[Any] = []  # kept on the device: checking each one would sync every step
+
+    def step(self, k: int) -> None:
+        import contextlib
+
+        torch = self.torch
+        if k % PER_EPOCH == 0:
+            self.sampler.set_epoch(k // PER_EPOCH)
+            self.order = torch.tensor(list(self.sampler), device=self.dev)
+        idx = self.order[(k % PER_EPOCH) * self.size.batch :][: self.size.batch]
+        autocast = (
+            torch.autocast(self.dev.type, dtype=getattr(torch, self.precision))
+            if self.precision != "fp32"
+            else contextlib.nullcontext()
+        )
+        with autocast:
+            loss = torch.nn.functional.cross_entropy(self.model(self.x[idx]).float(), self.y[idx])
+        self.opt.zero_grad(set_to_none=True)
+        (self.scaler.scale(loss) if self.scaler else loss).backward()
+        if self.scaler:
+            self.scaler.step(self.opt)
+            self.scaler.update()
+        else:
+            self.opt.step()
+        self.losses.append(loss.detach())
+
+    def finite(self) -> bool:
+        return bool(self.torch.isfinite(self.torch.stack(self.losses)).all())
+
+
 def _cv_train(
     size: cv.CvSize, dev: Any, steps: dict[str, int], *, ddp: bool, rank: int, world: int, meter: Any = None
 ) -> tuple[int, float, dict[str, Any]]:
     """(images, seconds) over the timed steps, and what the sampler handed out in one epoch."""
     import contextlib
 
-    torch = common.torch_module()
-    model = cv.build(size, dev)
-    if ddp:
-        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[dev.index] if dev.type == "cuda" else None)
-    per_epoch = 4
-    x, y = cv.pool(size, dev, images=size.batch * world * per_epoch)
-    sampler = torch.utils.data.DistributedSampler(range(len(x)), num_replicas=world, rank=rank, shuffle=True, seed=0)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    precision = nlp.precision_for(dev)
-    scaler = torch.amp.GradScaler("cuda") if precision == "float16" else None
-    order: list[int] = []
-    finite = True
-
-    def step(k: int) -> None:
-        nonlocal order, finite
-        if k % per_epoch == 0:
-            sampler.set_epoch(k // per_epoch)
-            order = list(sampler)
-        idx = torch.tensor(order[(k % per_epoch) * size.batch :][: size.batch], device=dev)
-        autocast = (
-            torch.autocast(dev.type, dtype=getattr(torch, precision))
-            if precision != "fp32"
-            else contextlib.nullcontext()
-        )
-        with autocast:
-            loss = torch.nn.functional.cross_entropy(model(x[idx]).float(), y[idx])
-        opt.zero_grad(set_to_none=True)
-        (scaler.scale(loss) if scaler else loss).backward()
-        if scaler:
-            scaler.step(opt)
-            scaler.update()
-        else:
-            opt.step()
-        finite = finite and bool(torch.isfinite(loss.detach()))
-
+    run = CvTraining(size, dev, ddp=ddp, rank=rank, world=world)
     for k in range(steps["cv_warmup"]):
-        step(k)
+        run.step(k)
     common.sync(dev)
     with meter or contextlib.nullcontext():
         started = time.perf_counter()
         for k in range(steps["cv"]):
-            step(k)
+            run.step(k)
         common.sync(dev)
         seconds = time.perf_counter() - started
-    sampled = _sampler_share(sampler, len(x), world, dev) if ddp else {}
-    sampled["finite"] = finite
+    sampled = _sampler_share(run.sampler, len(run.x), world, dev) if ddp else {}
+    sampled["finite"] = run.finite()
     return size.batch * steps["cv"], seconds, sampled
 
 

@@ -2,10 +2,14 @@
 
 On a GPU node zero CUDA kernel events is a failure (a disabled CUPTI only warns); on the CPU path
 the CUDA half cannot run and is reported as skipped. The chrome trace goes into the artifacts.
+At the deep level also a memory timeline (torch.profiler's export_memory_timeline, an artifact)
+and, when `nsys` is on the PATH of a GPU node, a short Nsight Systems capture of a CUDA matmul.
 """
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from typing import Any
 
 from gpuenv.verify.catalogue import finding
@@ -57,15 +61,103 @@ def run(ctx: CheckContext) -> CheckResult:
         {"op": a.key, "calls": a.count, "self_us": round(_self_time(a, cuda), 1)}
         for a in sorted(prof.key_averages(), key=lambda a: -_self_time(a, cuda))[:TOP]
     ]
+    metrics: dict[str, Any] = {
+        "cpu_events": cpu_events,
+        "cuda_events": cuda_events,
+        "top_ops": top,
+        "sorted_by": sort_key,
+    }
+    if ctx.level == "deep":
+        found, produced = _deep(model, x, dev, folder, metrics)
+        findings += found
+        artifacts += produced
     default = f"{cpu_events} CPU events" + (f", {cuda_events} CUDA kernel events" if cuda else "")
     return CheckResult(
         "profiler",
         status_from_findings(findings),
         summary=summarize(findings, default),
-        metrics={"cpu_events": cpu_events, "cuda_events": cuda_events, "top_ops": top, "sorted_by": sort_key},
+        metrics=metrics,
         findings=findings,
         artifacts=artifacts,
     )
+
+
+NSYS_TIMEOUT = 120
+NSYS_WORK = (
+    "import torch; a = torch.randn(2048, 2048, device='cuda'); [a @ a for _ in range(20)]; torch.cuda.synchronize()"
+)
+
+
+def _deep(
+    model: Any, x: Any, dev: Any, folder: Path | None, metrics: dict[str, Any]
+) -> tuple[list[Finding], list[str]]:
+    import tempfile
+
+    cuda = dev.type == "cuda"
+    with tempfile.TemporaryDirectory(prefix="gpuenv-profiler-") as scratch:
+        where = folder or Path(scratch)
+        timeline = where / "profiler-memory-timeline.json"
+        points, error = memory_timeline(model, x, dev, timeline)
+        metrics["memory_timeline_points"] = points
+        nsys = nsys_capture(where / "nsys-capture") if cuda and shutil.which("nsys") else None
+    findings = evaluate_deep(timeline_points=points, timeline_error=error, nsys=nsys)
+    artifacts = [str(timeline)] if folder is not None and points else []
+    if nsys is not None:
+        metrics["nsys"] = nsys
+        artifacts += [nsys["report"]] if folder is not None and nsys["ok"] else []
+    else:
+        why = "nsys is not on the PATH" if cuda else "CPU only"
+        findings.append(finding("profiler.nsys-not-checked", f"Nsight Systems not checked: {why}"))
+    return findings, artifacts
+
+
+def evaluate_deep(*, timeline_points: int, timeline_error: str, nsys: dict[str, Any] | None) -> list[Finding]:
+    """Pure: the memory timeline has points; an nsys capture, when tried, exits 0 with a report."""
+    out = []
+    if timeline_points == 0:
+        message = f"torch.profiler's memory timeline is empty or failed: {timeline_error or 'no points'}"
+        out.append(finding("profiler.memory-timeline-failed", message))
+    if nsys is not None and not nsys["ok"]:
+        out.append(finding("profiler.nsys-failed", f"nsys profile failed: {nsys['error']}"))
+    return out
+
+
+def memory_timeline(model: Any, x: Any, dev: Any, path: Path) -> tuple[int, str]:
+    """(points in the exported timeline, error): a profile with shapes, memory and stacks, as
+    export_memory_timeline needs."""
+    import json
+
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+    try:
+        with profile(activities=activities, profile_memory=True, record_shapes=True, with_stack=True) as prof:
+            for _ in range(3):
+                model(x).sum().backward()
+            common.sync(dev)
+        prof.export_memory_timeline(str(path), device=str(dev) if dev.type == "cuda" else "cpu")
+        data = json.loads(path.read_text())
+    except (RuntimeError, ValueError, OSError) as exc:
+        return 0, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}"
+    return (len(data[0]) if isinstance(data, list) and data and isinstance(data[0], list) else 0), ""
+
+
+def nsys_capture(output: Path) -> dict[str, Any]:
+    """`nsys profile` of a short CUDA matmul in a fresh Python: exit 0 and a .nsys-rep file."""
+    import subprocess
+    import sys
+
+    command = ["nsys", "profile", "--force-overwrite", "true", "--trace", "cuda", "--output", str(output)]
+    report = output.with_suffix(".nsys-rep")
+    try:
+        proc = subprocess.run(
+            [*command, sys.executable, "-c", NSYS_WORK], capture_output=True, text=True, timeout=NSYS_TIMEOUT
+        )
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": f"no result within {NSYS_TIMEOUT} s", "report": str(report)}
+    ok = proc.returncode == 0 and report.is_file()
+    error = "" if ok else f"exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-300:]}"
+    return {"ok": ok, "error": error, "report": str(report)}
 
 
 def _is(event: Any, kind: str) -> bool:

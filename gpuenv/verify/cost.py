@@ -16,7 +16,7 @@ Every cost is `price per hour / (units per hour) × amount`, for the units a fig
 
 A price covers every device the run measured (the node, or the GPUs a job was given). A per-GPU
 figure is costed per device, at that device's share of the price, and for the node, over the sum
-of the devices' rates (each GPU measured on its own: the node's rate when all work at once).
+of the devices' rates.
 """
 
 from __future__ import annotations

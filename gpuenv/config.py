@@ -17,12 +17,15 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from click.core import ParameterSource
 
 from gpuenv.errors import BadRequest, GpuenvError
+
+if TYPE_CHECKING:
+    from gpuenv.verify.cost import PriceRow
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -293,16 +296,31 @@ def _toml_type(value: Any) -> str:
 
 
 def check_prices(config: ConfigFile, value: Any) -> dict[str, float]:
-    """The reserved [prices] table: GPU name -> price per GPU-hour, a positive number."""
+    """The reserved [prices] table: a GPU model (price per GPU-hour) or an instance type (price per
+    node-hour) -> dollars, a positive finite number."""
+    from gpuenv import validate
+
     if not isinstance(value, dict):
         raise BadRequest(f"{config.where(('prices',))}: prices must be a table", hint="[prices]\nH100 = 2.5")
     for name, price in value.items():
-        if isinstance(price, bool) or not isinstance(price, (int, float)) or not price > 0:
+        try:
+            validate.price(price, f"[prices] {name}")
+        except BadRequest as exc:
             raise BadRequest(
                 f"{config.where(('prices', name))}: [prices] {name}: expected a positive number, got {price!r}",
-                hint="a price per GPU-hour, e.g. H100 = 2.5",
-            )
+                hint="dollars per GPU-hour by GPU model (H100 = 2.5) or per node-hour by instance type",
+            ) from exc
     return {name: float(price) for name, price in value.items()}
+
+
+def price_rows(config: ConfigFile | None) -> tuple[PriceRow, ...]:
+    """The [prices] table as cost.PriceRow entries, each with the line it is on (none without a file)."""
+    from gpuenv.verify.cost import PriceRow
+
+    if config is None or "prices" not in config.data:
+        return ()
+    prices = check_prices(config, config.data["prices"])
+    return tuple(PriceRow(name, value, config.where(("prices", name))) for name, value in prices.items())
 
 
 def _suggest(word: str, choices: list[str], what: str) -> str:

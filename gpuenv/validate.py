@@ -22,6 +22,8 @@ _DRIVER_BRANCH = re.compile(r"[Rr]?(\d{3})", re.ASCII)
 _OS = re.compile(r"[a-z]{2,20}\d{1,2}(\.\d{2})?", re.ASCII)
 _SM = re.compile(r"sm_?(\d)(\d{1,2})", re.ASCII | re.IGNORECASE)
 _GPU_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,39}", re.ASCII)
+_INSTANCE_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/+-]{0,63}", re.ASCII)
+_PERCENT = re.compile(r"(\d{1,2}(\.\d{1,3})?)\s*%?", re.ASCII)
 _HOSTNAME = re.compile(
     r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*",
     re.ASCII,
@@ -219,3 +221,31 @@ def absolute_path(value: str, what: str = "path") -> str:
 def safe_path(value: str, what: str = "path") -> str:
     """A path made of plain characters only (letters, digits and _./~+@-), safe in any shell or template."""
     return _match(_SAFE_PATH, value, what, "use a path of letters, digits and _./~+@- only")
+
+
+MOST_PER_HOUR = 100000.0  # dollars per hour: anything above is a typo, not a price
+
+
+def price(value: float, what: str = "--price-per-hour") -> float:
+    """A price in dollars per hour: finite, above zero, at most MOST_PER_HOUR."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise BadRequest(f"invalid {what}: {value!r}", hint="a price in dollars per hour, e.g. 3.06")
+    if not math.isfinite(value) or not 0 < value <= MOST_PER_HOUR:
+        raise BadRequest(
+            f"invalid {what}: {value!r}", hint=f"a price in dollars per hour above 0 and at most {MOST_PER_HOUR:g}"
+        )
+    return float(value)
+
+
+def instance_type(value: str) -> str:
+    """A cloud instance type or any name a fleet gives its node kind ('p4d.24xlarge', 'Standard_ND96asr_v4')."""
+    return _match(_INSTANCE_TYPE, value, "instance type", "letters, digits and ._:/+- , e.g. p4d.24xlarge")
+
+
+def percent(value: str, what: str = "--max-loss") -> float:
+    """A share from 0 to 99.999 percent, written '5%' or '5'; returned as a fraction (0.05)."""
+    value = _basic(value, what)
+    found = _PERCENT.fullmatch(value.strip())
+    if not found:
+        raise BadRequest(f"invalid {what}: {value[:20]!r}", hint="a percentage below 100, e.g. 5%")
+    return float(found.group(1)) / 100

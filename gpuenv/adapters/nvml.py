@@ -269,3 +269,58 @@ def power_mw(indices: list[int]) -> dict[int, int | None]:
         i: _read(unknown, "power", partial(nv.nvmlDeviceGetPowerUsage, nv.nvmlDeviceGetHandleByIndex(i)))
         for i in indices
     }
+
+
+class NvmlCallFailed(Exception):
+    """An NVML call that must succeed did not; `reason` as _error_name gives it (NO_PERMISSION, ...)."""
+
+    def __init__(self, what: str, reason: str) -> None:
+        super().__init__(f"{what}: {reason}")
+        self.reason = reason
+
+
+def _must(what: str, call: Callable[[], Any]) -> Any:
+    nv = _pynvml()
+    try:
+        return call()
+    except nv.NVMLError as exc:
+        raise NvmlCallFailed(what, _error_name(exc)) from exc
+
+
+def power_limits() -> list[dict[str, Any]]:
+    """Every GPU's power-limit range, default and limit in force (milliwatts), NVML order; needs
+    init(). A value the GPU cannot give is None, with the reason in `unknown`."""
+    nv = _pynvml()
+    found = []
+    for i in range(nv.nvmlDeviceGetCount()):
+        h = nv.nvmlDeviceGetHandleByIndex(i)
+        unknown: dict[str, str] = {}
+        bounds = _read(unknown, "constraints", partial(nv.nvmlDeviceGetPowerManagementLimitConstraints, h))
+        found.append(
+            {
+                **_identity(nv, i, h, unknown),
+                "min_mw": int(bounds[0]) if bounds else None,
+                "max_mw": int(bounds[1]) if bounds else None,
+                "default_mw": _read(unknown, "default", partial(nv.nvmlDeviceGetPowerManagementDefaultLimit, h)),
+                "limit_mw": _read(unknown, "limit", partial(nv.nvmlDeviceGetPowerManagementLimit, h)),
+                "unknown": unknown,
+            }
+        )
+    return found
+
+
+def power_limit_mw(index: int) -> int:
+    """The power limit in force on one GPU (NVML index), milliwatts; raises NvmlCallFailed."""
+    nv = _pynvml()
+    h = _must(f"GPU {index}", partial(nv.nvmlDeviceGetHandleByIndex, index))
+    return int(_must(f"GPU {index}: reading its power limit", partial(nv.nvmlDeviceGetPowerManagementLimit, h)))
+
+
+def set_power_limit_mw(index: int, milliwatts: int) -> None:
+    """Set one GPU's power limit (root); the driver keeps it until reboot, reset or the next set."""
+    nv = _pynvml()
+    h = _must(f"GPU {index}", partial(nv.nvmlDeviceGetHandleByIndex, index))
+    _must(
+        f"GPU {index}: setting its power limit to {milliwatts / 1000:g} W",
+        partial(nv.nvmlDeviceSetPowerManagementLimit, h, int(milliwatts)),
+    )

@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "config": "gpuenv.cli.config_cmd:config_group",
     "slurm": "gpuenv.cli.slurm_cmd:slurm",
     "fleet": "gpuenv.cli.fleet_cmd:fleet",
+    "tune": "gpuenv.cli.tune_cmd:tune",
 }
 
 EPILOG = """\b
@@ -44,6 +45,7 @@ Examples:
   gpuenv fleet verify -i hosts.ini        # certify every host of an inventory
   gpuenv kb refresh -o new.json           # a newer knowledge base from the indexes
   gpuenv config show verify               # each setting of verify and where it came from
+  gpuenv tune power                       # tokens per joule at each power cap, limits put back
 
 Exit codes: 0 ok, 1 the thing checked is bad, 2 bad request, 3 gpuenv could not run.
 Shell completion (bash): eval "$(_GPUENV_COMPLETE=bash_source gpuenv)"

@@ -12,7 +12,9 @@ import click
 
 from gpuenv import interrupt, validate
 from gpuenv.cli import settings as settings_of
+from gpuenv.cli.output import warn
 from gpuenv.cli.params import checked, output_option
+from gpuenv.config import price_rows
 from gpuenv.errors import BadRequest
 from gpuenv.files import STDOUT
 from gpuenv.verify.launch import LAUNCHER_CHOICES, Explicit
@@ -26,6 +28,7 @@ Examples:
   gpuenv -q verify --prometheus /var/lib/node_exporter/textfile/gpuenv.prom
   gpuenv verify --device cpu --check allreduce --json
   gpuenv verify --image gpuenv/pytorch:2.4.1-cu121-py3.11-ubuntu22.04-runtime
+  gpuenv verify --level deep --price-per-hour 32.77 --json   # with cost per TFLOP-hour, token, image
 
 \b
 Across nodes (--check allreduce; the launcher is recognised from its environment):
@@ -136,6 +139,19 @@ def multi_node_options(func: Callable[..., Any]) -> Callable[..., Any]:
     help="Seconds allowed to each check (default: per check and level).",
 )
 @click.option("--image", metavar="TAG", callback=_image, help="Run the same verify inside this Docker image instead.")
+@click.option(
+    "--price-per-hour",
+    type=float,
+    metavar="USD",
+    callback=checked(validate.price),
+    help="What the GPUs measured cost per hour: adds cost figures to the report (see docs/cost.md).",
+)
+@click.option(
+    "--instance-type",
+    metavar="NAME",
+    callback=checked(validate.instance_type),
+    help="This node's instance type: its [prices] entry, and its group in fleet tables.",
+)
 @multi_node_options
 @click.pass_context
 def verify(ctx: click.Context, /, as_json: bool, **options: Any) -> int:
@@ -146,7 +162,7 @@ def verify(ctx: click.Context, /, as_json: bool, **options: Any) -> int:
     settings = settings_of(ctx)
     on_stdout = _one_stdout(as_json=as_json, **{k: options[k] for k in ("report", "junit", "prometheus")})
     explicit = Explicit(**{k: options.pop(k) for k in EXPLICIT_KEYS})
-    request = VerifyRequest(kb=settings.data, explicit=explicit, **options)
+    request = VerifyRequest(kb=settings.data, explicit=explicit, prices=price_rows(settings.config), **options)
     quiet = settings.quiet
     # The engine turns the first SIGINT/SIGTERM into a partial report; any signal after it is only
     # noted, so a second Ctrl-C cannot stop the report the run promised from being written.
@@ -157,6 +173,8 @@ def verify(ctx: click.Context, /, as_json: bool, **options: Any) -> int:
             _present(outcome.report, as_json=as_json, quiet=quiet, to_stderr=on_stdout)
         elif outcome.image_report is not None:
             _present_image(str(request.image), outcome.image_report, outcome.exit_code, as_json=as_json)
+    for note in outcome.notes:
+        warn(note)
     for problem in outcome.unwritten:  # named after the verdict, which is shown in any case
         click.echo(f"gpuenv: error: {problem}", err=True)
     if late.signal and outcome.report is not None and not outcome.report.interrupted:

@@ -192,15 +192,10 @@ class Report:
     options: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase of the run
     multi_node: dict[str, Any] | None = None  # a run across nodes: placement, figures, who hung
+    cost: dict[str, Any] | None = None  # with a price only (gpuenv/verify/cost.py)
 
     def to_dict(self) -> dict[str, Any]:
-        data = self._fields()
-        if self.multi_node is not None:
-            data["multi_node"] = self.multi_node
-        return data
-
-    def _fields(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "schema": SCHEMA,
             "gpuenv_version": self.gpuenv_version,
             "level": self.level,
@@ -217,3 +212,6 @@ class Report:
             "verdict": asdict(self.verdict),
             "timings": self.timings,
         }
+        optional = {"multi_node": self.multi_node, "cost": self.cost}
+        data.update({k: v for k, v in optional.items() if v is not None})
+        return data

@@ -113,6 +113,7 @@ def to_prometheus(report: Report) -> str:
     ]
     lines += [f'gpuenv_verify_check_duration_seconds{{check="{c.name}"}} {c.duration_s:.3f}' for c in report.checks]
     lines += _performance(report)
+    lines += _cost_metrics(report)
     lines += [
         "# HELP gpuenv_verify_last_run_timestamp_seconds When the run finished.",
         "# TYPE gpuenv_verify_last_run_timestamp_seconds gauge",
@@ -148,6 +149,21 @@ def _performance(report: Report) -> list[str]:
     return lines
 
 
+def _cost_metrics(report: Report) -> list[str]:
+    figures = report.cost["figures"] if report.cost else []
+    if not figures:
+        return []
+    lines = [
+        "# HELP gpuenv_verify_cost_usd What a unit of work costs at the price given (the unit is a label).",
+        "# TYPE gpuenv_verify_cost_usd gauge",
+    ]
+    lines += [
+        f'gpuenv_verify_cost_usd{{figure="{_label(e["figure"])}",unit="{_label(e["unit"])}"}} {e["value"]}'
+        for e in figures
+    ]
+    return lines
+
+
 def _epoch(iso: str) -> int:
     from datetime import datetime
 
@@ -179,5 +195,23 @@ def render_table(report: Report, console: Any) -> None:
             console.print(f"[{style}]{finding.severity}[/] {check.name}: {finding.message}")
             if finding.remediation:
                 console.print(f"     fix: {finding.remediation} ({finding.action})")
+    for line in cost_lines(report.cost):
+        console.print(line, markup=False)
     style = "bold green" if report.verdict.certified else "bold red"
     console.print(f"[{style}]{report.verdict.summary}[/]")
+
+
+def cost_lines(cost: dict[str, Any] | None) -> list[str]:
+    """The cost figures as lines for a terminal (none without a price)."""
+    if not cost:
+        return []
+    price = cost["price"]
+    where = " on the CPU" if cost.get("device") == "cpu" else ""
+    lines = [f"cost at {price['usd_per_hour']:g} USD/h ({price['source']}){where}:"]
+    for entry in cost["figures"]:
+        lines.append(
+            f"  {entry['value']:>10.4g} {entry['unit']}  ({entry['figure']} {entry['rate']:g} {entry['rate_unit']})"
+        )
+    if not cost["figures"]:
+        lines.append("  no throughput figure in this run to cost")
+    return lines

@@ -15,6 +15,7 @@ from typing import Any
 
 from gpuenv.errors import EXIT_BAD_RESULT, EXIT_CANNOT_RUN, BadRequest, BadResult, CannotRun, GpuenvError
 from gpuenv.files import output_kind
+from gpuenv.verify.cost import PriceRow
 from gpuenv.verify.launch import Explicit, LauncherChoice, Placement
 from gpuenv.verify.model import CheckResult, DeviceChoice, Level, Report, readable
 
@@ -40,6 +41,9 @@ class VerifyRequest:
     launcher: LauncherChoice = "auto"
     explicit: Explicit = field(default_factory=Explicit)  # --nnodes/--node-rank/--master-addr/--master-port/--node-name
     job_summary: Path | None = None
+    price_per_hour: float | None = None  # what the measured devices cost per hour, as the user gave it
+    instance_type: str | None = None  # this node's kind, for [prices] and fleet tables
+    prices: tuple[PriceRow, ...] = ()  # the config file's [prices] table
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,7 @@ class VerifyOutcome:
     image_report: dict[str, Any] | None = None  # the report a run inside an image gave
     unwritten: tuple[str, ...] = ()  # output files that could not be written, each named
     leads_node: bool = True  # False: another process of this node's ranks presents and writes its report
+    notes: tuple[str, ...] = ()  # what the user should know beside the verdict (a price not found)
 
 
 def verify(request: VerifyRequest, *, on_result: Callable[[CheckResult], None] | None = None) -> VerifyOutcome:
@@ -113,6 +118,7 @@ def _on_this_node(
     )
     leads_node = placement is None or placement.leads_node
     report = run_verify(opts, on_result=on_result if leads_node else None)
+    notes = _add_cost(request, report)
     files = [
         ("--report", request.report if leads_node else None, outputs.to_json),
         ("--junit", request.junit if leads_node else None, outputs.to_junit),
@@ -130,7 +136,30 @@ def _on_this_node(
     code = report.verdict.exit_code
     if unwritten:  # not certified stays 1 (a health check must still drain); certified becomes 3
         code = EXIT_CANNOT_RUN if code == 0 else max(code, EXIT_BAD_RESULT)
-    return VerifyOutcome(code, report=report, unwritten=tuple(unwritten), leads_node=leads_node)
+    return VerifyOutcome(code, report=report, unwritten=tuple(unwritten), leads_node=leads_node, notes=notes)
+
+
+def _add_cost(request: VerifyRequest, report: Report) -> tuple[str, ...]:
+    """The report's cost figures at the user's price (none without one); the node's instance type."""
+    if request.instance_type is not None:
+        report.host["instance_type"] = request.instance_type
+    data = report.to_dict()
+    cost, notes = _cost_of(request, data)
+    report.cost = cost
+    return notes
+
+
+def _cost_of(request: VerifyRequest, data: dict[str, Any]) -> tuple[dict[str, Any] | None, tuple[str, ...]]:
+    from gpuenv.verify import cost
+
+    gpus = (data.get("host") or {}).get("gpus") or []
+    price, note = cost.resolve_price(
+        per_hour=request.price_per_hour,
+        instance_type=request.instance_type,
+        table=request.prices,
+        gpu_names=[g.get("name") for g in gpus],
+    )
+    return cost.report_cost(data, price, instance_type=request.instance_type), (note,) if note else ()
 
 
 def _text(path: Path | None) -> str | None:
@@ -175,6 +204,11 @@ def _in_image(request: VerifyRequest) -> VerifyOutcome:
             f"verify could not run inside {tag} (exit {code})",
             hint="is gpuenv[verify] installed in the image? (gpuenv build-image installs it)",
         )
+    if request.instance_type is not None:
+        data.setdefault("host", {})["instance_type"] = request.instance_type
+    cost, notes = _cost_of(request, data)
+    if cost is not None:  # the image's figures, at the host's price
+        data["cost"] = cost
     if request.report is not None:
         outputs.write_atomic(request.report, json.dumps(data, indent=2) + "\n")
-    return VerifyOutcome(code, image_report=data)
+    return VerifyOutcome(code, image_report=data, notes=notes)

@@ -7,16 +7,25 @@
  * R550); pcie_idle_reads makes the first N generation reads per GPU answer pcie_gen_idle (a link
  * trained down at idle that comes up under load); proc_self lists the calling process and its
  * parent (gpuenv itself) as compute processes; mem_used_mib is the memory in use (MemoryInfo_v2),
- * with or without processes. */
+ * with or without processes.
+ * Power limits (milliwatts): power_min/power_max are the constraints, power_default the default,
+ * power_limit the limit at start, power_draw what the GPU draws (usage is the lesser of it and the
+ * limit; the energy counter integrates usage over time); power_set_denied makes a set call NO_PERMISSION, as for a non-root user. The driver keeps
+ * a limit across processes: a set call appends "gpuN <milliwatts> <pid>" to FAKE_NVML_POWER_LOG,
+ * and every read of the limit takes the GPU's last line there (else power_limit), so a test reads
+ * what every process set, in order. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MAXGPU 16
 #define OK 0
 #define E_INVALID 2
 #define E_NOT_SUPPORTED 3
+#define E_NO_PERMISSION 4
 #define E_INSUFFICIENT 7
 #define E_TIMEOUT 10
 #define E_UNINIT 1
@@ -35,6 +44,7 @@ typedef struct {
     int persistence, temp, slowdown_temp, nvlinks, nvlink_down, procs, mig;
     int fabric_state, fabric_status, fabric_clique, compute_mode, pcie_gen_idle, pcie_idle_reads, proc_self;
     int gen_reads, mem_used_mib;
+    unsigned power_min, power_max, power_default, power_limit, power_draw, power_set_denied;
 } gpu_t;
 
 typedef struct { void *device; unsigned long long type, data; unsigned gi, ci; } event_t;
@@ -64,6 +74,7 @@ static void defaults(void) {
         g->persistence = 1; g->temp = 38; g->slowdown_temp = 90; g->nvlinks = 18;
         g->nvlink_down = -1; g->clock_events = 0x1; g->energy = 1000000;
         g->fabric_state = -1; g->pcie_gen_idle = 1;
+        g->power_min = 200000; g->power_max = g->power_default = g->power_limit = 700000; g->power_draw = 450000;
     }
 }
 
@@ -80,6 +91,7 @@ static void set(gpu_t *g, const char *key, const char *val) {
     INT(persistence) INT(temp) INT(slowdown_temp) INT(nvlinks) INT(nvlink_down) INT(procs) INT(mig)
     INT(fabric_state) INT(fabric_status) INT(fabric_clique) INT(compute_mode) INT(pcie_gen_idle)
     INT(pcie_idle_reads) INT(proc_self) INT(mem_used_mib)
+    INT(power_min) INT(power_max) INT(power_default) INT(power_limit) INT(power_draw) INT(power_set_denied)
 }
 
 static void load(void) {
@@ -189,7 +201,6 @@ int nvmlDeviceGetGpuFabricInfoV(void *h, fabric_v2_t *info) {
     info->state = (unsigned)g->fabric_state; info->healthMask = 0; return OK;
 }
 int nvmlDeviceGetMigMode(void *h, unsigned *cur, unsigned *pending) { GPU(h) *cur = *pending = g->mig; return OK; }
-int nvmlDeviceGetTotalEnergyConsumption(void *h, unsigned long long *mj) { GPU(h) g->energy += 50000; *mj = g->energy; return OK; }
 int nvmlEventSetCreate(void **set) { if (!initialised) return E_UNINIT; *set = (void *)&xid_next; return OK; }
 int nvmlEventSetFree(void *set) { (void)set; return OK; }
 int nvmlDeviceRegisterEvents(void *h, unsigned long long types, void *set) { GPU(h) (void)types; (void)set; return OK; }
@@ -200,4 +211,50 @@ int nvmlEventSetWait_v2(void *set, event_t *e, unsigned ms) {
     memset(e, 0, sizeof *e);
     e->device = &gpus[xid_gpu[xid_next]]; e->type = 0x8; e->data = (unsigned long long)xid_code[xid_next];
     xid_next++; return OK;
+}
+
+/* The limit in force: the GPU's last line in FAKE_NVML_POWER_LOG, else the scenario's. */
+static unsigned current_limit(gpu_t *g) {
+    const char *path = getenv("FAKE_NVML_POWER_LOG");
+    FILE *f = path ? fopen(path, "r") : NULL;
+    unsigned limit = g->power_limit, mw;
+    int gpu;
+    char line[128];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "gpu%d %u", &gpu, &mw) == 2 && gpu == g->index) limit = mw;
+    if (f) fclose(f);
+    return limit;
+}
+int nvmlDeviceGetPowerManagementLimitConstraints(void *h, unsigned *lo, unsigned *hi) {
+    GPU(h) *lo = g->power_min; *hi = g->power_max; return OK;
+}
+int nvmlDeviceGetPowerManagementDefaultLimit(void *h, unsigned *mw) { GPU(h) *mw = g->power_default; return OK; }
+int nvmlDeviceGetPowerManagementLimit(void *h, unsigned *mw) { GPU(h) *mw = current_limit(g); return OK; }
+int nvmlDeviceGetEnforcedPowerLimit(void *h, unsigned *mw) { GPU(h) *mw = current_limit(g); return OK; }
+static unsigned usage(gpu_t *g) { unsigned limit = current_limit(g); return g->power_draw < limit ? g->power_draw : limit; }
+int nvmlDeviceGetPowerUsage(void *h, unsigned *mw) { GPU(h) *mw = usage(g); return OK; }
+/* The energy counter integrates the draw over time (kept across nvmlInit, which reloads the
+ * scenario): between two reads under one limit it grows by min(power_draw, limit) x seconds. */
+static double energy_acc[MAXGPU], energy_last[MAXGPU];
+int nvmlDeviceGetTotalEnergyConsumption(void *h, unsigned long long *mj) {
+    GPU(h) struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    if (energy_last[g->index] == 0) energy_last[g->index] = now;
+    energy_acc[g->index] += (now - energy_last[g->index]) * usage(g) + 1.0;  /* mW x s = mJ; +1: never equal */
+    energy_last[g->index] = now;
+    *mj = g->energy + (unsigned long long)energy_acc[g->index]; return OK;
+}
+int nvmlDeviceSetPowerManagementLimit(void *h, unsigned mw) {
+    GPU(h) if (g->power_set_denied) return E_NO_PERMISSION;
+    if (mw < g->power_min || mw > g->power_max) return E_INVALID;
+    const char *path = getenv("FAKE_NVML_POWER_LOG");
+    if (!path) return E_NOT_SUPPORTED;
+    char line[128];
+    int n = snprintf(line, sizeof line, "gpu%d %u %d\n", g->index, mw, (int)getpid());
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);  /* one write per line: whole lines */
+    if (fd < 0) return E_NOT_SUPPORTED;
+    int wrote = (int)write(fd, line, (size_t)n);
+    close(fd);
+    return wrote == n ? OK : E_NOT_SUPPORTED;
 }

@@ -10,6 +10,7 @@ import click
 from gpuenv.cli import settings as settings_of
 from gpuenv.cli.output import console, emit_json, warn
 from gpuenv.cli.params import history_options, history_path, output_option
+from gpuenv.config import price_rows
 from gpuenv.files import write_output
 from gpuenv.fleet import stats
 
@@ -21,6 +22,7 @@ Examples:
 
 \b
 Reads every *.json below a folder; files that are not gpuenv verify reports are named and skipped.
+With a [prices] table in the config file, adds what each kind of node's work costs (docs/cost.md).
 Exit codes: 0 every host certified and no outlier, 1 otherwise, 2 bad request (no report found),
 3 could not run (--html without the report extra).
 """
@@ -73,7 +75,8 @@ def report(ctx: click.Context, /, paths: tuple[Path, ...], as_json: bool, markdo
 
         require_matplotlib()
     rule = stats.Rule(options["z"], options["min_deviation"])
-    result = fleet_report(ReportRequest(paths, rule, options["min_hosts"], history_path(options)))
+    prices = price_rows(settings_of(ctx).config)
+    result = fleet_report(ReportRequest(paths, rule, options["min_hosts"], history_path(options), prices))
     for skipped in result.skipped:
         warn(f"skipped {skipped.path}: {skipped.reason}")
     if html is not None:

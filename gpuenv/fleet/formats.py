@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpuenv.fleet.report import FleetReport, Group, Outlier
+from gpuenv.verify.cost import cost_table
 
 MAX_LISTED = 20  # hosts named under one failure code before "and N more"
 
@@ -77,6 +78,11 @@ def render_table(report: FleetReport, console: Any) -> None:
     if report.outliers:
         console.print(table(OUTLIER_COLUMNS, map(outlier_row, report.outliers), title="Outliers"))
     console.print(table(GROUP_COLUMNS, map(group_row, report.groups), title="Figures by group"))
+    if report.costs:
+        columns, cells = cost_table(report.costs)
+        console.print(table(columns, cells, title="Cost by node kind (USD, certified hosts)"))
+        for line in cost_notes(report):
+            console.print(line, markup=False)
     for event in report.events:
         console.print(f"history: {event['message']}", markup=False)
     console.print(outcome_line(report), markup=False)
@@ -108,7 +114,17 @@ def to_markdown(report: FleetReport) -> str:
     if report.events:
         lines += ["## GPU history", ""] + [f"- {e['message']}" for e in report.events] + [""]
     lines += ["## Figures by group", "", *_md_table(GROUP_COLUMNS, map(group_row, report.groups))]
+    if report.costs:
+        columns, cells = cost_table(report.costs)
+        lines += ["", "## Cost by node kind", "", "USD, at the config file's [prices], over the certified hosts.", ""]
+        lines += [*_md_table(tuple(columns), map(tuple, cells))]
+        lines += ["", *[f"- {line}" for line in cost_notes(report)]] if cost_notes(report) else []
     return "\n".join(lines) + "\n"
+
+
+def cost_notes(report: FleetReport) -> list[str]:
+    """Why a kind of node has no cost figures (no price for it in [prices])."""
+    return [f"cost: {c.group}: {c.note}" for c in report.costs if c.note]
 
 
 def _label(value: object) -> str:

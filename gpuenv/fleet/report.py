@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 from gpuenv.errors import BadRequest
 from gpuenv.fleet import stats
 from gpuenv.verify import figures
+from gpuenv.verify.cost import GroupCost, NodeFigures, PriceRow, fleet_costs
 from gpuenv.verify.figures import Better
 from gpuenv.verify.model import NOT_CERTIFIED, readable
 
@@ -42,6 +43,7 @@ class ReportRequest:
     rule: stats.Rule = field(default_factory=stats.Rule)
     min_hosts: int = stats.MIN_JUDGED  # a group is judged only with values from this many hosts
     history: Path | None = None  # record the reports in this GPU history, and read its events back
+    prices: tuple[PriceRow, ...] = ()  # the config file's [prices]: what each kind of node costs per hour
 
 
 class Gpu(NamedTuple):  # a tuple: ten thousand reports make eighty thousand of them
@@ -78,6 +80,7 @@ class HostReport:
     failures: tuple[tuple[str, Gpu | None], ...]  # (finding code, the GPU it names)
     series: tuple[Series, ...]
     matmul: tuple[tuple[str, str, int, float], ...] = ()  # (dtype, shape, cuda index, TFLOP/s), for baselines
+    cost_basis: NodeFigures | None = None  # the throughput figures costs come from (read with [prices] only)
 
     @property
     def certified(self) -> bool:
@@ -173,6 +176,7 @@ class FleetReport:
     min_hosts: int
     superseded: int = 0  # older reports of a host, set aside for its latest
     events: tuple[dict[str, Any], ...] = field(default=())  # from the GPU history, when one is given
+    costs: tuple[GroupCost, ...] = ()  # per node kind, over the certified hosts (with [prices] only)
 
     def outcomes(self) -> dict[str, int]:
         counts = Counter(h.outcome for h in self.hosts)
@@ -206,6 +210,7 @@ class FleetReport:
             "groups": [_group_dict(g) for g in self.groups],
             "outliers": [o.to_dict() for o in self.outliers],
             "events": list(self.events),
+            "costs": [c.to_dict() for c in self.costs],
         }
 
 
@@ -270,7 +275,7 @@ OnReport = Callable[[bytes, dict[str, Any], "HostReport"], None]
 
 
 def read_report(
-    path: str | Path, on_report: OnReport | None = None, *, matmul: bool = False
+    path: str | Path, on_report: OnReport | None = None, *, matmul: bool = False, costs: bool = False
 ) -> HostReport | RunSummary | Skipped:
     """One file as a host's report, a fleet verify summary, or why it was skipped (never an
     exception for bad content)."""
@@ -291,7 +296,7 @@ def read_report(
             return run_summary(data, path)
         if not readable(data):
             return Skipped(str(path), "not a gpuenv verify report")
-        entry = host_report(data, str(path), matmul=matmul)
+        entry = host_report(data, str(path), matmul=matmul, costs=costs)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         return Skipped(str(path), f"corrupt: malformed {type(exc).__name__}: {str(exc)[:80]}")
     if on_report is not None:
@@ -305,8 +310,9 @@ def run_summary(data: dict[str, Any], path: str | Path) -> RunSummary:
     return RunSummary(str(path), finished, rows)
 
 
-def host_report(data: dict[str, Any], path: str, *, matmul: bool = False) -> HostReport:
-    """What the comparison keeps of one parsed report (with matmul: every shape's TFLOP/s, for baselines)."""
+def host_report(data: dict[str, Any], path: str, *, matmul: bool = False, costs: bool = False) -> HostReport:
+    """What the comparison keeps of one parsed report (with matmul: every shape's TFLOP/s, for baselines;
+    with costs: the figures a cost is computed from)."""
     host = data["host"]
     table = tuple(g for g in host.get("gpus") or [] if isinstance(g, dict))
     cpu = data.get("device") == "cpu"
@@ -323,6 +329,7 @@ def host_report(data: dict[str, Any], path: str, *, matmul: bool = False) -> Hos
         failures=tuple(_failures(checks, table)),
         series=tuple(_series(checks)),
         matmul=tuple(_matmul(checks)) if matmul and not cpu else (),
+        cost_basis=NodeFigures.from_report(data) if costs else None,
     )
 
 
@@ -383,7 +390,7 @@ def _matmul(checks: list[dict[str, Any]]) -> Iterator[tuple[str, str, int, float
 
 
 def load(
-    paths: Iterable[Path], on_report: OnReport | None = None, *, matmul: bool = False
+    paths: Iterable[Path], on_report: OnReport | None = None, *, matmul: bool = False, costs: bool = False
 ) -> tuple[list[HostReport], list[Skipped], int]:
     """Each host's latest report (by start time), the files skipped, and how many older reports of
     a host were set aside (a cron folder holds many runs per host; nodes compare by their latest)."""
@@ -392,7 +399,7 @@ def load(
     skipped: list[Skipped] = []
     with _no_cycle_collection():
         for path in report_files(paths):
-            entry = read_report(path, on_report, matmul=matmul)
+            entry = read_report(path, on_report, matmul=matmul, costs=costs)
             if isinstance(entry, HostReport):
                 reports.append(entry)
             else:
@@ -540,7 +547,8 @@ def failures_by_code(hosts: Iterable[HostReport]) -> list[Failure]:
 def fleet_report(request: ReportRequest) -> FleetReport:
     """The service: read, compare, and the typed result (exit 2 when no report was found)."""
     recorder = _Recorder()
-    hosts, skipped, superseded = load(request.paths, on_report=recorder if request.history is not None else None)
+    on_report = recorder if request.history is not None else None
+    hosts, skipped, superseded = load(request.paths, on_report, costs=bool(request.prices))
     if not hosts:
         where = ", ".join(str(p) for p in request.paths)
         raise BadRequest(
@@ -558,7 +566,15 @@ def fleet_report(request: ReportRequest) -> FleetReport:
         request.min_hosts,
         superseded,
         recorder.ingest(request.history, hosts) if request.history is not None else (),
+        _costs(hosts, request.prices),
     )
+
+
+def _costs(hosts: list[HostReport], prices: tuple[PriceRow, ...]) -> tuple[GroupCost, ...]:
+    """What each kind of node's work costs, from its certified hosts: a failing node's figures say
+    nothing about what its kind delivers."""
+    basis = [h.cost_basis for h in hosts if h.certified and h.cost_basis is not None]
+    return tuple(fleet_costs(basis, prices)) if prices else ()
 
 
 class _Recorder:

@@ -185,6 +185,16 @@ class GroupCost:
     costs: Mapping[str, float]  # cost key -> median over the priced nodes
     note: str | None = None
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node_kind": self.group,
+            "nodes": self.nodes,
+            "priced_nodes": self.priced_nodes,
+            "usd_per_hour": self.usd_per_hour,
+            "costs": [{"key": k, "unit": KEY_UNITS[k], "value": v} for k, v in self.costs.items()],
+            "note": self.note,
+        }
+
 
 @dataclass(frozen=True)
 class NodeFigures:

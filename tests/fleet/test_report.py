@@ -383,3 +383,45 @@ def test_synthetic_reports_are_real_verify_reports() -> None:
     node = fr.healthy_node("x", random.Random(1))
     fr.ecc_failure(node, 0)
     jsonschema.validate(fr.report(node), REPORT_SCHEMA)
+
+
+# ---- cost by node kind ------------------------------------------------------------------------
+
+
+def gpuenv(*args: str) -> int:
+    with pytest.raises(SystemExit) as exit_info:
+        main(list(args))
+    return int(exit_info.value.code or 0)
+
+
+def test_the_config_files_prices_put_node_kinds_side_by_side(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    h100 = fr.fleet(4)
+    fr.ecc_failure(h100[0], 0)  # a failing node's figures say nothing of what its kind delivers
+    a100 = fr.fleet(2, prefix="a", seed=2, model="NVIDIA A100-SXM4-80GB")
+    folder = fr.write(h100 + a100, tmp_path / "r")
+    config = tmp_path / "config.toml"
+    config.write_text("[prices]\nH100 = 2.5\n")
+    assert gpuenv("--config", str(config), "fleet", "report", str(folder), "--json") == 1
+    data = json.loads(capsys.readouterr().out)
+    jsonschema.validate(data, SCHEMA)
+    kinds = {c["node_kind"]: c for c in data["costs"]}
+    h = kinds[f"8 × {fr.H100}"]
+    assert (h["nodes"], h["priced_nodes"], h["usd_per_hour"]) == (3, 3, 20.0)
+    [tflop_hour] = [c for c in h["costs"] if c["key"] == "usd_per_tflop_hour"]
+    assert tflop_hour["value"] == pytest.approx(20.0 / (8 * 700.0), rel=0.03)  # the node over its GPUs' sum
+    a = kinds["8 × NVIDIA A100-SXM4-80GB"]
+    assert a["priced_nodes"] == 0 and a["costs"] == [] and "NVIDIA A100-SXM4-80GB" in a["note"]
+    assert gpuenv("--config", str(config), "fleet", "report", str(folder), "--markdown") == 1
+    md = capsys.readouterr().out
+    assert "## Cost by node kind" in md and f"| 8 × {fr.H100} | 3 | 20 |" in md
+    assert "- cost: 8 × NVIDIA A100-SXM4-80GB: no price in [prices]" in md
+
+
+def test_no_prices_no_cost_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = fr.write(fr.fleet(3), tmp_path / "r")
+    assert gpuenv("--no-config", "fleet", "report", str(folder), "--json") == 0
+    assert json.loads(capsys.readouterr().out)["costs"] == []
+    assert gpuenv("--no-config", "fleet", "report", str(folder)) == 0
+    assert "Cost by node kind" not in capsys.readouterr().out

@@ -55,6 +55,8 @@ FIGURES: tuple[Figure, ...] = (
     Figure("models", "nlp_step_j", "J", "lower"),
     Figure("models", "cv_images_per_j", "images/J", "higher"),
     Figure("models", "nlp_tokens_per_j", "tokens/J", "higher"),
+    Figure("models", "rec_batch_j", "J", "lower"),
+    Figure("models", "rec_queries_per_j", "queries/J", "higher", per_gpu=False),
     Figure("fp8", "fp8_tflops", "TFLOP/s", "higher"),
     Figure("compile", "compile_speedup", "x", "higher", per_gpu=False),
     Figure("onnx", "onnx_latency_ms", "ms", "lower", per_gpu=False),

@@ -182,6 +182,7 @@ def test_models_train_on_every_gpu_with_figures_and_energy(deep_workloads: dict[
     assert ("cv_scaling_efficiency" in metrics) == (cuda_gpus() > 1)
     if "cv_step_j" in metrics:  # NVML's counter or power samples
         assert set(metrics["nlp_tokens_per_j"]) == gpus and models["detail"]["energy_source"]
+        assert set(metrics["rec_batch_j"]) == gpus and metrics["rec_queries_per_j"] > 0
     else:
         assert "neither" in " ".join(models["detail"]["energy_source"])
     assert models["detail"]["accumulation_gap"] < 1e-3 and models["detail"]["sampler"]["disjoint"]

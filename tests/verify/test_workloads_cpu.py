@@ -43,7 +43,14 @@ def test_models_report_every_figure_but_energy(deep: tuple[int, dict[str, Any], 
         assert set(metrics[key]) == {"0", "1"} and all(v > 0 for v in metrics[key].values())
     assert metrics["cv_images_per_s_total"] > 0 and metrics["cv_scaling_efficiency"] > 0
     assert 0 < metrics["rec_p50_ms"] <= metrics["rec_p99_ms"] and metrics["rec_queries_per_s"] > 0
-    assert not {"cv_step_j", "nlp_step_j", "cv_images_per_j", "nlp_tokens_per_j"} & set(metrics)
+    assert not {
+        "cv_step_j",
+        "nlp_step_j",
+        "rec_batch_j",
+        "cv_images_per_j",
+        "nlp_tokens_per_j",
+        "rec_queries_per_j",
+    } & set(metrics)
     assert "CPU" in models["detail"]["energy"]
     assert models["detail"]["accumulation_gap"] < 1e-3 and models["detail"]["sampler"]["disjoint"]
 

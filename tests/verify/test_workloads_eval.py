@@ -28,6 +28,7 @@ def rank_result(rank: int, **over: Any) -> dict[str, Any]:
         "nlp_step_j": 40.0,
         "cv_images_per_j": 2.0,
         "nlp_tokens_per_j": 100.0,
+        "rec_batch_j": 4.0,
         "energy_source": "NVML total-energy counter",
         "losses_finite": True,
         "rec_checksum": "1.0e+00",
@@ -35,7 +36,7 @@ def rank_result(rank: int, **over: Any) -> dict[str, Any]:
         "rec_queries": 2048 * 100,
         "cv_shape": {},
         "nlp_shape": {"accumulate": 2},
-        "rec_shape": {},
+        "rec_shape": {"batch": 2048},
         "accumulation_gap": 1e-6 if rank == 0 else None,
         "sampler": {"pool": 8, "sampled": 8, "disjoint": True},
     }
@@ -58,12 +59,20 @@ def test_models_figures_per_gpu_and_per_node() -> None:
     assert metrics["cv_scaling_efficiency"] == pytest.approx(2000 / (2 * 1100), abs=1e-3)
     assert (metrics["rec_p50_ms"], metrics["rec_p99_ms"]) == (2.0, 5.0)
     assert metrics["rec_queries_per_s"] == pytest.approx(2048 * 100 / (sum(rank_result(0)["rec_ms"]) / 1000), rel=1e-3)
+    assert metrics["rec_batch_j"] == {"0": 4.0, "1": 4.0}
+    assert metrics["rec_queries_per_j"] == 2048 / 8.0  # a batch's queries over both GPUs' joules
     assert {r.figure.name for r in readings([{"name": "models", "metrics": metrics}])} >= {
+        "models.rec_queries_per_j",
         "models.cv_images_per_s",
         "models.nlp_tokens_per_j",
         "models.rec_p99_ms",
         "models.cv_scaling_efficiency",
     }
+
+
+def test_the_recommenders_queries_per_joule_needs_every_gpus_energy() -> None:
+    metrics, _ = judged([rank_result(0), rank_result(1, rec_batch_j=None)])
+    assert "rec_queries_per_j" not in metrics and metrics["rec_batch_j"] == {"0": 4.0}
 
 
 def test_one_gpu_has_no_scaling_efficiency() -> None:
@@ -150,6 +159,8 @@ def test_every_new_figure_is_registered_with_its_direction() -> None:
         "models.nlp_step_j": ("lower", True),
         "models.cv_images_per_j": ("higher", True),
         "models.nlp_tokens_per_j": ("higher", True),
+        "models.rec_batch_j": ("lower", True),
+        "models.rec_queries_per_j": ("higher", False),
         "fp8.fp8_tflops": ("higher", True),
         "compile.compile_speedup": ("higher", False),
         "onnx.onnx_latency_ms": ("lower", False),

@@ -28,7 +28,11 @@ from gpuenv.verify.workloads import cv, nlp, rec
 
 ACCUMULATION_TOLERANCE = 1e-3  # relative gradient gap, fp32 without TF32: only summation order differs
 STEPS = {"cpu": {"cv": 4, "cv_warmup": 1, "nlp": 2}, "cuda": {"cv": 30, "cv_warmup": 8, "nlp": 10}}
-PER_GPU = ("cv_images_per_s", "nlp_tokens_per_s", "cv_step_j", "nlp_step_j", "cv_images_per_j", "nlp_tokens_per_j")
+PER_GPU = (
+    *("cv_images_per_s", "nlp_tokens_per_s", "cv_step_j", "nlp_step_j", "rec_batch_j"),
+    *("cv_images_per_j", "nlp_tokens_per_j"),
+)
+REC_WARMUP = 5  # untimed lookup batches first
 
 
 def run(ctx: CheckContext) -> CheckResult:
@@ -81,6 +85,9 @@ def collect(results: list[dict[str, Any]], *, world: int) -> tuple[dict[str, Any
     metrics["rec_p50_ms"] = round(percentile(latencies, 50), 3)
     metrics["rec_p99_ms"] = round(percentile(latencies, 99), 3)
     metrics["rec_queries_per_s"] = round(lead["rec_queries"] / (sum(latencies) / 1000), 1)
+    batch_j = [res["rec_batch_j"] for res in results if res.get("rec_batch_j")]
+    if len(batch_j) == len(results):  # every GPU serves each query: per joule of the node's GPUs together
+        metrics["rec_queries_per_j"] = round(lead["rec_shape"]["batch"] / sum(batch_j), 3)
     detail = {
         "cv": lead["cv_shape"],
         "nlp": lead["nlp_shape"],
@@ -175,7 +182,7 @@ def rank_workload(rank: int, world: int, device: str, params: dict[str, Any]) ->
     out: dict[str, Any] = {}
     out.update(_cv(rank, world, dev, params["level"], steps, nvml))
     out.update(_nlp(rank, dev, params["level"], steps, nvml))
-    out.update(_rec(rank, world, dev, params["level"]))
+    out.update(_rec(rank, world, dev, params["level"], nvml))
     return out
 
 
@@ -298,14 +305,18 @@ def _has_torchvision() -> bool:
     return importlib.util.find_spec("torchvision") is not None
 
 
-def _energy_figures(out: dict[str, Any], meter: Any, step_key: str, per_j_key: str, *, steps: int, work: int) -> None:
+def _energy_figures(
+    out: dict[str, Any], meter: Any, step_key: str, per_j_key: str | None, *, steps: int, work: int
+) -> None:
+    """Joules per step on this GPU and its work per joule (per_j_key None: the node's, in collect)."""
     joules = getattr(meter, "joules", None)
     if joules is None:
         if isinstance(meter, common.EnergyMeter):
             out["energy_source"] = meter.source
         return
     out[step_key] = round(joules / steps, 3)
-    out[per_j_key] = round(work / joules, 3) if joules > 0 else None
+    if per_j_key is not None:
+        out[per_j_key] = round(work / joules, 3) if joules > 0 else None
     out["energy_source"] = meter.source
 
 
@@ -324,9 +335,9 @@ def _nlp(rank: int, dev: Any, level: str, steps: dict[str, int], nvml: int | Non
     return out
 
 
-def _rec(rank: int, world: int, dev: Any, level: str) -> dict[str, Any]:
+def _rec(rank: int, world: int, dev: Any, level: str, nvml: int | None) -> dict[str, Any]:
     """Timed lookup batches over the sharded tables; rank 0's clock (every batch ends in an
-    all-gather, so all ranks finish a batch together)."""
+    all-gather, so all ranks finish a batch together), each GPU's energy around them."""
     import dataclasses
 
     torch = common.torch_module()
@@ -337,25 +348,35 @@ def _rec(rank: int, world: int, dev: Any, level: str) -> dict[str, Any]:
     tables = rec.build_shard(size, mine, dev)
     top = rec.tower(size, dev)
     slots = math.ceil(size.tables / world)
+
+    def batch(step: int) -> Any:
+        ids = rec.query_ids(size, step, dev)
+        local = torch.zeros(slots, size.batch, size.dim, device=dev)
+        offsets = torch.arange(0, size.batch * size.bag, size.bag, device=dev)
+        for slot, t in enumerate(mine):
+            local[slot] = tables[slot](ids[t], offsets)
+        gathered = [torch.empty_like(local) for _ in range(world)]
+        dist.all_gather(gathered, local)
+        pooled = [gathered[t % world][t // world] for t in range(size.tables)]
+        scores = top(torch.cat(pooled, dim=1))
+        common.sync(dev)
+        return scores
+
     latencies: list[float] = []
     checksum = 0.0
+    meter = _meter(nvml)
     with torch.no_grad():
-        for step in range(size.batches + 5):  # five untimed batches first
-            ids = rec.query_ids(size, step, dev)
-            started = time.perf_counter()
-            local = torch.zeros(slots, size.batch, size.dim, device=dev)
-            offsets = torch.arange(0, size.batch * size.bag, size.bag, device=dev)
-            for slot, t in enumerate(mine):
-                local[slot] = tables[slot](ids[t], offsets)
-            gathered = [torch.empty_like(local) for _ in range(world)]
-            dist.all_gather(gathered, local)
-            pooled = [gathered[t % world][t // world] for t in range(size.tables)]
-            scores = top(torch.cat(pooled, dim=1))
-            common.sync(dev)
-            if step >= 5:
+        for step in range(REC_WARMUP):
+            batch(step)
+        with meter:
+            for step in range(REC_WARMUP, REC_WARMUP + size.batches):
+                started = time.perf_counter()
+                scores = batch(step)
                 latencies.append((time.perf_counter() - started) * 1000)
                 checksum += float(scores.double().sum())
-    return {
+    out: dict[str, Any] = {}
+    _energy_figures(out, meter, "rec_batch_j", None, steps=size.batches, work=size.batch * size.batches)
+    return out | {
         "rec_ms": latencies,
         "rec_queries": size.batch * size.batches,
         "rec_checksum": f"{checksum:.6e}",

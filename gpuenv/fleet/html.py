@@ -22,6 +22,7 @@ from gpuenv.fleet.formats import (
     FAILURE_COLUMNS,
     GROUP_COLUMNS,
     OUTLIER_COLUMNS,
+    cost_notes,
     failure_rows,
     group_row,
     outcome_line,
@@ -29,6 +30,7 @@ from gpuenv.fleet.formats import (
 )
 from gpuenv.fleet.report import FleetReport, GroupKey, HostReport, grouped
 from gpuenv.resources import data_file
+from gpuenv.verify.cost import cost_table
 
 TFLOPS = "amp.matmul_tflops"
 BUSBW = "allreduce.busbw_gbps"
@@ -155,6 +157,7 @@ def _page() -> jinja2.Template:
 
 def to_html(report: FleetReport) -> str:
     rule = report.rule
+    cost_columns, costs = cost_table(report.costs)
     return _page().render(
         healthy=report.healthy,
         summary=outcome_line(report),
@@ -172,4 +175,7 @@ def to_html(report: FleetReport) -> str:
         hosts=list(host_rows(report)),
         group_columns=GROUP_COLUMNS,
         groups=[group_row(g) for g in report.groups],
+        cost_columns=cost_columns,
+        costs=costs,
+        cost_notes=cost_notes(report),
     )

@@ -107,3 +107,23 @@ def test_chromium_shows_the_page_without_error_and_sorts_the_table(page: Path) -
     assert _non_white_share(plot) > 0.03  # bars and axes drawn, not a blank image
     assert _non_white_share(whole) > 0.01
     assert after == sorted(before, reverse=True) and before == sorted(before)
+
+
+def test_the_page_puts_node_kinds_costs_side_by_side(tmp_path: Path) -> None:
+    needs_matplotlib()
+    from gpuenv.cli import main
+
+    h100 = fr.fleet(3)
+    a100 = fr.fleet(2, prefix="a", seed=2, model="NVIDIA A100-SXM4-80GB")
+    folder = fr.write(h100 + a100, tmp_path / "r")
+    config = tmp_path / "config.toml"
+    config.write_text("[prices]\nH100 = 2.5\n")
+    page = tmp_path / "fleet.html"
+    args = ["--config", str(config), "fleet", "report", str(folder), "--no-history", "--html", str(page)]
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    assert exit_info.value.code in (0, None)
+    text = page.read_text(encoding="utf-8")
+    assert "<h2>Cost by node kind (USD, certified hosts)</h2>" in text
+    assert f"<td>8 × {fr.H100}</td><td>3</td><td>20</td>" in text
+    assert "<p>cost: 8 × NVIDIA A100-SXM4-80GB: no price in [prices]" in text

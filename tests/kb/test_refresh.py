@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,11 @@ from tests.kb.wheel_index import page
 
 SNAPSHOT = Path(__file__).resolve().parent.parent / "data" / "kb-snapshot"
 SHIPPED = json.loads(data_file("compat.json").read_text())
+
+
+def _today() -> str:
+    """The day a refresh over the network stamps on every row it checked (`checked`)."""
+    return date.today().isoformat()
 
 
 @pytest.fixture
@@ -138,8 +144,14 @@ SHIPPED_ROWS = {row["version"]: row for row in SHIPPED["torch"]}
 
 
 def _as_read_live(row: dict[str, Any]) -> dict[str, Any]:
-    """A shipped row as a refresh over the network writes it: the builds cite the wheel index it read."""
-    return {**row, "source": row["source"].replace("pytorch-matrix", "pytorch-wheel-index")}
+    """A shipped row as a refresh over the network writes it: the builds cite the wheel index it read,
+    and the row is checked today."""
+    return {**row, "source": row["source"].replace("pytorch-matrix", "pytorch-wheel-index"), "checked": _today()}
+
+
+def _checked_today(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Shipped rows as a refresh over the network (or from what it recorded) writes them: checked today."""
+    return [{**row, "checked": _today()} for row in rows]
 
 
 @pytest.mark.parametrize(
@@ -305,7 +317,7 @@ def test_cuda_indexes_redirect(snapshot: Path, tmp_path: Path) -> None:
         result = _refresh_over_http(server, out)
     assert result.returncode == 0, result.stderr
     assert any(r.startswith("/moved/dockerhub/") for r in server.requests)
-    assert json.loads(out.read_text())["cuda"] == SHIPPED["cuda"]
+    assert json.loads(out.read_text())["cuda"] == _checked_today(SHIPPED["cuda"])
 
 
 @pytest.mark.integration  # a local HTTP index server
@@ -321,7 +333,7 @@ def test_a_driver_branch_appears_and_one_moves_on(snapshot: Path, tmp_path: Path
     assert f"~ driver R580 latest: 580.173.02 → 580.180.01  [from {where}]" in result.stdout
     rows = {row["branch"]: row for row in json.loads(out.read_text())["driver_branches"]}
     assert rows["R625"] == {"branch": "R625", "lts": False, "kind": "new-feature", "latest": "625.20.04",
-                            "source": "nvidia-driver-releases", "checked": "2026-11-30"}  # fmt: skip
+                            "source": "nvidia-driver-releases", "checked": _today()}  # fmt: skip
     resolved = run_gpuenv("--data", str(out), "resolve", "--torch", "2.12.0", "--json")
     assert resolved.returncode == 0, resolved.stderr
 
@@ -345,4 +357,4 @@ def test_tag_pages_that_link_the_mirror_record_and_read_back(snapshot: Path, tmp
     assert result.returncode == 0, result.stderr
     again = run_gpuenv("kb", "refresh", "--from", str(recorded), "-o", str(second))
     assert again.returncode == 0, again.stderr
-    assert json.loads(second.read_text())["cuda"] == SHIPPED["cuda"]
+    assert json.loads(second.read_text())["cuda"] == _checked_today(SHIPPED["cuda"])

@@ -30,6 +30,16 @@ def install() -> None:
     signal.signal(signal.SIGTERM, _raise_interrupt)
 
 
+def ignore_from_now() -> None:
+    """The command has its exit code: a late SIGINT/SIGTERM must not replace it with death by signal.
+
+    CPython puts the default action back on every signal it handles while the interpreter shuts
+    down, but leaves an ignored one ignored; SIGKILL still ends a shutdown that hangs.
+    """
+    for sig in SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+
+
 class Deferred:
     """While active, SIGINT/SIGTERM are noted in `.signal` instead of interrupting the code."""
 

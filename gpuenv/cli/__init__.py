@@ -135,34 +135,41 @@ def _print_error(message: str, hint: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    debug = "--debug" in args
     interrupt.install()
     for stream in (sys.stdout, sys.stderr):  # an ASCII-only terminal gets '?' for what it cannot show
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="replace")
+    code = _run(args, debug="--debug" in args)
+    if argv is None:  # gpuenv is the whole process (not called from Python): its exit code stands
+        interrupt.ignore_from_now()
+    sys.exit(code)
+
+
+def _run(args: list[str], *, debug: bool) -> int:
+    """Run the command; the exit code, with every error said in one line (a traceback with --debug)."""
     try:
         result: Any = cli.main(args=args, prog_name="gpuenv", standalone_mode=False)
     except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
+        return int(exc.exit_code)
     except click.exceptions.Abort:  # Click's word for Ctrl-C or end of input at a prompt
         _print_error("interrupted", None)
-        sys.exit(EXIT_CANNOT_RUN)
+        return EXIT_CANNOT_RUN
     except click.ClickException as exc:
         if debug:
             traceback.print_exc()
         exc.show()
-        sys.exit(EXIT_BAD_REQUEST)
+        return EXIT_BAD_REQUEST
     except GpuenvError as exc:
         if debug:
             traceback.print_exc()
         _print_error(exc.message, exc.hint)
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except KeyboardInterrupt as exc:  # one rule for every command: interrupted is exit 3, and says so
         _print_error(f"interrupted by {exc}" if str(exc) else "interrupted", None)
-        sys.exit(EXIT_CANNOT_RUN)
+        return EXIT_CANNOT_RUN
     except Exception as exc:  # gpuenv itself crashed: never blame the thing checked
         if debug:
             traceback.print_exc()
         _print_error(f"gpuenv crashed: {type(exc).__name__}: {exc}", "rerun with --debug for the traceback")
-        sys.exit(EXIT_CANNOT_RUN)
-    sys.exit(result if isinstance(result, int) else 0)
+        return EXIT_CANNOT_RUN
+    return result if isinstance(result, int) else 0

@@ -228,6 +228,21 @@ def test_a_second_signal_still_writes_the_report(tmp_path: Path) -> None:
     assert report.is_file() and '"interrupted": "SIGINT"' in report.read_text()
 
 
+def test_a_signal_while_the_process_shuts_down_leaves_its_exit_code(tmp_path: Path) -> None:
+    """CPython puts the default action back on handled signals at shutdown: once gpuenv has its
+    exit code, SIGINT and SIGTERM are ignored, so a late one cannot turn exit 3 into death by signal."""
+    probe = (
+        "import atexit, os, signal, sys\n"
+        "from gpuenv.cli import main\n"
+        "atexit.register(lambda: (os.kill(os.getpid(), signal.SIGTERM), os.kill(os.getpid(), signal.SIGINT)))\n"
+        "sys.argv = ['gpuenv', 'resolve', '--torch', 'no-such-release']\n"
+        "main()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr  # the bad request's code, not -15
+    assert "Traceback" not in proc.stderr
+
+
 def test_ctrl_c_before_the_work_is_exit_3_and_says_so(tmp_path: Path) -> None:
     """-K with nothing to read the password from is a bad request, not a 130 with warning noise."""
     proc = subprocess.run(

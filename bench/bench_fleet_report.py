@@ -36,16 +36,6 @@ FLOOR = (
     "            with open(os.path.join(folder, name), 'rb') as f:\n"
     "                json.loads(f.read())\n"
 )
-# `gpuenv fleet report` once the fleet group holds it; until then the command itself, through gpuenv's main.
-SHIM = (
-    "import sys\n"
-    "from gpuenv.cli import COMMANDS, main\n"
-    "args = sys.argv[1:]\n"
-    "if 'fleet' not in COMMANDS:\n"
-    "    COMMANDS['fleet-report'] = 'gpuenv.cli.fleet_report_cmd:report'\n"
-    "    args = ['fleet-report', *args[2:]]\n"
-    "main(args)\n"
-)
 
 
 def measure(cmd: list[str]) -> tuple[float, int, str]:
@@ -69,7 +59,7 @@ def main() -> int:
         fleet_reports.write(fleet_reports.fleet(HOSTS, seed=3), folder)
         size = sum(p.stat().st_size for p in folder.iterdir())
         print(f"wrote {HOSTS} reports ({size / 2**20:.0f} MiB) in {time.perf_counter() - start:.1f}s")
-        command = [sys.executable, "-c", SHIM, "fleet", "report", str(folder), "--json"]
+        command = [sys.executable, "-m", "gpuenv", "fleet", "report", str(folder), "--json"]
         floor = [sys.executable, "-c", FLOOR, str(folder)]
         times: dict[str, list[float]] = {"report": [], "floor": []}
         peak = 0

@@ -80,6 +80,15 @@ def run_gpuenv(
     )
 
 
+def gpuenv_main(*args: str) -> int:
+    """Run the CLI's main in this process (its output reaches capsys); its exit code."""
+    from gpuenv.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(list(args))
+    return int(exit_info.value.code or 0)
+
+
 @pytest.fixture(scope="session")
 def bookworm_rootfs_tar() -> Path:
     """The cached Debian bookworm rootfs tarball made by tests/infra/prepare.sh."""

@@ -14,7 +14,7 @@ import pytest
 
 from gpuenv.errors import CannotRun
 from gpuenv.fleet.report import FleetReport, ReportRequest, fleet_report
-from tests.conftest import require
+from tests.conftest import gpuenv_main, require
 from tests.fleet import fleet_reports as fr
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -111,8 +111,6 @@ def test_chromium_shows_the_page_without_error_and_sorts_the_table(page: Path) -
 
 def test_the_page_puts_node_kinds_costs_side_by_side(tmp_path: Path) -> None:
     needs_matplotlib()
-    from gpuenv.cli import main
-
     h100 = fr.fleet(3)
     a100 = fr.fleet(2, prefix="a", seed=2, model="NVIDIA A100-SXM4-80GB")
     folder = fr.write(h100 + a100, tmp_path / "r")
@@ -120,9 +118,7 @@ def test_the_page_puts_node_kinds_costs_side_by_side(tmp_path: Path) -> None:
     config.write_text("[prices]\nH100 = 2.5\n")
     page = tmp_path / "fleet.html"
     args = ["--config", str(config), "fleet", "report", str(folder), "--no-history", "--html", str(page)]
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    assert exit_info.value.code in (0, None)
+    assert gpuenv_main(*args) == 0
     text = page.read_text(encoding="utf-8")
     assert "<h2>Cost by node kind (USD, certified hosts)</h2>" in text
     assert f"<td>8 × {fr.H100}</td><td>3</td><td>20</td>" in text

@@ -27,6 +27,7 @@ from gpuenv.resources import data_file
 from gpuenv.verify.checks.nvml import per_gpu_figures
 from gpuenv.verify.facts import NvmlSnapshot, visible
 from gpuenv.verify.figures import readings
+from tests.conftest import gpuenv_main
 from tests.fleet import fleet_reports as fr
 
 SCHEMA = json.loads(data_file("schemas/fleet-report.schema.json").read_text())
@@ -388,12 +389,6 @@ def test_synthetic_reports_are_real_verify_reports() -> None:
 # ---- cost by node kind ------------------------------------------------------------------------
 
 
-def gpuenv(*args: str) -> int:
-    with pytest.raises(SystemExit) as exit_info:
-        main(list(args))
-    return int(exit_info.value.code or 0)
-
-
 def test_the_config_files_prices_put_node_kinds_side_by_side(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -403,7 +398,7 @@ def test_the_config_files_prices_put_node_kinds_side_by_side(
     folder = fr.write(h100 + a100, tmp_path / "r")
     config = tmp_path / "config.toml"
     config.write_text("[prices]\nH100 = 2.5\n")
-    assert gpuenv("--config", str(config), "fleet", "report", str(folder), "--json") == 1
+    assert gpuenv_main("--config", str(config), "fleet", "report", str(folder), "--json") == 1
     data = json.loads(capsys.readouterr().out)
     jsonschema.validate(data, SCHEMA)
     kinds = {c["node_kind"]: c for c in data["costs"]}
@@ -413,7 +408,7 @@ def test_the_config_files_prices_put_node_kinds_side_by_side(
     assert tflop_hour["value"] == pytest.approx(20.0 / (8 * 700.0), rel=0.03)  # the node over its GPUs' sum
     a = kinds["8 × NVIDIA A100-SXM4-80GB"]
     assert a["priced_nodes"] == 0 and a["costs"] == [] and "NVIDIA A100-SXM4-80GB" in a["note"]
-    assert gpuenv("--config", str(config), "fleet", "report", str(folder), "--markdown") == 1
+    assert gpuenv_main("--config", str(config), "fleet", "report", str(folder), "--markdown") == 1
     md = capsys.readouterr().out
     assert "## Cost by node kind" in md and f"| 8 × {fr.H100} | 3 | 20 |" in md
     assert "- cost: 8 × NVIDIA A100-SXM4-80GB: no price in [prices]" in md
@@ -421,7 +416,7 @@ def test_the_config_files_prices_put_node_kinds_side_by_side(
 
 def test_no_prices_no_cost_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = fr.write(fr.fleet(3), tmp_path / "r")
-    assert gpuenv("--no-config", "fleet", "report", str(folder), "--json") == 0
+    assert gpuenv_main("--no-config", "fleet", "report", str(folder), "--json") == 0
     assert json.loads(capsys.readouterr().out)["costs"] == []
-    assert gpuenv("--no-config", "fleet", "report", str(folder)) == 0
+    assert gpuenv_main("--no-config", "fleet", "report", str(folder)) == 0
     assert "Cost by node kind" not in capsys.readouterr().out

@@ -146,12 +146,12 @@ SHIPPED_ROWS = {row["version"]: row for row in SHIPPED["torch"]}
 def _as_read_live(row: dict[str, Any]) -> dict[str, Any]:
     """A shipped row as a refresh over the network writes it: the builds cite the wheel index it read,
     and the row is checked today."""
-    return {**row, "source": row["source"].replace("pytorch-matrix", "pytorch-wheel-index"), "checked": _today()}
+    return {**_checked_today(row), "source": row["source"].replace("pytorch-matrix", "pytorch-wheel-index")}
 
 
-def _checked_today(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Shipped rows as a refresh over the network (or from what it recorded) writes them: checked today."""
-    return [{**row, "checked": _today()} for row in rows]
+def _checked_today(row: dict[str, Any]) -> dict[str, Any]:
+    """A shipped row as a refresh over the network (or from what it recorded) writes it: checked today."""
+    return {**row, "checked": _today()}
 
 
 @pytest.mark.parametrize(
@@ -317,7 +317,7 @@ def test_cuda_indexes_redirect(snapshot: Path, tmp_path: Path) -> None:
         result = _refresh_over_http(server, out)
     assert result.returncode == 0, result.stderr
     assert any(r.startswith("/moved/dockerhub/") for r in server.requests)
-    assert json.loads(out.read_text())["cuda"] == _checked_today(SHIPPED["cuda"])
+    assert json.loads(out.read_text())["cuda"] == [_checked_today(row) for row in SHIPPED["cuda"]]
 
 
 @pytest.mark.integration  # a local HTTP index server
@@ -357,4 +357,4 @@ def test_tag_pages_that_link_the_mirror_record_and_read_back(snapshot: Path, tmp
     assert result.returncode == 0, result.stderr
     again = run_gpuenv("kb", "refresh", "--from", str(recorded), "-o", str(second))
     assert again.returncode == 0, again.stderr
-    assert json.loads(second.read_text())["cuda"] == _checked_today(SHIPPED["cuda"])
+    assert json.loads(second.read_text())["cuda"] == [_checked_today(row) for row in SHIPPED["cuda"]]

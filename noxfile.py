@@ -1,7 +1,7 @@
 """The developer loop: `nox -s lint unit` in a few minutes; scripts/test.sh runs every session.
 
 Sessions run in the current environment (venv_backend "none"): install it once with
-`pip install -c tests/constraints.txt -e '.[verify,docker,ansible,onnx,report,test]'`, so nothing reinstalls torch.
+`pip install -c tests/constraints.txt -e '.[verify,docker,ansible,onnx,report,fast,test]'`, so nothing reinstalls torch.
 Tests are chosen by marker: cpu (real PyTorch on the CPU), integration (root, Docker, SSH hosts,
 network), gpu; unit is everything else. Extra arguments after `--` go to pytest.
 """

@@ -22,7 +22,7 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 .venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q -c tests/constraints.txt -e '.[verify,docker,ansible,onnx,report,test]'
+.venv/bin/pip install -q -c tests/constraints.txt -e '.[verify,docker,ansible,onnx,report,fast,test]'
 export PATH="$PWD/.venv/bin:$PATH"
 
 bash tests/infra/prepare.sh

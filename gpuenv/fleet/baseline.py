@@ -19,7 +19,7 @@ from typing import Any
 from gpuenv import schema
 from gpuenv.errors import BadRequest
 from gpuenv.fleet import stats
-from gpuenv.fleet.report import BUSBW, HostReport, compare, load
+from gpuenv.fleet.report import BUSBW, HostReport, compare, load, report_files, workers_for
 from gpuenv.resources import data_file
 from gpuenv.verify.baselines import SCHEMA as BASELINES_SCHEMA
 
@@ -77,7 +77,9 @@ def _median_rows(
 
 def learn_baselines(request: LearnRequest) -> Learned:
     """The service: read, keep the healthy hosts' non-outlier values, take medians (exit 2 if nothing is left)."""
-    all_hosts, skipped, _ = load(request.paths, matmul=True)
+    files = list(report_files(request.paths))
+    with workers_for(len(files)) as pool:
+        all_hosts, skipped, _ = load(files, pool, matmul=True)
     if not all_hosts:
         raise BadRequest(
             f"no gpuenv verify report in {', '.join(str(p) for p in request.paths)}",

@@ -22,7 +22,7 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from gpuenv.errors import BadRequest
 
@@ -64,9 +64,8 @@ class NotAReport(ValueError):
     """The document is not a gpuenv verify report (the caller names the file and skips it)."""
 
 
-@dataclass(frozen=True)
-class GpuRecord:
-    index: int | None
+class GpuRecord(NamedTuple):  # a tuple: a fleet report records tens of thousands
+    gpu_index: int | None  # NVML's
     uuid: str | None
     serial: str | None
     bus_id: str | None
@@ -183,34 +182,37 @@ def record_from_report(doc: Any, *, raw: bytes, host: str | None = None, source:
 
 def _findings(check: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any] | None]]:
     """(code, severity, gpu) of each warn or fail finding; a finding without a code is named by its check."""
-    for f in check.get("findings") or []:
+    for f in check.get("findings") or ():
         if isinstance(f, dict) and f.get("severity") in ("warn", "fail"):
             gpu = f.get("gpu") if isinstance(f.get("gpu"), dict) else None
             yield str(f.get("code") or check.get("name") or "unknown"), str(f["severity"]), gpu
 
 
 def _gpu_record(gpu: dict[str, Any], findings: list[tuple[str, str, dict[str, Any] | None]]) -> GpuRecord:
-    def names_this(other: dict[str, Any] | None) -> bool:
-        if other is None:
-            return False
-        if other.get("uuid") and gpu.get("uuid"):
-            return bool(other["uuid"] == gpu["uuid"])
-        return other.get("index") == gpu.get("index")
-
-    mine = [(code, severity) for code, severity, other in findings if names_this(other)] if findings else []
+    index, uuid = gpu.get("index"), _text(gpu.get("uuid"))
+    mine = [(code, severity) for code, severity, other in findings if _names(other, uuid, index)]
     return GpuRecord(
-        index=gpu.get("index") if isinstance(gpu.get("index"), int) else None,
-        uuid=_text(gpu.get("uuid")),
-        serial=_text(gpu.get("serial")),
-        bus_id=_text(gpu.get("pci_bus_id")),
-        name=_text(gpu.get("name")),
-        failed=any(severity == "fail" for _, severity in mine),
-        codes=tuple(sorted({code for code, _ in mine})),
+        index if type(index) is int else None,
+        uuid,
+        _text(gpu.get("serial")),
+        _text(gpu.get("pci_bus_id")),
+        _text(gpu.get("name")),
+        any(severity == "fail" for _, severity in mine) if mine else False,
+        tuple(sorted({code for code, _ in mine})) if mine else (),
     )
 
 
+def _names(ref: dict[str, Any] | None, uuid: str | None, index: Any) -> bool:
+    """Whether a finding's GPU reference names this GPU: by UUID where both have one, else by index."""
+    if ref is None:
+        return False
+    if ref.get("uuid") and uuid:
+        return bool(ref["uuid"] == uuid)
+    return bool(ref.get("index") == index)
+
+
 def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
+    return value if type(value) is str and value else None
 
 
 def events_of(sightings: Iterable[Sighting]) -> list[GpuEvent]:
@@ -315,9 +317,16 @@ def _transaction(db: sqlite3.Connection) -> Iterator[None]:
         db.execute("COMMIT")
 
 
+def check(path: Path) -> None:
+    """The history made if missing; BadRequest when it cannot be used (see connect)."""
+    with connect(path):
+        pass
+
+
 def ingest(path: Path, records: Iterable[ReportRecord]) -> IngestResult:
     """Add reports to the history in one transaction; a report it already holds is counted, not added."""
     added = already = 0
+    gpu_rows: list[tuple[Any, ...]] = []
     now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     with connect(path) as db, _transaction(db):
         for r in records:
@@ -330,14 +339,15 @@ def ingest(path: Path, records: Iterable[ReportRecord]) -> IngestResult:
                 already += 1
                 continue
             added += 1
-            db.executemany(
-                "INSERT INTO gpus (report_id, gpu_index, uuid, serial, bus_id, name, failed, codes)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (cursor.lastrowid, g.index, g.uuid, g.serial, g.bus_id, g.name, int(g.failed), ",".join(g.codes))
-                    for g in r.gpus
-                ],
-            )
+            gpu_rows += [
+                (cursor.lastrowid, g.gpu_index, g.uuid, g.serial, g.bus_id, g.name, int(g.failed), ",".join(g.codes))
+                for g in r.gpus
+            ]
+        db.executemany(
+            "INSERT INTO gpus (report_id, gpu_index, uuid, serial, bus_id, name, failed, codes)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            gpu_rows,
+        )
     return IngestResult(added, already)
 
 
@@ -412,7 +422,7 @@ def _split(text: str | None) -> tuple[str, ...]:
 
 def gpu_events(path: Path, uuids: Iterable[str]) -> list[GpuEvent]:
     """The events (returned after a failure, moved between hosts) of these GPUs, over the whole history."""
-    wanted = sorted({u for u in uuids if u})
+    wanted = sorted({u for u in uuids if u})  # sorted: each chunk reads neighbouring index pages
     if not wanted or not path.is_file():
         return []
     sightings: list[Sighting] = []

@@ -13,21 +13,32 @@ from __future__ import annotations
 import gc
 import json
 import os
+import signal
+import stat
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from concurrent.futures import Executor, Future
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from gpuenv.errors import BadRequest
 from gpuenv.fleet import stats
-from gpuenv.verify import figures
+from gpuenv.fleet.history import NotAReport, ReportRecord, gpu_events, ingest, record_from_report
+from gpuenv.fleet.history import check as check_history
+from gpuenv.verify import faults, figures
 from gpuenv.verify.cost import GroupCost, NodeFigures, PriceRow, fleet_costs
 from gpuenv.verify.figures import Better
 from gpuenv.verify.model import NOT_CERTIFIED, readable
 
+_loads: Callable[[bytes], Any] = json.loads
+with suppress(ImportError):  # gpuenv[fast]: orjson parses reports about three times faster
+    from orjson import loads as _loads
+
+T = TypeVar("T")
 SCHEMA = "gpuenv.fleet-report/1"
 REPORT_LIMIT = 64 << 20  # a verify report is tens of KiB; anything this big is not one
 # Outcomes in the order they are tallied; `fleet verify` adds the last three for hosts it could not verify.
@@ -35,6 +46,7 @@ OUTCOMES = ("certified", "not certified", "could not run", "interrupted", "unrea
 BUSBW = figures.Figure("allreduce", "busbw_gbps", "GB/s", "higher", per_gpu=False)
 FAILING_STATUSES = NOT_CERTIFIED | {"error"}
 FLEET_VERIFY_SCHEMA = "gpuenv.fleet-verify/1"  # the outcomes `fleet verify` writes beside its reports
+FAULT_NAME = "fleet-read"  # GPUENV_TEST_FAULT=fleet-read:hang, for gpuenv's own tests: a reader stuck on a file
 
 
 @dataclass(frozen=True)
@@ -76,7 +88,7 @@ class HostReport:
     started: str
     gpu_model: str
     gpu_count: int
-    gpu_table: tuple[dict[str, Any], ...]  # the report's host.gpus, as read (made into Gpu only when asked)
+    gpus: tuple[Gpu, ...]  # the report's host.gpus
     failures: tuple[tuple[str, Gpu | None], ...]  # (finding code, the GPU it names)
     series: tuple[Series, ...]
     matmul: tuple[tuple[str, str, int, float], ...] = ()  # (dtype, shape, cuda index, TFLOP/s), for baselines
@@ -86,13 +98,25 @@ class HostReport:
     def certified(self) -> bool:
         return self.outcome == "certified"
 
-    @property
-    def gpus(self) -> tuple[Gpu, ...]:
-        return tuple(map(_gpu, self.gpu_table))
-
     def gpu(self, cuda_index: int | None) -> Gpu:
-        found = next((g for g in self.gpu_table if cuda_index is not None and g.get("cuda_index") == cuda_index), None)
-        return _gpu(found) if found else Gpu(cuda_index)
+        found = next((g for g in self.gpus if cuda_index is not None and g.cuda_index == cuda_index), None)
+        return found or Gpu(cuda_index)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled with its GPUs and series as plain tuples: a reader process hands back thousands of
+        reports, and named tuples pickle several times slower (a Python call each)."""
+        fields = [getattr(self, f) for f in self.__slots__]
+        fields[6], fields[8] = tuple(map(tuple, self.gpus)), tuple(map(tuple, self.series))
+        return _unpickled, tuple(fields)
+
+
+def _unpickled(*fields: Any) -> HostReport:
+    values = list(fields)
+    values[6], values[8] = tuple(map(_as_gpu, fields[6])), tuple(map(_as_series, fields[8]))
+    return HostReport(*values)
+
+
+_as_gpu, _as_series = partial(tuple.__new__, Gpu), partial(tuple.__new__, Series)  # no Python call per tuple
 
 
 def _gpu(entry: dict[str, Any]) -> Gpu:
@@ -270,38 +294,77 @@ class RunSummary:
     hosts: tuple[tuple[str, str, str | None], ...]  # (inventory name, outcome, its report's path)
 
 
-# Called with each report read: its bytes, the parsed document, and what the comparison keeps of it.
-OnReport = Callable[[bytes, dict[str, Any], "HostReport"], None]
+Entry = HostReport | RunSummary | Skipped
 
 
-def read_report(
-    path: str | Path, on_report: OnReport | None = None, *, matmul: bool = False, costs: bool = False
-) -> HostReport | RunSummary | Skipped:
+def read_report(path: str | Path, *, matmul: bool = False, costs: bool = False) -> Entry:
     """One file as a host's report, a fleet verify summary, or why it was skipped (never an
     exception for bad content)."""
+    return read_files([str(path)], matmul=matmul, costs=costs)[0]
+
+
+def read_files(
+    paths: list[str], *, history: Path | None = None, matmul: bool = False, costs: bool = False
+) -> list[Entry]:
+    """Each file read (see read_report); with a history, every report among them recorded there
+    (in one transaction)."""
+    faults.inject(FAULT_NAME)
+    entries: list[Entry] = []
+    records: list[ReportRecord] = []
+    for path in paths:
+        raw = _raw(path)
+        if isinstance(raw, Skipped):
+            entries.append(raw)
+            continue
+        data = _parsed(raw, path)
+        entry = data if isinstance(data, Skipped) else _entry(data, path, matmul=matmul, costs=costs)
+        entries.append(entry)
+        # a report without a host name is compared, but the history has nothing to key it by
+        if history is not None and isinstance(entry, HostReport):
+            with suppress(NotAReport):
+                records.append(record_from_report(data, raw=raw, host=entry.host, source=entry.path))
+    if history is not None and records:
+        ingest(history, records)
+    return entries
+
+
+def _raw(path: str) -> bytes | Skipped:
     try:
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size  # read(n) would reserve n bytes up front
-            raw = handle.read() if 0 < size <= REPORT_LIMIT else handle.read(REPORT_LIMIT + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO among the reports must not block the read
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                return Skipped(path, "not a regular file")
+            raw = os.read(fd, min(info.st_size, REPORT_LIMIT) + 1)  # the whole file, in one call
+            while info.st_size < len(raw) <= REPORT_LIMIT and (more := os.read(fd, 1 << 16)):
+                raw += more  # it grew since fstat
+        finally:
+            os.close(fd)
     except OSError as exc:
-        return Skipped(str(path), f"unreadable: {exc.strerror or exc}")
-    if len(raw) > REPORT_LIMIT:
-        return Skipped(str(path), f"larger than {REPORT_LIMIT >> 20} MiB: not a report")
+        return Skipped(path, f"unreadable: {exc.strerror or exc}")
+    return Skipped(path, f"larger than {REPORT_LIMIT >> 20} MiB: not a report") if len(raw) > REPORT_LIMIT else raw
+
+
+def _parsed(raw: bytes, path: str) -> Any:
     try:
-        data = json.loads(raw)
+        return _loads(raw)
+    except ValueError:
+        pass  # orjson refuses what json reads (NaN, integers past 64 bits, UTF-16): json decides
+    try:
+        return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
-        return Skipped(str(path), f"corrupt: {str(exc)[:120]}")
+        return Skipped(path, f"corrupt: {str(exc)[:120]}")
+
+
+def _entry(data: Any, path: str, *, matmul: bool, costs: bool) -> HostReport | RunSummary | Skipped:
     try:
         if isinstance(data, dict) and data.get("schema") == FLEET_VERIFY_SCHEMA:
             return run_summary(data, path)
         if not readable(data):
-            return Skipped(str(path), "not a gpuenv verify report")
-        entry = host_report(data, str(path), matmul=matmul, costs=costs)
+            return Skipped(path, "not a gpuenv verify report")
+        return host_report(data, path, matmul=matmul, costs=costs)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        return Skipped(str(path), f"corrupt: malformed {type(exc).__name__}: {str(exc)[:80]}")
-    if on_report is not None:
-        on_report(raw, data, entry)
-    return entry
+        return Skipped(path, f"corrupt: malformed {type(exc).__name__}: {str(exc)[:80]}")
 
 
 def run_summary(data: dict[str, Any], path: str | Path) -> RunSummary:
@@ -314,28 +377,27 @@ def host_report(data: dict[str, Any], path: str, *, matmul: bool = False, costs:
     """What the comparison keeps of one parsed report (with matmul: every shape's TFLOP/s, for baselines;
     with costs: the figures a cost is computed from)."""
     host = data["host"]
-    table = tuple(g for g in host.get("gpus") or [] if isinstance(g, dict))
+    gpus = tuple(_gpu(g) for g in host.get("gpus") or [] if isinstance(g, dict))
     cpu = data.get("device") == "cpu"
-    model = "CPU" if cpu else _model(table)
     checks = [c for c in data.get("checks") or [] if isinstance(c, dict)]
     return HostReport(
         host=str(host.get("hostname") or Path(path).stem),
         path=path,
         outcome=str((data.get("verdict") or {}).get("outcome") or "could not run"),
         started=str(data.get("started") or ""),
-        gpu_model=model,
-        gpu_count=0 if cpu else len(table),
-        gpu_table=table,
-        failures=tuple(_failures(checks, table)),
+        gpu_model="CPU" if cpu else _model(gpus),
+        gpu_count=0 if cpu else len(gpus),
+        gpus=gpus,
+        failures=tuple(_failures(checks, gpus)),
         series=tuple(_series(checks)),
         matmul=tuple(_matmul(checks)) if matmul and not cpu else (),
         cost_basis=NodeFigures.from_report(data) if costs else None,
     )
 
 
-def _model(table: tuple[dict[str, Any], ...]) -> str:
+def _model(gpus: tuple[Gpu, ...]) -> str:
     """The node's GPU model: the name most of its GPUs have."""
-    names = [str(g["name"]) for g in table if g.get("name")]
+    names = [str(g.name) for g in gpus if g.name]
     if not names:
         return "unknown GPU"
     if names.count(names[0]) == len(names):
@@ -343,25 +405,24 @@ def _model(table: tuple[dict[str, Any], ...]) -> str:
     return Counter(names).most_common(1)[0][0]
 
 
-def _failures(checks: list[dict[str, Any]], table: tuple[dict[str, Any], ...]) -> Iterator[tuple[str, Gpu | None]]:
+def _failures(checks: list[dict[str, Any]], gpus: tuple[Gpu, ...]) -> Iterator[tuple[str, Gpu | None]]:
     """(code, GPU) of each failing finding; a failing check without one is named `<check>.<status>`."""
     for check in checks:
         named = False
         for f in check.get("findings") or []:
             if f.get("severity") == "fail":
                 named = True
-                yield str(f.get("code") or f"{check.get('name')}.fail"), _finding_gpu(f.get("gpu"), table)
+                yield str(f.get("code") or f"{check.get('name')}.fail"), _finding_gpu(f.get("gpu"), gpus)
         if not named and check.get("status") in FAILING_STATUSES:
             yield f"{check.get('name')}.{check.get('status')}", None
 
 
-def _finding_gpu(ref: Any, table: tuple[dict[str, Any], ...]) -> Gpu | None:
+def _finding_gpu(ref: Any, gpus: tuple[Gpu, ...]) -> Gpu | None:
     """The report's GPU a finding names: by UUID (checks number GPUs by NVML or CUDA index)."""
     if not isinstance(ref, dict):
         return None
     uuid = ref.get("uuid")
-    found = next((g for g in table if uuid and g.get("uuid") == uuid), None)
-    return _gpu(found) if found else Gpu(ref.get("index"), uuid)
+    return next((g for g in gpus if uuid and g.uuid == uuid), None) or Gpu(ref.get("index"), uuid)
 
 
 def _series(checks: list[dict[str, Any]]) -> Iterator[Series]:
@@ -389,39 +450,95 @@ def _matmul(checks: list[dict[str, Any]]) -> Iterator[tuple[str, str, int, float
                     yield str(metrics["matmul_dtype"]), str(shape), int(index), float(value)
 
 
+PARALLEL_FROM = 1024  # reports: fewer are read in-process, quicker than starting workers
+MAX_WORKERS = 8
+SHARES_PER_WORKER = 4  # small enough to even out the workers' ends, large enough to record few times
+
+
 def load(
-    paths: Iterable[Path], on_report: OnReport | None = None, *, matmul: bool = False, costs: bool = False
+    files: list[str], pool: Executor, *, history: Path | None = None, matmul: bool = False, costs: bool = False
 ) -> tuple[list[HostReport], list[Skipped], int]:
     """Each host's latest report (by start time), the files skipped, and how many older reports of
-    a host were set aside (a cron folder holds many runs per host; nodes compare by their latest)."""
-    reports: list[HostReport] = []
-    summaries: list[RunSummary] = []
-    skipped: list[Skipped] = []
+    a host were set aside (a cron folder holds many runs per host; nodes compare by their latest).
+    With a history, every report read is recorded there. The files are read in shares by the pool."""
+    if history is not None:
+        check_history(history)  # made, or found unusable, before any worker opens it
+    size = max(1, -(-len(files) // (_cpus() * SHARES_PER_WORKER)))
+    shares = [files[i : i + size] for i in range(0, len(files), size)]
     with _no_cycle_collection():
-        for path in report_files(paths):
-            entry = read_report(path, on_report, matmul=matmul, costs=costs)
-            if isinstance(entry, HostReport):
-                reports.append(entry)
-            else:
-                (summaries if isinstance(entry, RunSummary) else skipped).append(entry)  # type: ignore[arg-type]
-    reports = with_run_outcomes(reports, summaries)
+        read = partial(read_files, history=history, matmul=matmul, costs=costs)
+        entries = [e for share in pool.map(read, shares) for e in share]
+    reports = with_run_outcomes(
+        [e for e in entries if isinstance(e, HostReport)], [e for e in entries if isinstance(e, RunSummary)]
+    )
     latest: dict[str, HostReport] = {}
     for entry in reports:
         held = latest.get(entry.host)
         if held is None or _moment(entry.started) >= _moment(held.started):
             latest[entry.host] = entry
+    skipped = [e for e in entries if isinstance(e, Skipped)]
     return list(latest.values()), skipped, len(reports) - len(latest)
+
+
+@contextmanager
+def workers_for(files: int) -> Iterator[Executor]:
+    """Where reports are read: for many, one worker process per CPU this process may use (parsing
+    is most of the time); for few, or off Linux (no fork there), this process. Interrupted, the
+    workers are stopped, even one stuck reading a file."""
+    workers = _cpus() if files >= PARALLEL_FROM else 1
+    if workers < 2:
+        yield InProcess()
+        return
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import active_children, get_context
+
+    others = set(active_children())
+    # fork: the workers start at once with gpuenv imported (the process has no threads yet)
+    pool = ProcessPoolExecutor(workers, mp_context=get_context("fork"), initializer=_worker_started)
+    try:
+        yield pool
+    except BaseException:
+        for worker in set(active_children()) - others:  # the pool's
+            worker.terminate()
+        raise
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
+def _cpus() -> int:
+    """The worker processes to read with: the CPUs this process may use (at most MAX_WORKERS); 1 off Linux."""
+    return min(len(os.sched_getaffinity(0)), MAX_WORKERS) if hasattr(os, "sched_getaffinity") else 1
+
+
+def _worker_started() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent decides
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # how the parent stops a worker
+    gc.disable()  # a worker keeps nothing between shares, and builds no cycles (see _no_cycle_collection)
+
+
+class InProcess(Executor):
+    """An executor that runs each call at once, in this process."""
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        future: Future[T] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as exc:  # handed over by the future, as a worker's would be
+            future.set_exception(exc)
+        return future
 
 
 @contextmanager
 def _no_cycle_collection() -> Iterator[None]:
     """Reading builds many small objects and no cycles: the cycle collector would only rescan
-    the growing set of kept ones (a third of the time over ten thousand reports)."""
+    the growing set of kept ones (a third of the time over ten thousand reports). At the end they
+    are frozen (left out of later collections) rather than handed to the collector all at once."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        gc.freeze()
         if was_enabled:
             gc.enable()
 
@@ -518,8 +635,9 @@ def compare(hosts: list[HostReport], rule: stats.Rule, min_hosts: int) -> tuple[
         if not judged:
             continue
         mad = stats.floored_mad(summary, mad_floor=figure.mad_floor, mad_floor_rel=figure.mad_floor_rel)
-        limit = stats.threshold(summary, mad, figure.better, rule)
-        for i, gpu_index, value in pool.beyond(limit, figure.better):
+        if not stats.is_outlier(summary.worst(figure.better), summary, mad, figure.better, rule):
+            continue
+        for i, gpu_index, value in pool.beyond(stats.threshold(summary, mad, figure.better, rule), figure.better):
             gpu = hosts[i].gpu(gpu_index) if gpu_index is not None else None
             z = stats.z_score(value, summary, mad)
             outliers.append(Outlier(hosts[i].host, gpu, key, figure.unit, value, summary.median, z))
@@ -545,29 +663,32 @@ def failures_by_code(hosts: Iterable[HostReport]) -> list[Failure]:
 
 
 def fleet_report(request: ReportRequest) -> FleetReport:
-    """The service: read, compare, and the typed result (exit 2 when no report was found)."""
-    recorder = _Recorder()
-    on_report = recorder if request.history is not None else None
-    hosts, skipped, superseded = load(request.paths, on_report, costs=bool(request.prices))
-    if not hosts:
-        where = ", ".join(str(p) for p in request.paths)
-        raise BadRequest(
-            f"no gpuenv verify report in {where} ({len(skipped)} file(s) skipped)",
-            hint="give the reports written by `gpuenv verify --report FILE` or `gpuenv fleet verify`",
+    """The service: read (recording each report in the GPU history, when one is given), compare,
+    and the typed result (exit 2 when no report was found)."""
+    files = list(report_files(request.paths))  # first: a missing path is a bad request, before the history opens
+    with workers_for(len(files)) as pool:
+        hosts, skipped, superseded = load(files, pool, history=request.history, costs=bool(request.prices))
+        if not hosts:
+            where = ", ".join(str(p) for p in request.paths)
+            raise BadRequest(
+                f"no gpuenv verify report in {where} ({len(skipped)} file(s) skipped)",
+                hint="give the reports written by `gpuenv verify --report FILE` or `gpuenv fleet verify`",
+            )
+        uuids = [g.uuid for h in hosts for g in h.gpus if g.uuid]
+        events = pool.submit(gpu_events, request.history, uuids) if request.history is not None else None
+        groups, outliers = compare(hosts, request.rule, request.min_hosts)  # while a worker reads the history
+        return FleetReport(
+            tuple(hosts),
+            tuple(skipped),
+            tuple(groups),
+            tuple(failures_by_code(hosts)),
+            tuple(outliers),
+            request.rule,
+            request.min_hosts,
+            superseded,
+            tuple(e.to_dict() for e in events.result()) if events is not None else (),
+            _costs(hosts, request.prices),
         )
-    groups, outliers = compare(hosts, request.rule, request.min_hosts)
-    return FleetReport(
-        tuple(hosts),
-        tuple(skipped),
-        tuple(groups),
-        tuple(failures_by_code(hosts)),
-        tuple(outliers),
-        request.rule,
-        request.min_hosts,
-        superseded,
-        recorder.ingest(request.history, hosts) if request.history is not None else (),
-        _costs(hosts, request.prices),
-    )
 
 
 def _costs(hosts: list[HostReport], prices: tuple[PriceRow, ...]) -> tuple[GroupCost, ...]:
@@ -575,28 +696,3 @@ def _costs(hosts: list[HostReport], prices: tuple[PriceRow, ...]) -> tuple[Group
     nothing about what its kind delivers."""
     basis = [h.cost_basis for h in hosts if h.certified and h.cost_basis is not None]
     return tuple(fleet_costs(basis, prices)) if prices else ()
-
-
-class _Recorder:
-    """What the GPU history keeps of each report read; ingested in one transaction at the end."""
-
-    def __init__(self) -> None:
-        from gpuenv.fleet.history import ReportRecord
-
-        self.records: list[ReportRecord] = []
-
-    def __call__(self, raw: bytes, data: dict[str, Any], entry: HostReport) -> None:
-        from gpuenv.fleet.history import NotAReport, record_from_report
-
-        try:
-            self.records.append(record_from_report(data, raw=raw, host=entry.host, source=entry.path))
-        except NotAReport:
-            return  # compared, but nothing the history could key it by (an old report without a host name)
-
-    def ingest(self, path: Path, hosts: list[HostReport]) -> tuple[dict[str, Any], ...]:
-        """Record the reports, then the history's events for the GPUs of the hosts compared."""
-        from gpuenv.fleet.history import gpu_events, ingest
-
-        ingest(path, self.records)
-        uuids = [g.get("uuid") for h in hosts for g in h.gpu_table]
-        return tuple(e.to_dict() for e in gpu_events(path, [u for u in uuids if isinstance(u, str)]))

@@ -31,6 +31,12 @@ class Summary:
     mad: float
     p5: float
     p95: float
+    lowest: float
+    highest: float
+
+    def worst(self, better: Better) -> float:
+        """The value furthest on the bad side: if even it is no outlier, none is."""
+        return self.lowest if better == "higher" else self.highest
 
 
 @dataclass(frozen=True)
@@ -55,7 +61,8 @@ def summarize(values: Sequence[float]) -> Summary:
     ordered = sorted(values)
     median = quantile(ordered, 0.5)
     mad = quantile(sorted(map(abs, map(sub, ordered, repeat(median, len(ordered))))), 0.5)
-    return Summary(len(ordered), median, mad, quantile(ordered, 0.05), quantile(ordered, 0.95))
+    p5, p95 = quantile(ordered, 0.05), quantile(ordered, 0.95)
+    return Summary(len(ordered), median, mad, p5, p95, ordered[0], ordered[-1])
 
 
 def floored_mad(summary: Summary, *, mad_floor: float, mad_floor_rel: float) -> float:

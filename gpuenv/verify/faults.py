@@ -6,7 +6,8 @@ GPUENV_TEST_FAULT is a comma-separated list of CHECK:KIND[:rankN]. KIND is
   abort    the rank (or the check's process) calls os.abort()
   stop     the rank (or the check's process) stops itself with SIGSTOP: a frozen peer
 Without :rankN a fault hits the check's process itself (or every rank for corrupt).
-`gpuenv tune power` answers to the CHECK name tune-power, where rankN is its (N+1)th measurement.
+`gpuenv tune power` answers to the CHECK name tune-power, where rankN is its (N+1)th measurement;
+`gpuenv fleet report` to fleet-read (hang: every process reading reports sleeps forever).
 The test suite uses it to prove that verify fails, times out and crashes as it must.
 """
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Literal
 
 Better = Literal["higher", "lower"]
@@ -27,8 +28,8 @@ class Figure:
     mad_floor: float = 0.0  # absolute floor of the MAD in `unit` (integer temperatures often give MAD 0)
     mad_floor_rel: float = 0.01  # floor of the MAD as a share of the median
 
-    @property
-    def name(self) -> str:
+    @cached_property
+    def name(self) -> str:  # one string for all the reports a fleet report reads
         return f"{self.check}.{self.metric}"
 
     def worse(self, value: float, than: float) -> bool:
@@ -99,6 +100,7 @@ def series(checks: list[dict[str, Any]]) -> Iterator[tuple[Figure, dict[int | No
 
 
 _NUMBERS = (int, float)  # by exact type: a bool is an int, and no figure
+_NUMBER_TYPES = frozenset(_NUMBERS)
 
 
 def _per_gpu(raw: dict[Any, Any]) -> dict[int | None, float]:
@@ -106,7 +108,7 @@ def _per_gpu(raw: dict[Any, Any]) -> dict[int | None, float]:
     checked and converted without a Python step per value (fleet reports read ten thousand)."""
     keys, values = list(map(str, raw)), list(raw.values())
     try:
-        if set(map(type, values)) <= set(_NUMBERS) and all(map(str.isdigit, keys)) and all(map(math.isfinite, values)):
+        if set(map(type, values)) <= _NUMBER_TYPES and all(map(str.isdigit, keys)) and all(map(math.isfinite, values)):
             return dict(zip(map(int, keys), values, strict=True))
     except OverflowError:  # an integer too large for a float: not a figure
         pass

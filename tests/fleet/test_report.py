@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import pickle
 import random
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +16,13 @@ import pytest
 from gpuenv.cli import COMMANDS, main
 from gpuenv.errors import BadRequest
 from gpuenv.fleet import formats, stats
+from gpuenv.fleet import report as report_module
 from gpuenv.fleet.report import (
     FleetReport,
+    Gpu,
     HostReport,
     ReportRequest,
+    Series,
     compare,
     failures_by_code,
     fleet_report,
@@ -27,7 +33,7 @@ from gpuenv.resources import data_file
 from gpuenv.verify.checks.nvml import per_gpu_figures
 from gpuenv.verify.facts import NvmlSnapshot, visible
 from gpuenv.verify.figures import readings
-from tests.conftest import gpuenv_main
+from tests.conftest import gpuenv_main, require
 from tests.fleet import fleet_reports as fr
 
 SCHEMA = json.loads(data_file("schemas/fleet-report.schema.json").read_text())
@@ -251,6 +257,48 @@ def test_no_report_at_all_is_a_bad_request(tmp_path: Path) -> None:
         fleet_report(ReportRequest((tmp_path,)))
     with pytest.raises(BadRequest, match="no such file or folder"):
         fleet_report(ReportRequest((tmp_path / "missing",)))
+
+
+def test_what_is_not_a_regular_file_is_skipped_without_blocking(tmp_path: Path) -> None:
+    fr.write(fr.fleet(2), tmp_path)
+    os.mkfifo(tmp_path / "pipe.json")  # opened for reading, a FIFO without a writer would wait forever
+    result = fleet_report(ReportRequest((tmp_path,)))
+    assert len(result.hosts) == 2
+    assert [(Path(s.path).name, s.reason) for s in result.skipped] == [("pipe.json", "not a regular file")]
+
+
+def test_what_orjson_refuses_json_still_reads(tmp_path: Path) -> None:
+    data = fr.report(fr.healthy_node("nan", random.Random(2)))
+    data["checks"][0]["metrics"]["note"] = float("nan")  # Python's json writes NaN; orjson refuses it
+    path = tmp_path / "nan.json"
+    path.write_text(json.dumps(data))
+    assert isinstance(read_report(path), HostReport)
+
+
+def test_a_host_report_crosses_a_process_boundary_unchanged() -> None:
+    node = fr.healthy_node("x", random.Random(4))
+    fr.ecc_failure(node, 1)
+    entry = host_report(fr.report(node), "x.json", matmul=True, costs=True)
+    copy = pickle.loads(pickle.dumps(entry))
+    assert copy == entry and isinstance(copy.gpus[0], Gpu) and isinstance(copy.series[0], Series)
+
+
+def test_worker_processes_read_and_record_as_this_process_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    require(len(os.sched_getaffinity(0)) > 1, "reading in worker processes needs two CPUs")
+    nodes = fr.fleet(40, seed=5)
+    nodes[3].busbw[ALLREDUCE_512] *= 0.6
+    fr.ecc_failure(nodes[7], 2)
+    folder = fr.write(nodes, tmp_path / "reports")
+    (folder / "cut.json").write_text("{")
+    in_process = fleet_report(ReportRequest((folder,), history=tmp_path / "one.sqlite"))
+    monkeypatch.setattr(report_module, "PARALLEL_FROM", 2)  # 41 files: read by the workers, in shares
+    in_workers = fleet_report(ReportRequest((folder,), history=tmp_path / "two.sqlite"))
+    assert in_workers.to_dict() == in_process.to_dict()
+    assert in_workers.outliers and in_workers.failures and len(in_workers.skipped) == 1
+    for db in ("one.sqlite", "two.sqlite"):
+        with sqlite3.connect(tmp_path / db) as con:
+            assert con.execute("SELECT count(*), count(DISTINCT host) FROM reports").fetchone() == (40, 40)
+            assert con.execute("SELECT count(*) FROM gpus").fetchone() == (40 * 8,)
 
 
 # ---- failures by code ---------------------------------------------------------------------------

@@ -20,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from gpuenv.fleet.report import FAULT_NAME, PARALLEL_FROM
 from tests.conftest import REPO, require
+from tests.fleet import fleet_reports
 
 # Real ansible-playbook, ssh and verify processes, signalled: integration, not the quick unit loop.
 pytestmark = pytest.mark.integration
@@ -205,6 +207,28 @@ def test_verify_interrupted_leaves_nothing_running(tmp_path: Path, sig: signal.S
     if sig != signal.SIGKILL:
         assert proc.returncode == 3, stderr
         assert report.is_file()  # the report the README promises
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_fleet_report_interrupted_stops_its_readers(tmp_path: Path, sig: signal.Signals) -> None:
+    """Every worker reading reports is stuck (as on a hung filesystem): the signal still ends the run."""
+    require(len(os.sched_getaffinity(0)) > 1, "reading in worker processes needs two CPUs")
+    folder = fleet_reports.write(fleet_reports.fleet(PARALLEL_FROM), tmp_path / "reports")
+    args = ["fleet", "report", str(folder), "--json", "--no-history"]
+    proc = _start(args, tmp_path, env={"GPUENV_TEST_FAULT": f"{FAULT_NAME}:hang"})
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(_tree(proc.pid)) < 3:  # this process and two workers
+            time.sleep(0.1)
+        seen = _tree(proc.pid)
+        assert len(seen) >= 3, "the workers never started"
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 3 and "interrupted" in stderr and "Traceback" not in stderr, stderr
+    assert not _nothing_left(seen)
 
 
 def test_a_second_signal_still_writes_the_report(tmp_path: Path) -> None:

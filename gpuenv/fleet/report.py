@@ -450,7 +450,7 @@ def _matmul(checks: list[dict[str, Any]]) -> Iterator[tuple[str, str, int, float
                     yield str(metrics["matmul_dtype"]), str(shape), int(index), float(value)
 
 
-PARALLEL_FROM = 1024  # reports: fewer are read in-process, quicker than starting workers
+PARALLEL_FROM = 1024  # reports: about where starting workers begins to pay (measured with a history)
 MAX_WORKERS = 8
 SHARES_PER_WORKER = 4  # small enough to even out the workers' ends, large enough to record few times
 

@@ -461,6 +461,7 @@ def load(
     """Each host's latest report (by start time), the files skipped, and how many older reports of
     a host were set aside (a cron folder holds many runs per host; nodes compare by their latest).
     With a history, every report read is recorded there. The files are read in shares by the pool."""
+    faults.check_setting()
     if history is not None:
         check_history(history)  # made, or found unusable, before any worker opens it
     size = max(1, -(-len(files) // (_cpus() * SHARES_PER_WORKER)))

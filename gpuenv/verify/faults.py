@@ -61,13 +61,14 @@ def inject(check: str, rank: int | None = None) -> str | None:
     return kind
 
 
-def check_setting(env: dict[str, str] | None = None) -> str | None:
-    """Why GPUENV_TEST_FAULT cannot be parsed, or None (unset or well formed)."""
+def check_setting(env: dict[str, str] | None = None) -> None:
+    """BadRequest when GPUENV_TEST_FAULT is set but cannot be parsed (unset or well formed: nothing)."""
+    from gpuenv.errors import BadRequest
+
     try:
         parse((os.environ if env is None else env).get(ENV, ""))
     except ValueError as exc:
-        return str(exc)
-    return None
+        raise BadRequest(str(exc), hint=f"unset {ENV}: it is for gpuenv's own tests") from None
 
 
 def _trigger(kind: str | None) -> None:

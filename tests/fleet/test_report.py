@@ -395,6 +395,9 @@ def test_exit_codes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pyt
     assert run_cli(monkeypatch, str(tmp_path / "empty")) == 2
     assert "no gpuenv verify report" in capsys.readouterr().err
     assert run_cli(monkeypatch, str(clean), "--json", "--markdown") == 2
+    monkeypatch.setenv("GPUENV_TEST_FAULT", "fleet-read:explode")  # the test hook, misspelt
+    assert run_cli(monkeypatch, str(clean)) == 2
+    assert "bad GPUENV_TEST_FAULT entry" in capsys.readouterr().err
 
 
 def test_prometheus_file_is_written_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -197,8 +197,8 @@ def _gpu_record(gpu: dict[str, Any], findings: list[tuple[str, str, dict[str, An
         _text(gpu.get("serial")),
         _text(gpu.get("pci_bus_id")),
         _text(gpu.get("name")),
-        any(severity == "fail" for _, severity in mine) if mine else False,
-        tuple(sorted({code for code, _ in mine})) if mine else (),
+        any(severity == "fail" for _, severity in mine),
+        tuple(sorted({code for code, _ in mine})),
     )
 
 

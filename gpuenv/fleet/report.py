@@ -346,17 +346,16 @@ def _raw(path: str) -> bytes | Skipped:
 
 
 def _parsed(raw: bytes, path: str) -> Any:
-    try:
-        return _loads(raw)
-    except ValueError:
-        pass  # orjson refuses what json reads (NaN, integers past 64 bits, UTF-16): json decides
+    if _loads is not json.loads:
+        with suppress(ValueError):  # orjson refuses what json reads (NaN, integers past 64 bits): json decides
+            return _loads(raw)
     try:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         return Skipped(path, f"corrupt: {str(exc)[:120]}")
 
 
-def _entry(data: Any, path: str, *, matmul: bool, costs: bool) -> HostReport | RunSummary | Skipped:
+def _entry(data: Any, path: str, *, matmul: bool, costs: bool) -> Entry:
     try:
         if isinstance(data, dict) and data.get("schema") == FLEET_VERIFY_SCHEMA:
             return run_summary(data, path)

@@ -99,8 +99,7 @@ def series(checks: list[dict[str, Any]]) -> Iterator[tuple[Figure, dict[int | No
                 yield figure, {None: float(raw)}
 
 
-_NUMBERS = (int, float)  # by exact type: a bool is an int, and no figure
-_NUMBER_TYPES = frozenset(_NUMBERS)
+_NUMBER_TYPES = frozenset((int, float))  # by exact type: a bool is an int, and no figure
 
 
 def _per_gpu(raw: dict[Any, Any]) -> dict[int | None, float]:

@@ -65,9 +65,10 @@ def _row(ranks: int, nbytes: int, seconds: float, algbw: float, bus: float) -> d
     }
 
 
-def node_findings(table: dict[str, Any]) -> list[Finding]:
+def node_findings(table: dict[str, Any], *, judge_speed: bool = True) -> list[Finding]:
     """A node whose intra-node busbw is well under the others'; the node two bad or slow pairs share."""
-    return _slow_nodes(table["intra"]) + _pair_suspects(table["pairs"])
+    slow = _slow_nodes(table["intra"]) if judge_speed else []
+    return slow + _pair_suspects(table["pairs"], judge_speed=judge_speed)
 
 
 def _slow_nodes(intra: dict[str, dict[str, Any]]) -> list[Finding]:
@@ -87,12 +88,13 @@ def _slow_nodes(intra: dict[str, dict[str, Any]]) -> list[Finding]:
     return found
 
 
-def suspects(pairs: list[dict[str, Any]]) -> tuple[list[str], list[tuple[str, str]]]:
-    """(suspect nodes, flagged pairs): pairs with wrong elements or over SLOW_PAIR x the median time."""
+def suspects(pairs: list[dict[str, Any]], *, judge_speed: bool = True) -> tuple[list[str], list[tuple[str, str]]]:
+    """(suspect nodes, flagged pairs): pairs with wrong elements or (judging speed) over SLOW_PAIR x
+    the median time."""
     if not pairs:
         return [], []
-    median = statistics.median(p["time"] for p in pairs)
-    flagged = [tuple(p["pair"]) for p in pairs if p["wrong"] or p["time"] > SLOW_PAIR * median]
+    limit = SLOW_PAIR * statistics.median(p["time"] for p in pairs) if judge_speed else float("inf")
+    flagged = [tuple(p["pair"]) for p in pairs if p["wrong"] or p["time"] > limit]
     counts: dict[str, int] = {}
     for pair in flagged:
         for node in pair:
@@ -101,8 +103,8 @@ def suspects(pairs: list[dict[str, Any]]) -> tuple[list[str], list[tuple[str, st
     return sorted(named), [(a, b) for a, b in flagged]
 
 
-def _pair_suspects(pairs: list[dict[str, Any]]) -> list[Finding]:
-    named, flagged = suspects(pairs)
+def _pair_suspects(pairs: list[dict[str, Any]], *, judge_speed: bool) -> list[Finding]:
+    named, flagged = suspects(pairs, judge_speed=judge_speed)
     if not flagged:
         return []
     what = ", ".join(f"{a}-{b}" for a, b in flagged)

@@ -51,6 +51,20 @@ def test_a_slow_node_is_named_against_the_median() -> None:
     assert "node b" in found.message
 
 
+def test_on_cpus_speeds_are_reported_not_judged_but_wrong_elements_are() -> None:
+    rank_nodes = ["a", "a", "b", "b", "c", "c"]
+    results = [rank(r, n, intra=0.040 if n == "b" else 0.010) for r, n in enumerate(rank_nodes)]
+    table = nodes.figures(results, rank_nodes)
+    assert table["intra"]["b"]["busbw_gbps"] < table["intra"]["a"]["busbw_gbps"]
+    assert nodes.node_findings(table, judge_speed=False) == []
+    pairs = [
+        {"pair": ["a", "b"], "wrong": 0, "time": 0.01},
+        {"pair": ["b", "c"], "wrong": 0, "time": 0.05},  # slow: not judged
+        {"pair": ["c", "a"], "wrong": 3, "time": 0.01},  # wrong: judged
+    ]
+    assert nodes.suspects(pairs, judge_speed=False) == (["a", "c"], [("c", "a")])
+
+
 def test_node_pairs_name_the_node_two_bad_pairs_share() -> None:
     pairs = [
         {"pair": ["a", "b"], "wrong": 0, "time": 0.01},

@@ -87,7 +87,7 @@ def run(ctx: CheckContext) -> CheckResult:
     )
     summary_nodes = ""
     if spread is not None:
-        summary_nodes = across_nodes(results, spread, findings, metrics)
+        summary_nodes = across_nodes(results, spread, findings, metrics, judge_speed=ctx.device == "cuda")
         ctx.provided["multi_node"] = metrics["multi_node"]
     status = status_from_findings(findings)
     head = metrics.get("headline", {})
@@ -142,13 +142,18 @@ def _ref(ctx: CheckContext, spread: Spread | None, rank: int) -> GpuRef:
 
 
 def across_nodes(
-    results: list[dict[str, Any]], spread: Spread, findings: list[Finding], metrics: dict[str, Any]
+    results: list[dict[str, Any]],
+    spread: Spread,
+    findings: list[Finding],
+    metrics: dict[str, Any],
+    *,
+    judge_speed: bool,
 ) -> str:
     """The node figures (intra, inter, pairs) into metrics and findings; a summary tail."""
     rank_nodes = [r["node"] for r in results]
     table = nodes.figures(results, rank_nodes)
-    findings += nodes.node_findings(table)
-    named, _flagged = nodes.suspects(table["pairs"])
+    findings += nodes.node_findings(table, judge_speed=judge_speed)
+    named, _flagged = nodes.suspects(table["pairs"], judge_speed=judge_speed)
     wrong = sorted({rank_nodes[res["rank"]] for res in results if res["errors"]})
     mine = table["intra"].get(spread.node, {}).get("busbw_gbps")
     inter = (table["inter"] or {}).get("busbw_gbps")

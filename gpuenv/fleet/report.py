@@ -39,6 +39,7 @@ with suppress(ImportError):  # gpuenv[fast]: orjson parses reports about three t
     from orjson import loads as _loads
 
 T = TypeVar("T")
+R = TypeVar("R")
 SCHEMA = "gpuenv.fleet-report/1"
 REPORT_LIMIT = 64 << 20  # a verify report is tens of KiB; anything this big is not one
 # Outcomes in the order they are tallied; `fleet verify` adds the last three for hosts it could not verify.
@@ -467,7 +468,7 @@ def load(
     shares = [files[i : i + size] for i in range(0, len(files), size)]
     with _no_cycle_collection():
         read = partial(read_files, history=history, matmul=matmul, costs=costs)
-        entries = [e for share in pool.map(read, shares) for e in share]
+        entries = [e for share in results(pool, read, shares) for e in share]
     reports = with_run_outcomes(
         [e for e in entries if isinstance(e, HostReport)], [e for e in entries if isinstance(e, RunSummary)]
     )
@@ -500,9 +501,17 @@ def workers_for(files: int) -> Iterator[Executor]:
     except BaseException:
         for worker in set(active_children()) - others:  # the pool's
             worker.terminate()
+        pool.shutdown()  # cancelling nothing: see results()
         raise
-    finally:
-        pool.shutdown(cancel_futures=True)
+    pool.shutdown(cancel_futures=True)
+
+
+def results(pool: Executor, fn: Callable[[T], R], items: list[T]) -> list[R]:
+    """fn of every item, run by the pool. Not Executor.map: interrupted, it cancels the calls not
+    yet started, and a process pool broken after that (its workers stopped) fails setting their
+    futures, printing a traceback from its thread (CPython 3.11)."""
+    futures = [pool.submit(fn, item) for item in items]
+    return [future.result() for future in futures]
 
 
 def _cpus() -> int:

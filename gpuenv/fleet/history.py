@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
@@ -285,7 +286,7 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
         raise BadRequest(f"cannot open the history {path}: {exc}", hint="give a writable --history FILE") from exc
     with closing(db):
         try:
-            db.execute("PRAGMA journal_mode=WAL")
+            wal(db)
             db.execute("PRAGMA synchronous=NORMAL")  # WAL's recommended setting: no fsync per commit
             db.execute("PRAGMA foreign_keys=ON")
             version = db.execute("PRAGMA user_version").fetchone()[0]
@@ -302,6 +303,23 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
         except sqlite3.DatabaseError as exc:
             raise BadRequest(f"{path} is not a gpuenv history: {exc}", hint="give another --history FILE") from exc
         yield db
+
+
+def wal(db: sqlite3.Connection, *, timeout: float = BUSY_TIMEOUT_S) -> None:
+    """The file in WAL mode. Leaving rollback mode takes the file's exclusive lock, and where two
+    connections both want to upgrade their locks SQLite answers "locked" at once rather than wait
+    (a deadlock otherwise; see sqlite3_busy_handler): the answer is to retry, as a fresh history's
+    first writers do at once."""
+    deadline, pause = time.monotonic() + timeout, 0.005
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
 
 
 @contextmanager

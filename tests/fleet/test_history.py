@@ -119,6 +119,28 @@ def test_32_processes_ingesting_at_once_lose_no_row(tmp_path: Path) -> None:
         assert con.execute("SELECT count(DISTINCT uuid) FROM gpus").fetchone() == (WRITERS * REPORTS_EACH,)
 
 
+class Contended:
+    """A connection whose switch to WAL finds the file locked `times` times, as a fresh history's
+    first writers do when SQLite refuses one of two lock upgrades at once rather than deadlock."""
+
+    def __init__(self, times: int) -> None:
+        self.refusals, self.tries = times, 0
+
+    def execute(self, sql: str) -> None:
+        assert sql == "PRAGMA journal_mode=WAL"
+        self.tries += 1
+        if self.tries <= self.refusals:
+            raise sqlite3.OperationalError("database is locked")
+
+
+def test_switching_to_wal_retries_a_locked_file_until_the_busy_timeout() -> None:
+    db = Contended(times=3)
+    history.wal(db)  # type: ignore[arg-type]
+    assert db.tries == 4
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        history.wal(Contended(times=1000), timeout=0.05)  # type: ignore[arg-type]
+
+
 def fleet_history(db: Path) -> None:
     """GPU-b fails on gpu017 in October, comes back in gpu044 in November; GPU-a stays put."""
     docs = [

@@ -501,9 +501,9 @@ def workers_for(files: int) -> Iterator[Executor]:
     except BaseException:
         for worker in set(active_children()) - others:  # the pool's
             worker.terminate()
-        pool.shutdown()  # cancelling nothing: see results()
         raise
-    pool.shutdown(cancel_futures=True)
+    finally:
+        pool.shutdown()  # cancelling nothing: see results()
 
 
 def results(pool: Executor, fn: Callable[[T], R], items: list[T]) -> list[R]:

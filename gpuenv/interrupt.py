@@ -9,6 +9,7 @@ a signal inside it is remembered, not raised, and a second one cannot cut the cl
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -170,7 +171,5 @@ def _stop_group(child: subprocess.Popen[bytes]) -> None:
 
 
 def _set_pdeathsig(sig: int) -> None:
-    import ctypes
-
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)

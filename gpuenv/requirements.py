@@ -13,7 +13,12 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-from gpuenv.errors import CannotRun
+from packaging.requirements import Requirement
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
 
 VERIFY_EXTRA = "verify"
 PINNED_BY_STACK = ("torch", "numpy")
@@ -34,10 +39,6 @@ def declared() -> tuple[str, ...]:
 
 
 def _from_pyproject(path: Path) -> tuple[str, ...]:
-    if sys.version_info < (3, 11):  # no tomllib, and no installed gpuenv to ask
-        raise CannotRun("gpuenv is not installed, so its dependencies are unknown", hint="pip install gpuenv")
-    import tomllib  # type: ignore[import-not-found]  # (mypy checks as Python 3.10)
-
     project = tomllib.loads(path.read_text(encoding="utf-8"))["project"]
     lines = list(project["dependencies"])
     for extra, requirements in project.get("optional-dependencies", {}).items():
@@ -47,8 +48,6 @@ def _from_pyproject(path: Path) -> tuple[str, ...]:
 
 def gpuenv_requirements() -> tuple[str, ...]:
     """What an image or host installs beside gpuenv's wheel: base dependencies and the verify extra's."""
-    from packaging.requirements import Requirement
-
     wanted: list[str] = []
     for line in declared():
         requirement = Requirement(line)

@@ -67,7 +67,7 @@ class RunResult:
 def connect(*, timeout: float = API_TIMEOUT) -> Any:
     """A DockerClient that has answered a ping, or CannotRun."""
     try:
-        import docker
+        import docker  # the Docker SDK (extra docker): loaded when a call is made
     except ImportError as exc:
         raise CannotRun("the Docker SDK is not installed", hint="pip install 'gpuenv[docker]'") from exc
     try:
@@ -81,8 +81,8 @@ def connect(*, timeout: float = API_TIMEOUT) -> Any:
 @contextlib.contextmanager
 def _daemon_errors(what: str) -> Iterator[None]:
     """Turn a lost connection mid-call into CannotRun; let gpuenv's own errors through."""
-    import docker.errors
-    import requests
+    import docker.errors  # the Docker SDK (extra docker): loaded when a call is made
+    import requests  # the Docker SDK\'s HTTP client: slow to import, needed only with it
 
     try:
         yield
@@ -107,7 +107,7 @@ def build(
     on_event: Callable[[BuildEvent], None] | None = None,
 ) -> BuildResult:
     """Build CONTEXT/Dockerfile with the low-level streaming API; BadResult names a failing step."""
-    import requests
+    import requests  # the Docker SDK\'s HTTP client: slow to import, needed only with it
 
     emit = on_event or (lambda event: None)
     result = BuildResult(image_id="", steps=0)
@@ -187,7 +187,7 @@ def _step_text(result: BuildResult) -> str:
 
 
 def inspect(client: Any, image: str) -> dict[str, Any]:
-    import docker.errors
+    import docker.errors  # the Docker SDK (extra docker): loaded when a call is made
 
     with _daemon_errors(f"inspecting {image}"):
         try:
@@ -231,7 +231,7 @@ def push(client: Any, ref: str, *, timeout: float = BUILD_TIMEOUT) -> str:
 
 def pin_digest(client: Any, ref: str) -> str:
     """REF with the registry's current digest appended ('repo:tag@sha256:...')."""
-    import docker.errors
+    import docker.errors  # the Docker SDK (extra docker): loaded when a call is made
 
     if "@sha256:" in ref:
         return ref
@@ -250,7 +250,7 @@ def pin_digest(client: Any, ref: str) -> str:
 
 
 def _local_digest(client: Any, ref: str) -> str | None:
-    import docker.errors
+    import docker.errors  # the Docker SDK (extra docker): loaded when a call is made
 
     try:
         info = client.api.inspect_image(ref)
@@ -290,7 +290,7 @@ def run_in_image(
     With gpus, every GPU of the host is requested (DeviceRequest count=-1) with the host's IPC
     namespace, which NCCL needs for its shared memory.
     """
-    import docker.types
+    import docker.types  # the Docker SDK (extra docker): loaded when a call is made
 
     options: dict[str, Any] = {"network_mode": network_mode, "detach": True}
     if gpus:
@@ -311,7 +311,7 @@ def run_in_image(
 
 
 def _create(client: Any, image: str, command: list[str], options: dict[str, Any]) -> Any:
-    import docker.errors
+    import docker.errors  # the Docker SDK (extra docker): loaded when a call is made
 
     with _daemon_errors(f"creating a container of {image}"):
         try:
@@ -322,7 +322,7 @@ def _create(client: Any, image: str, command: list[str], options: dict[str, Any]
 
 
 def _pull(client: Any, image: str) -> None:
-    import docker.errors
+    import docker.errors  # the Docker SDK (extra docker): loaded when a call is made
 
     try:
         client.images.pull(image)
@@ -332,7 +332,7 @@ def _pull(client: Any, image: str) -> None:
 
 
 def _wait(container: Any, timeout: float, image: str) -> int:
-    import requests
+    import requests  # the Docker SDK\'s HTTP client: slow to import, needed only with it
 
     try:
         status = container.wait(timeout=timeout)

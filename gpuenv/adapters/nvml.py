@@ -17,7 +17,7 @@ FABRIC_INFO_V2 = 0x02000024  # nvmlGpuFabricInfo_v2: version 2, sizeof(nvmlGpuFa
 
 
 def _pynvml() -> Any:
-    import pynvml
+    import pynvml  # nvidia-ml-py (extra verify): loaded on the first NVML call
 
     return pynvml
 

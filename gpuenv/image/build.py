@@ -9,8 +9,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from gpuenv.adapters import docker as adapter
+from gpuenv.adapters.docker import run_verify_in_image
 from gpuenv.errors import BadResult
 from gpuenv.image.plan import Plan
+from gpuenv.render.context import WHEEL_DIR, write_context
 from gpuenv.render.dockerfile import RenderedImage, render_image
 
 VERIFY_TIMEOUT = 1800.0
@@ -99,7 +102,6 @@ def prepare(plan: Plan) -> Prepared:
     rendered = render_image(plan.stack, plan.options)
     if plan.request.render_dir is not None and not plan.request.pin_base:
         return Prepared(plan, rendered)
-    from gpuenv.adapters import docker as adapter
 
     client = adapter.connect()
     if plan.request.pin_base:
@@ -111,7 +113,6 @@ def prepare(plan: Plan) -> Prepared:
 
 def write_rendered(prepared: Prepared) -> Written:
     """--render-only: the Dockerfile and build context into the request's directory."""
-    from gpuenv.render.context import write_context
 
     plan, dest = prepared.plan, prepared.plan.request.render_dir
     assert dest is not None
@@ -121,9 +122,6 @@ def write_rendered(prepared: Prepared) -> Written:
 
 def build(prepared: Prepared, *, on_event: Callable[[Any], None], say: Say) -> Built:
     """Build in a temporary context, tag, push and verify as the plan asks; BadResult when a step fails."""
-    from gpuenv.adapters import docker as adapter
-    from gpuenv.render.context import write_context
-
     plan, client, request = prepared.plan, prepared.client, prepared.plan.request
     with tempfile.TemporaryDirectory(prefix="gpuenv-build-") as tmp:
         context = Path(tmp) / "context"
@@ -152,15 +150,12 @@ def build(prepared: Prepared, *, on_event: Callable[[Any], None], say: Say) -> B
 
 def _wheel_digest(context: Path) -> str:
     """sha256 of the gpuenv wheel in the context: when it is unchanged, Docker reuses its layer."""
-    from gpuenv.render.context import WHEEL_DIR
 
     wheel = next((context / WHEEL_DIR).glob("gpuenv-*.whl"))
     return hashlib.sha256(wheel.read_bytes()).hexdigest()
 
 
 def _verify(image: str, say: Say) -> dict[str, Any]:
-    from gpuenv.adapters.docker import run_verify_in_image
-
     say(f"verifying {image}: gpuenv verify --level quick inside it")
     warn: Say = lambda text: say(f"warning: {text}")  # noqa: E731
     code, report = run_verify_in_image(

@@ -6,9 +6,13 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from packaging.requirements import Requirement
+
 from gpuenv import validate
 from gpuenv.errors import BadRequest
+from gpuenv.render.context import check_destination, check_wheelhouse
 from gpuenv.render.dockerfile import ImageOptions
+from gpuenv.render.images import find_spec, load_spec, spec_options, with_packages
 from gpuenv.resolve import Request
 from gpuenv.stack import Stack
 from gpuenv.stacks import StackRequest, Warn, stack_for
@@ -90,7 +94,6 @@ def _stack(
 ) -> tuple[Stack, dict[str, Any], str | None]:
     if request.spec is None:
         return stack_for(request.stack, kb_path=kb_path, on_warning=on_warning), {}, None
-    from gpuenv.render.images import find_spec, load_spec, spec_options
 
     if request.stack.stack_file is not None:
         raise BadRequest("--spec and --stack both name a stack", hint="give one of them")
@@ -101,7 +104,6 @@ def _stack(
 
 
 def _options(request: BuildRequest, spec_values: dict[str, Any]) -> ImageOptions:
-    from gpuenv.render.images import with_packages
 
     given = {
         "flavor": request.flavor,
@@ -126,16 +128,10 @@ def _options(request: BuildRequest, spec_values: dict[str, Any]) -> ImageOptions
 
 def _check_inputs(request: BuildRequest, stack: Stack, options: ImageOptions) -> None:
     if request.wheelhouse is not None:
-        from packaging.requirements import Requirement
-
-        from gpuenv.render.context import check_wheelhouse
-
         pins = {"torch": stack.torch, **{n: str(getattr(stack, n)) for n in options.with_packages}}
         names = tuple(Requirement(r).name for r in (*options.gpuenv_requirements, *options.pip))
         check_wheelhouse(request.wheelhouse, pins, names)
     if request.render_dir is not None:
-        from gpuenv.render.context import check_destination
-
         check_destination(request.render_dir, force=request.force, app=request.app)
 
 

@@ -14,7 +14,11 @@ The test suite uses it to prove that verify fails, times out and crashes as it m
 from __future__ import annotations
 
 import os
+import signal
+import time
 from dataclasses import dataclass
+
+from gpuenv.errors import BadRequest
 
 ENV = "GPUENV_TEST_FAULT"
 KINDS = ("corrupt", "hang", "abort", "stop")
@@ -63,8 +67,6 @@ def inject(check: str, rank: int | None = None) -> str | None:
 
 def check_setting(env: dict[str, str] | None = None) -> None:
     """BadRequest when GPUENV_TEST_FAULT is set but cannot be parsed (unset or well formed: nothing)."""
-    from gpuenv.errors import BadRequest
-
     try:
         parse((os.environ if env is None else env).get(ENV, ""))
     except ValueError as exc:
@@ -73,13 +75,9 @@ def check_setting(env: dict[str, str] | None = None) -> None:
 
 def _trigger(kind: str | None) -> None:
     if kind == "hang":
-        import time
-
         while True:
             time.sleep(3600)
     if kind == "abort":
         os.abort()
     if kind == "stop":
-        import signal
-
         os.kill(os.getpid(), signal.SIGSTOP)

@@ -15,13 +15,15 @@ import sys
 import threading
 import time
 
+from gpuenv.verify.procs import die_with_parent
+
 LIMIT_S = 60.0
 READY_S = 30.0
 SIZE = 4096
 
 
 def _load(index: int, started: threading.Barrier, stop: threading.Event) -> None:
-    import torch
+    import torch  # heavy (~1 s): only the workload needs it
 
     try:
         dev = torch.device("cuda", index)
@@ -38,11 +40,9 @@ def _load(index: int, started: threading.Barrier, stop: threading.Event) -> None
 
 
 def main(argv: list[str]) -> int:
-    from gpuenv.verify.procs import die_with_parent
-
     die_with_parent(int(argv[0]))
     try:
-        import torch
+        import torch  # heavy (~1 s): only the workload needs it
     except ImportError as exc:
         print(f"unavailable cannot import torch: {exc}", flush=True)
         return 0

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import select
 import signal
+import threading
 from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
@@ -35,8 +38,6 @@ def die_with_parent(parent: int) -> None:
     """Ask the kernel to SIGKILL this process when its parent dies (Linux PR_SET_PDEATHSIG);
     if the parent is already gone, die now. Without it a SIGKILLed gpuenv (a Slurm prolog past
     its limit) would leave its workers running under PID 1."""
-    import ctypes
-
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -48,8 +49,6 @@ def exit_with(owner: int) -> None:
     """SIGKILL this process when process `owner` ends, though it is not our parent: a rank's
     parent is the forkserver, which lives as long as any rank holds its "alive" pipe, so only
     watching the worker itself breaks that circle. A daemon thread waits on a pidfd."""
-    import select
-    import threading
 
     def wait() -> None:
         try:

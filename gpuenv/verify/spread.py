@@ -49,7 +49,7 @@ class Hung(Exception):
 
 def _dist() -> Any:
     """torch.distributed, typed as Any (its stubs do not export the store classes)."""
-    import torch.distributed
+    import torch.distributed  # heavy (~1 s): only the workload needs it
 
     return torch.distributed
 

@@ -14,19 +14,25 @@ from __future__ import annotations
 
 import contextlib
 import json
+import multiprocessing
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
 from importlib import import_module
 from typing import Any
 
+from gpuenv.adapters import nvml as adapter
 from gpuenv.verify import faults
 from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks.common import CudaUnusable, unusable_finding
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.facts import HostFacts
 from gpuenv.verify.model import CheckResult
+from gpuenv.verify.procs import die_with_parent
+from gpuenv.verify.ranks import RanksCrashed, start_forkserver
 
 FD_ENV = "GPUENV_VERIFY_FD"
 PARENT_ENV = "GPUENV_VERIFY_PARENT"
@@ -77,7 +83,6 @@ def _import_failed(name: str, ctx: CheckContext, exc: ImportError) -> CheckResul
 def _classify(name: str, exc: BaseException) -> CheckResult:
     text = f"{type(exc).__name__}: {exc}"
     tail = "".join(traceback.format_exception(exc))[-4000:]
-    from gpuenv.verify.ranks import RanksCrashed
 
     if isinstance(exc, RanksCrashed):
         detail: dict[str, Any] = {"traceback": tail, "rank_exit_codes": exc.exit_codes, "rank": exc.rank}
@@ -99,8 +104,6 @@ def _classify(name: str, exc: BaseException) -> CheckResult:
 
 
 def _signal_of(exc: BaseException) -> str | None:
-    import signal
-
     number = getattr(exc, "signal_name", None) or getattr(exc, "exit_code", None)
     if isinstance(number, str):
         return number
@@ -113,10 +116,6 @@ def _warm_up() -> Any:
     """Start the rank forkserver (it imports torch for the ranks) and import torch here in a
     thread meanwhile; returns the thread, which must be joined before a check runs (two threads
     importing one package graph can see half-initialised modules)."""
-    import threading
-
-    from gpuenv.verify.ranks import start_forkserver
-
     with contextlib.suppress(Exception):  # the check that needs ranks will report it
         start_forkserver()
 
@@ -132,8 +131,6 @@ def _warm_up() -> Any:
 
 def _forkserver_ready() -> None:
     """Fork one no-op process from the forkserver: returns once it has imported torch."""
-    import multiprocessing
-
     with contextlib.suppress(Exception):
         process = multiprocessing.get_context("forkserver").Process(target=int)
         process.start()
@@ -142,8 +139,6 @@ def _forkserver_ready() -> None:
 
 def probe(state: dict[str, Any]) -> dict[str, Any]:
     """NVML's view of the host (GPUs, driver) and the start of the run-long XID watch."""
-    from gpuenv.adapters import nvml as adapter
-
     problem = adapter.init()
     if problem:
         return {"nvml": problem}
@@ -156,8 +151,6 @@ def probe(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def drain_xids(state: dict[str, Any]) -> dict[str, Any]:
-    from gpuenv.adapters import nvml as adapter
-
     return {"xids": adapter.drain_xids(state)}
 
 
@@ -198,8 +191,6 @@ def serve(answers: Any) -> None:
 
 
 def main() -> None:
-    from gpuenv.verify.procs import die_with_parent
-
     die_with_parent(int(os.environ[PARENT_ENV]))
     answers = os.fdopen(int(os.environ[FD_ENV]), "w")
     os.dup2(2, 1)

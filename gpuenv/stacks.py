@@ -11,9 +11,10 @@ from datetime import date
 from pathlib import Path
 
 from gpuenv import validate
+from gpuenv.compat import load_kb, staleness_warning
 from gpuenv.errors import BadRequest, CannotRun
-from gpuenv.resolve import Request
-from gpuenv.stack import Stack
+from gpuenv.resolve import Request, resolve
+from gpuenv.stack import Stack, load_stack
 
 Warn = Callable[[str], None]
 
@@ -31,10 +32,6 @@ def stack_for(request: StackRequest, *, kb_path: Path | None, on_warning: Warn |
 
     on_warning hears that the knowledge base is stale, before it is used.
     """
-    from gpuenv.compat import load_kb, staleness_warning
-    from gpuenv.resolve import resolve
-    from gpuenv.stack import load_stack
-
     constraints = request.constraints
     if request.stack_file is not None:
         if constraints.given():
@@ -54,7 +51,7 @@ def stack_for(request: StackRequest, *, kb_path: Path | None, on_warning: Warn |
 
 def local_driver_version() -> str:
     """This machine's NVIDIA driver version, read through NVML."""
-    from gpuenv.adapters import nvml
+    from gpuenv.adapters import nvml  # adapter: only --driver auto reads NVML (ctypes, libnvidia-ml)
 
     problem = nvml.init()
     driver = None if problem else nvml.driver_versions()["driver"]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from gpuenv import validate
 from gpuenv.errors import BadRequest
+from gpuenv.render import jinja_env
 from gpuenv.requirements import gpuenv_requirements
 from gpuenv.resources import shipped_dir
 from gpuenv.stack import Stack
@@ -250,6 +251,4 @@ def _template_values(stack: Stack, options: ImageOptions, base: str, labels: dic
 
 
 def _render(name: str, values: dict[str, object]) -> str:
-    from gpuenv.render import jinja_env
-
     return jinja_env(shipped_dir("templates") / "docker").get_template(name).render(values)

@@ -11,7 +11,7 @@ from datetime import date
 from pathlib import Path
 
 from gpuenv import validate
-from gpuenv.compat import load_kb, staleness_warning
+from gpuenv.compat import OsInfo, load_kb, staleness_warning
 from gpuenv.errors import BadRequest, CannotRun
 from gpuenv.resolve import Request, resolve
 from gpuenv.stack import Stack, load_stack
@@ -47,6 +47,17 @@ def stack_for(request: StackRequest, *, kb_path: Path | None, on_warning: Warn |
     if warning and on_warning is not None:
         on_warning(warning)
     return resolve(kb, constraints)
+
+
+def os_facts(stack: Stack, *, kb_path: Path | None) -> OsInfo:
+    """The knowledge base's row for the stack's OS: how to install on it (a stack file may name one it lacks)."""
+    row = load_kb(kb_path).os_by_name.get(stack.os)
+    if row is None:
+        raise BadRequest(
+            f"the stack's OS {stack.os} is not in the knowledge base",
+            hint="resolve the stack again, or give the knowledge base that names it with --data",
+        )
+    return row
 
 
 def local_driver_version() -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from gpuenv.compat.load import SCHEMA, load_kb, parse_kb
 from gpuenv.compat.model import (
+    AnsibleNames,
     Architecture,
     ArchList,
     CudaRelease,
@@ -36,6 +37,7 @@ from gpuenv.compat.rules import (
 __all__ = [
     "SCHEMA",
     "STALE_AFTER_DAYS",
+    "AnsibleNames",
     "ArchList",
     "Architecture",
     "CudaRelease",

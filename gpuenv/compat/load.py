@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import re
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from packaging.version import InvalidVersion
 
 from gpuenv.compat.model import (
+    AnsibleNames,
     Architecture,
     ArchList,
     CudaRelease,
@@ -35,6 +37,7 @@ from gpuenv.schema import parse_json
 from gpuenv.stack import PythonSource
 
 SCHEMA = "gpuenv.compat/2"
+_WORD = re.compile(r"[a-z][a-z0-9-]{0,31}", re.ASCII)
 
 
 _REQUIRED: dict[str, dict[str, type | tuple[type, ...]]] = {
@@ -76,9 +79,16 @@ _REQUIRED: dict[str, dict[str, type | tuple[type, ...]]] = {
 
 
 def load_kb(path: Path | None = None) -> KnowledgeBase:
-    """Load and check a knowledge base: the shipped one, or a user's copy (errors exit 2)."""
-    user_file = path is not None
-    source = path if path is not None else data_file("compat.json")
+    """Load and check a knowledge base: the shipped one (read once per process), or a user's copy (errors exit 2)."""
+    return _shipped_kb() if path is None else _load(path, user_file=True)
+
+
+@cache
+def _shipped_kb() -> KnowledgeBase:
+    return _load(data_file("compat.json"), user_file=False)
+
+
+def _load(source: Path, *, user_file: bool) -> KnowledgeBase:
     try:
         raw = parse_json(read_text(source, "knowledge base"))  # size-capped, finite numbers, bounded nesting
         return parse_kb(raw, origin=str(source) if user_file else "shipped")
@@ -163,18 +173,7 @@ def parse_kb(raw: Any, *, origin: str = "shipped") -> KnowledgeBase:
                 DriverBranch(r["branch"], r["lts"], r["latest"], r.get("kind", "lts" if r["lts"] else "production"))
                 for r in _check_rows(raw, "driver_branches")
             ),
-            os=tuple(
-                OsInfo(
-                    r["name"],
-                    r["family"],
-                    r["version"],
-                    r["package_manager"],
-                    tuple(r["roles"]),
-                    r["system_python"],
-                    {v: PythonSource(p["via"], tuple(p["packages"]), p["note"]) for v, p in r["python"].items()},
-                )
-                for r in _check_rows(raw, "os")
-            ),
+            os=tuple(_os(r) for r in _check_rows(raw, "os")),
             wheel_index=raw["wheel_index"],
             generated=raw["generated"],
             sources=dict(raw.get("sources", {})),
@@ -184,6 +183,28 @@ def parse_kb(raw: Any, *, origin: str = "shipped") -> KnowledgeBase:
     except (KeyError, TypeError, IndexError, InvalidVersion, ValueError) as exc:
         raise SchemaError(str(exc) if isinstance(exc, SchemaError) else f"{type(exc).__name__}: {exc}") from exc
     return kb
+
+
+def _os(row: dict[str, Any]) -> OsInfo:
+    where = f"os {row['name']}"
+    ansible = row.get("ansible")
+    if ansible is not None and not (isinstance(ansible, dict) and set(ansible) == {"distribution", "os_family"}):
+        raise SchemaError(f'{where}: \'ansible\' must be {{"distribution": ..., "os_family": ...}}')
+    for key in ("codename", "build_tools_repo"):
+        if row.get(key) is not None and not (isinstance(row[key], str) and _WORD.fullmatch(row[key])):
+            raise SchemaError(f"{where}: {key} {row[key]!r} must be a lower-case word")
+    return OsInfo(
+        row["name"],
+        row["family"],
+        row["version"],
+        row["package_manager"],
+        tuple(row["roles"]),
+        row["system_python"],
+        {v: PythonSource(p["via"], tuple(p["packages"]), p["note"]) for v, p in row["python"].items()},
+        ansible=None if ansible is None else AnsibleNames(str(ansible["distribution"]), str(ansible["os_family"])),
+        codename=row.get("codename"),
+        build_tools_repo=row.get("build_tools_repo"),
+    )
 
 
 def _pci_device(row: dict[str, Any], gpus: tuple[Gpu, ...]) -> PciDevice:
@@ -216,6 +237,9 @@ def _check_references(kb: KnowledgeBase) -> None:
         for name in c.images:
             if name not in kb.os_by_name:
                 raise SchemaError(f"cuda {c.version} lists images for unknown OS {name}")
+    for o in kb.os:
+        if "host" in o.roles and o.ansible is None:
+            raise SchemaError(f"os {o.name} is a host OS but has no 'ansible' names (distribution, os_family)")
     sms = {a.sm for a in kb.architectures}
     if len(kb.pci_by_id) != len(kb.pci_devices):
         raise SchemaError("pci_devices lists a device id twice")

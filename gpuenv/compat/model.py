@@ -129,14 +129,34 @@ class DriverBranch:
 
 
 @dataclass(frozen=True)
+class AnsibleNames:
+    """How Ansible's facts name an OS."""
+
+    distribution: str  # ansible_facts.distribution: "Ubuntu", "Debian", "Rocky"
+    os_family: str  # ansible_facts.os_family: "Debian", "RedHat"
+
+
+@dataclass(frozen=True)
 class OsInfo:
-    name: str
+    """Everything gpuenv knows about one OS release: the one home of OS facts (docs/knowledge-base.md)."""
+
+    name: str  # "ubuntu22.04": the --os value, and the suffix of its nvidia/cuda image tags
     family: str
-    version: str
-    package_manager: str
+    version: str  # "22.04", or the major alone ("12", "9") for an OS whose point releases share it
+    package_manager: str  # "apt" | "dnf"
     roles: tuple[str, ...]  # "image" and/or "host"
     system_python: str
     python: dict[str, PythonSource]
+    ansible: AnsibleNames | None = None  # None: not a host gpuenv provisions
+    codename: str | None = None  # the apt suite third-party repositories (deadsnakes) are published for
+    build_tools_repo: str | None = None  # dnf: the repository devel images enable for ninja-build
+
+    def names_host(self, distribution: str, version: str) -> bool:
+        """Whether Ansible's distribution facts name this OS: the whole version ("22.04"), or
+        the major for an OS versioned by its major ("12.5" is debian12)."""
+        if self.ansible is None or distribution.lower() != self.ansible.distribution.lower():
+            return False
+        return version == self.version or ("." not in self.version and version.split(".")[0] == self.version)
 
 
 @dataclass(frozen=True)
@@ -160,6 +180,10 @@ class KnowledgeBase:
     @cached_property
     def os_by_name(self) -> dict[str, OsInfo]:
         return {o.name: o for o in self.os}
+
+    def os_for_host(self, distribution: str, version: str) -> OsInfo | None:
+        """The OS row Ansible's distribution facts name ("Debian", "12.5" -> debian12), or None."""
+        return next((o for o in self.os if o.names_host(distribution, version)), None)
 
     def find_cuda(self, cuda: str) -> CudaRelease | None:
         """A CUDA release by minor ("11.7"), toolkit ("11.7.1") or build ("cu117")."""

@@ -23,7 +23,7 @@ RENDER_ALL = (
     "assert len(specs) >= 3\n"
     "for spec in specs:\n"
     "    plan = plan_image(BuildRequest(spec=str(spec)), kb_path=None)\n"
-    "    render_image(plan.stack, plan.options)\n"
+    "    render_image(plan.stack, plan.options, plan.os_info)\n"
 )
 
 

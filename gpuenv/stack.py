@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from gpuenv import schema, validate
 from gpuenv.errors import BadRequest
 
 SCHEMA = "gpuenv.stack/1"
@@ -85,8 +86,6 @@ class Stack:
 
     def validate(self) -> Stack:
         """Every value re-checked before it reaches a template, a shell or Ansible; BadRequest if one is off."""
-        from gpuenv import validate
-
         cuda_fields = ("cuda", "driver_min", "driver_floor", "driver_branch", "arch_list")
         if self.cpu_only and any(getattr(self, name) != NONE for name in cuda_fields):
             raise BadRequest(f"a CPU stack has {NONE!r} for {', '.join(cuda_fields)}", hint="regenerate the stack")
@@ -133,8 +132,6 @@ class Stack:
 
 def load_stack(path: Path) -> Stack:
     """Read a stack written by `gpuenv resolve --json`; values are re-validated before use."""
-    from gpuenv import schema
-
     hint = "give a file written by gpuenv resolve --json"
     data = schema.load(path, "stack file", "stack", hint=hint)
     try:

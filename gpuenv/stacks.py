@@ -11,9 +11,10 @@ from datetime import date
 from pathlib import Path
 
 from gpuenv import validate
+from gpuenv.compat import OsInfo, load_kb, staleness_warning
 from gpuenv.errors import BadRequest, CannotRun
-from gpuenv.resolve import Request
-from gpuenv.stack import Stack
+from gpuenv.resolve import Request, resolve
+from gpuenv.stack import Stack, load_stack
 
 Warn = Callable[[str], None]
 
@@ -31,10 +32,6 @@ def stack_for(request: StackRequest, *, kb_path: Path | None, on_warning: Warn |
 
     on_warning hears that the knowledge base is stale, before it is used.
     """
-    from gpuenv.compat import load_kb, staleness_warning
-    from gpuenv.resolve import resolve
-    from gpuenv.stack import load_stack
-
     constraints = request.constraints
     if request.stack_file is not None:
         if constraints.given():
@@ -52,9 +49,20 @@ def stack_for(request: StackRequest, *, kb_path: Path | None, on_warning: Warn |
     return resolve(kb, constraints)
 
 
+def os_facts(stack: Stack, *, kb_path: Path | None) -> OsInfo:
+    """The knowledge base's row for the stack's OS: how to install on it (a stack file may name one it lacks)."""
+    row = load_kb(kb_path).os_by_name.get(stack.os)
+    if row is None:
+        raise BadRequest(
+            f"the stack's OS {stack.os} is not in the knowledge base",
+            hint="resolve the stack again, or give the knowledge base that names it with --data",
+        )
+    return row
+
+
 def local_driver_version() -> str:
     """This machine's NVIDIA driver version, read through NVML."""
-    from gpuenv.adapters import nvml
+    from gpuenv.adapters import nvml  # adapter: only --driver auto reads NVML (ctypes, libnvidia-ml)
 
     problem = nvml.init()
     driver = None if problem else nvml.driver_versions()["driver"]

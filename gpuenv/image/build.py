@@ -99,7 +99,7 @@ class Built:
 
 def prepare(plan: Plan) -> Prepared:
     """Render first (a bad request fails here, before Docker is asked), then connect and pin the base if asked."""
-    rendered = render_image(plan.stack, plan.options)
+    rendered = render_image(plan.stack, plan.options, plan.os_info)
     if plan.request.render_dir is not None and not plan.request.pin_base:
         return Prepared(plan, rendered)
 
@@ -107,7 +107,7 @@ def prepare(plan: Plan) -> Prepared:
     if plan.request.pin_base:
         pinned = adapter.pin_digest(client, rendered.base_image)
         plan = replace(plan, options=replace(plan.options, base_image=pinned))
-        rendered = render_image(plan.stack, plan.options)
+        rendered = render_image(plan.stack, plan.options, plan.os_info)
     return Prepared(plan, rendered, client)
 
 

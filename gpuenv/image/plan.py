@@ -9,13 +9,14 @@ from typing import Any, Literal
 from packaging.requirements import Requirement
 
 from gpuenv import validate
+from gpuenv.compat import OsInfo
 from gpuenv.errors import BadRequest
 from gpuenv.render.context import check_destination, check_wheelhouse
 from gpuenv.render.dockerfile import ImageOptions
 from gpuenv.render.images import find_spec, load_spec, spec_options, with_packages
 from gpuenv.resolve import Request
 from gpuenv.stack import Stack
-from gpuenv.stacks import StackRequest, Warn, stack_for
+from gpuenv.stacks import StackRequest, Warn, os_facts, stack_for
 
 Network = Literal["default", "host", "none"]
 SPEC_OVERRIDABLE = ("flavor", "cudnn", "slim", "with_packages")  # a spec sets them; the command line wins
@@ -55,6 +56,7 @@ class Plan:
     stack: Stack
     options: ImageOptions
     tags: tuple[str, ...]
+    os_info: OsInfo  # the knowledge base's row for the stack's OS
 
     @property
     def buildargs(self) -> dict[str, str]:
@@ -76,7 +78,7 @@ def plan_image(request: BuildRequest, *, kb_path: Path | None, on_warning: Warn 
         )
     tags = request.tags or ((spec_tag,) if spec_tag else (_default_tag(stack, options),))
     _check_inputs(request, stack, options)
-    return Plan(request, stack, options, tuple(tags))
+    return Plan(request, stack, options, tuple(tags), os_facts(stack, kb_path=kb_path))
 
 
 def _check_combinations(request: BuildRequest) -> None:

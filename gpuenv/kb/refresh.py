@@ -18,6 +18,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from gpuenv import files
 from gpuenv.compat import SchemaError, parse_kb
 from gpuenv.errors import BadRequest, CannotRun
 from gpuenv.kb.derive import COMPANIONS, Derived, Malformed, Upstream, builds_on_page, requires_dist, torch_rows
@@ -307,7 +308,5 @@ def _load_json(path: Path, what: str) -> Any:
 
 def write_output(path: Path, text: str) -> None:
     """The one place refresh writes a file: atomically (temporary file, then rename)."""
-    from gpuenv.verify.outputs import write_atomic
-
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, text)
+    files.write_output(path, text)

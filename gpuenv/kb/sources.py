@@ -15,10 +15,10 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 from gpuenv import __version__
-from gpuenv.errors import CannotRun
+from gpuenv.errors import BadRequest, CannotRun
 
 DEFAULT_BASES: dict[str, str] = {
     "pypi": "https://pypi.org",
@@ -166,7 +166,7 @@ _HINT = "check the network or the index's base URL option, or use --from DIR wit
 
 def _httpx() -> Any:
     try:
-        import httpx
+        import httpx  # optional extra (gpuenv[kb]): only kb refresh reaches the network
     except ImportError as exc:
         raise CannotRun("kb refresh needs httpx to reach the indexes", hint="pip install 'gpuenv[kb]'") from exc
     return httpx
@@ -285,10 +285,6 @@ class RecordingFetcher:
 
 def check_base_url(value: str) -> str:
     """An index base URL given as an option: http(s), no query or fragment; returned without a trailing /."""
-    from urllib.parse import urlsplit
-
-    from gpuenv.errors import BadRequest
-
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
         raise BadRequest(

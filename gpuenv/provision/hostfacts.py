@@ -1,6 +1,7 @@
 """What the gather pass found on a host, as typed facts: pure, from the dict playbooks/gather.yml sets.
 
-The OS becomes a knowledge-base OS name (debian12, ubuntu22.04, rockylinux9), each NVIDIA GPU on
+The OS becomes a knowledge-base OS name (debian12, ubuntu22.04, rockylinux9) through the OS rows'
+Ansible names (`KnowledgeBase.os_for_host`), each NVIDIA GPU on
 the PCI bus a model and compute capability through the device-id table (`compat.gpu_by_pci_id`).
 """
 
@@ -71,22 +72,10 @@ class HostFacts:
         }
 
 
-def os_name(distribution: str, version: str) -> str | None:
-    """The knowledge base's OS name for an Ansible distribution fact, or None for one it does not know."""
-    dist, major = distribution.lower(), version.split(".")[0]
-    if dist == "ubuntu":
-        return f"ubuntu{version}"
-    if dist == "debian":
-        return f"debian{major}"
-    if dist == "rocky":
-        return f"rockylinux{major}"
-    return None
-
-
 def facts_from_gathered(host: str, raw: dict[str, Any], kb: KnowledgeBase) -> HostFacts:
     """HostFacts from one host's gpuenv_host_facts; values the host sent are input: checked, never trusted."""
     distribution, version = str(raw.get("distribution", "")), str(raw.get("distribution_version", ""))
-    known = os_name(distribution, version)
+    known = kb.os_for_host(distribution, version)
     devices = [d for d in raw.get("devices") or [] if isinstance(d, dict)]
     driver = str(raw.get("driver") or "").strip()
     free_kb = str(raw.get("free_kb") or "0").strip()
@@ -94,7 +83,7 @@ def facts_from_gathered(host: str, raw: dict[str, Any], kb: KnowledgeBase) -> Ho
         host=host,
         distribution=distribution,
         version=version,
-        os=known if known in kb.os_by_name else None,
+        os=known.name if known else None,
         architecture=str(raw.get("architecture", "")),
         kernel=str(raw.get("kernel", "")),
         headers=bool(raw.get("headers")),

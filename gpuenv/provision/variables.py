@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuenv import validate
-from gpuenv.compat import KnowledgeBase, driver_runs_cuda
+from gpuenv.compat import KnowledgeBase, OsInfo, driver_runs_cuda
 from gpuenv.errors import BadRequest
 from gpuenv.requirements import gpuenv_requirements
 from gpuenv.stack import Stack
@@ -49,6 +49,8 @@ class KbFacts:
     """What the roles need from the knowledge base for one stack."""
 
     python_by_os: dict[str, dict[str, Any]]
+    supported: dict[str, list[str]]  # host OS releases by Ansible distribution (lower case): versions
+    os_names: dict[str, str]  # "Debian 12" (Ansible's distribution and version) -> "debian12"
     open_modules_policy: dict[str, str]
     debian_nonfree_ok: bool
     debian_nonfree_branch: str = "535"
@@ -79,18 +81,29 @@ def driver_branch(stack: Stack, options: ProvisionOptions, facts: KbFacts) -> st
     return branch
 
 
+def host_oses(kb: KnowledgeBase) -> list[tuple[str, OsInfo]]:
+    """The OSes gpuenv provisions, each with Ansible's name for its distribution ("Ubuntu", "Rocky")."""
+    return [(o.ansible.distribution, o) for o in kb.os if "host" in o.roles and o.ansible is not None]
+
+
 def kb_facts(kb: KnowledgeBase, stack: Stack) -> KbFacts:
     python_by_os = {
         o.name: {"via": p.via, "packages": list(p.packages)}
         for o in kb.os
         if "host" in o.roles and (p := o.python.get(stack.python)) is not None
     }
+    hosts = host_oses(kb)
+    supported: dict[str, list[str]] = {}
+    for distribution, o in hosts:
+        supported.setdefault(distribution.lower(), []).append(o.version)
     policy = {a.family: a.open_modules for a in kb.architectures}
     nonfree = next((b for b in kb.driver_branches if b.branch == DEBIAN_NONFREE_BRANCH), None)
     runs = nonfree and nonfree.latest and not stack.cpu_only
     verdict = driver_runs_cuda(kb, nonfree.latest, stack.cuda) if runs and nonfree and nonfree.latest else None
     return KbFacts(
         python_by_os=python_by_os,
+        supported=supported,
+        os_names={f"{distribution} {o.version}": o.name for distribution, o in hosts},
         open_modules_policy=policy,
         debian_nonfree_ok=bool(verdict and verdict.ok),
         debian_nonfree_branch=DEBIAN_NONFREE_BRANCH[1:],
@@ -111,6 +124,7 @@ def variables(stack: Stack, options: ProvisionOptions, facts: KbFacts) -> dict[s
     return {
         "gpuenv_stack": {k: getattr(stack, k) for k in STACK_SUMMARY},
         "preflight_min_free_gb": options.min_free_gb,
+        "preflight_supported": facts.supported,
         "nvidia_driver_enabled": options.driver and not stack.cpu_only,  # a CPU stack needs no driver
         "nvidia_driver_branch": branch,
         "nvidia_driver_source": options.driver_source,
@@ -123,6 +137,7 @@ def variables(stack: Stack, options: ProvisionOptions, facts: KbFacts) -> dict[s
         "container_toolkit_enabled": options.container_toolkit,
         "pytorch_python": stack.python,
         "pytorch_python_by_os": facts.python_by_os,
+        "pytorch_os_names": facts.os_names,
         "pytorch_venv": options.venv,
         "pytorch_requirements": requirements(stack, torch_only=options.torch_only),
         "pytorch_index_url": "" if options.wheelhouse else (options.index_url or stack.index_url),

@@ -18,7 +18,7 @@ def jinja_env(template_dir: Path, *, trim_blocks: bool = True) -> jinja2.Environ
     keep_trailing_newline keeps rendered files byte-stable. Nothing is escaped: the output is
     Dockerfiles and YAML, never HTML, and every value is validated before it reaches a template.
     """
-    import jinja2
+    import jinja2  # heavy: only rendering needs it, not `gpuenv --help` or resolve
 
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template_dir)),

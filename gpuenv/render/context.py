@@ -18,6 +18,7 @@ from packaging.version import Version
 from gpuenv.errors import BadRequest, CannotRun
 from gpuenv.files import check_tree, replace_owned, wheelhouse_files, write_manifest
 from gpuenv.render.dockerfile import RenderedImage
+from gpuenv.selfwheel import build_own_wheel
 
 WHEEL_DIR = "gpuenv-wheel"
 WHEELS_DIR = "wheels"
@@ -71,8 +72,6 @@ def write_context(
     force: bool = False,
 ) -> list[str]:
     """Write the context; returns the top-level entries written."""
-    from gpuenv.selfwheel import build_own_wheel
-
     check_destination(dest, force=force, app=app)
     dirs = [WHEEL_DIR, *([WHEELS_DIR] if wheelhouse else []), *([APP_DIR] if app else [])]
     created = not dest.exists()

@@ -1,17 +1,21 @@
 """The Dockerfile and the small text files of a build context, rendered from a Stack.
 
-Pure: a Stack and ImageOptions in, strings out. Copying the user's app, a wheelhouse and
-gpuenv's own wheel into the context is done by gpuenv.render.context; building by the Docker
-adapter. Every value that reaches the template is validated here first, whatever its origin.
+Pure: a Stack, ImageOptions and the knowledge base's row for the stack's OS in, strings out.
+Copying the user's app, a wheelhouse and gpuenv's own wheel into the context is done by
+gpuenv.render.context; building by the Docker adapter. Every value that reaches the template is
+validated here first, whatever its origin.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 from gpuenv import validate
+from gpuenv.compat import OsInfo
 from gpuenv.errors import BadRequest
+from gpuenv.render import jinja_env
 from gpuenv.requirements import gpuenv_requirements
 from gpuenv.resources import shipped_dir
 from gpuenv.stack import Stack
@@ -21,14 +25,12 @@ COMPANIONS = ("torchvision", "torchaudio")
 DEFAULT_WITH = ("torchvision",)
 LABEL_PREFIX = "io.gpuenv."
 STACK_IN_IMAGE = "/opt/gpuenv/stack.json"
+_WORD = re.compile(r"[a-z][a-z0-9-]{0,31}", re.ASCII)
 
 # The deadsnakes PPA's signing key ("Launchpad PPA for deadsnakes"), pinned by full fingerprint.
 DEADSNAKES_FINGERPRINT = "F23C5A6CF475977595C89F51BA6932366A755776"
-UBUNTU_CODENAMES = {"20.04": "focal", "22.04": "jammy", "24.04": "noble"}
-# The OS families images render for: Ubuntu through apt, Rocky Linux through dnf. On Rocky, the
-# devel flavour's ninja-build comes from the repository named here (CRB on 9, PowerTools on 8).
-IMAGE_OS = {**{f"ubuntu{v}": "apt" for v in UBUNTU_CODENAMES}, "rockylinux8": "dnf", "rockylinux9": "dnf"}
-DNF_EXTRA_REPO = {"rockylinux8": "powertools", "rockylinux9": "crb"}
+# What the template knows how to write, by package manager: the OS facts themselves (package manager,
+# apt codename, the dnf repository of build tools) come from the knowledge base's OS row.
 IMAGE_PYTHON_SOURCES = {"apt": ("system", "distro", "deadsnakes"), "dnf": ("system", "appstream")}
 COMPILERS = {"apt": ("gcc", "g++", "libc6-dev"), "dnf": ("gcc", "gcc-c++")}
 
@@ -61,14 +63,14 @@ class RenderedImage:
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
 
-def render_image(stack: Stack, options: ImageOptions) -> RenderedImage:
-    """Dockerfile, requirements, constraints and stack.json for one image."""
-    _check_stack(stack)
+def render_image(stack: Stack, options: ImageOptions, os_info: OsInfo) -> RenderedImage:
+    """Dockerfile, requirements, constraints and stack.json for one image on the OS `os_info` describes."""
+    _check_stack(stack, os_info)
     _check_options(stack, options)
     variant = base_variant(options)
     base = options.base_image or stack.base_images[variant]
     labels = image_labels(stack, options, base)
-    context = _template_values(stack, options, base, labels)
+    context = _template_values(stack, options, os_info, base, labels)
     dockerfile = _render("Dockerfile.j2", context)
     files = {
         "Dockerfile": dockerfile,
@@ -132,18 +134,28 @@ def image_labels(stack: Stack, options: ImageOptions, base: str) -> dict[str, st
 # --- checks -------------------------------------------------------------------------------------
 
 
-def _check_stack(stack: Stack) -> None:
+def _check_stack(stack: Stack, os_info: OsInfo) -> None:
     """The stack's values, then what an image needs beyond them (a base image gpuenv renders for, a Python)."""
     stack.validate()
-    if not stack.base_images:
+    if os_info.name != stack.os:
+        raise BadRequest(f"the OS facts given are for {os_info.name}, not the stack's {stack.os}", hint="report a bug")
+    if not stack.base_images or "image" not in os_info.roles:
         raise BadRequest(
             f"{stack.os} has no nvidia/cuda images, so no image can be built for it",
             hint="build on an Ubuntu or Rocky Linux base (--os ubuntu22.04, rockylinux9); use provision for hosts",
         )
-    if stack.os not in IMAGE_OS:
-        known = ", ".join(IMAGE_OS)
-        raise BadRequest(f"build-image does not know how to render {stack.os}", hint=f"known: {known}")
-    if stack.python_source.via not in IMAGE_PYTHON_SOURCES[_package_manager(stack)]:
+    if os_info.package_manager not in IMAGE_PYTHON_SOURCES:
+        known = ", ".join(IMAGE_PYTHON_SOURCES)
+        raise BadRequest(
+            f"build-image does not know how to render {stack.os}: it installs with {os_info.package_manager}",
+            hint=f"images render for OSes that install with {known}",
+        )
+    for value in (os_info.codename, os_info.build_tools_repo):
+        if value is not None and not _WORD.fullmatch(value):
+            raise BadRequest(f"{stack.os}: {value!r} cannot go into a Dockerfile", hint="fix the knowledge base row")
+    if stack.python_source.via == "deadsnakes" and os_info.codename is None:
+        raise BadRequest(f"{stack.os} names no codename for the deadsnakes PPA", hint="fix the knowledge base row")
+    if stack.python_source.via not in IMAGE_PYTHON_SOURCES[os_info.package_manager]:
         raise BadRequest(
             f"Python {stack.python} on {stack.os} comes via {stack.python_source.via}, which images do not support",
             hint="choose another --python",
@@ -218,12 +230,10 @@ def _pip_args(options: ImageOptions, index_url: str | None) -> str:
     return " ".join(["--no-cache-dir", *source])
 
 
-def _package_manager(stack: Stack) -> str:
-    return IMAGE_OS[stack.os]
-
-
-def _template_values(stack: Stack, options: ImageOptions, base: str, labels: dict[str, str]) -> dict[str, object]:
-    manager = _package_manager(stack)
+def _template_values(
+    stack: Stack, options: ImageOptions, os_info: OsInfo, base: str, labels: dict[str, str]
+) -> dict[str, object]:
+    manager = os_info.package_manager
     packages = list(stack.python_source.packages)
     if options.slim:
         packages = [p for p in packages if not p.endswith(("-dev", "-devel"))]
@@ -238,10 +248,10 @@ def _template_values(stack: Stack, options: ImageOptions, base: str, labels: dic
         "labels": labels,
         "package_manager": manager,
         "apt_packages": sorted(set(packages), key=packages.index),
-        "extra_repo": DNF_EXTRA_REPO.get(stack.os) if options.flavor == "devel" else None,
+        "extra_repo": os_info.build_tools_repo if options.flavor == "devel" else None,
         "deadsnakes": stack.python_source.via == "deadsnakes",
         "deadsnakes_fingerprint": DEADSNAKES_FINGERPRINT,
-        "codename": UBUNTU_CODENAMES.get(stack.os.removeprefix("ubuntu"), ""),
+        "codename": os_info.codename or "",
         "torch_pip_args": _pip_args(options, options.index_url or stack.index_url),
         "extra_pip_args": _pip_args(options, None),
         "companions": [f"{name} {getattr(stack, name)}" for name in options.with_packages],
@@ -250,6 +260,4 @@ def _template_values(stack: Stack, options: ImageOptions, base: str, labels: dic
 
 
 def _render(name: str, values: dict[str, object]) -> str:
-    from gpuenv.render import jinja_env
-
     return jinja_env(shipped_dir("templates") / "docker").get_template(name).render(values)

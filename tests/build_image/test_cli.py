@@ -248,7 +248,7 @@ def test_rendering_imports_neither_docker_nor_torch() -> None:
         "import sys; from gpuenv.cli import build_cmd; from gpuenv.image.plan import BuildRequest, plan_image; "
         "from gpuenv.render.dockerfile import render_image; from gpuenv.render.images import curated_specs; "
         "plans = [plan_image(BuildRequest(spec=str(p)), kb_path=None) for p in curated_specs()]; "
-        "[render_image(plan.stack, plan.options) for plan in plans]; "
+        "[render_image(plan.stack, plan.options, plan.os_info) for plan in plans]; "
         "heavy = [m for m in ('docker', 'torch', 'ansible_runner', 'pynvml', 'rich') if m in sys.modules]; "
         "print(heavy)"
     )

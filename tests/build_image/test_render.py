@@ -31,7 +31,7 @@ KB = load_kb()
 def render_spec(spec: Path) -> RenderedImage:
     """A curated spec through build-image's own planning, rendered (what images/NAME.Dockerfile holds)."""
     plan = plan_image(BuildRequest(spec=str(spec)), kb_path=None)
-    return render_image(plan.stack, plan.options)
+    return render_image(plan.stack, plan.options, plan.os_info)
 
 
 # name -> (request, options): one per stack family (CUDA 11/12/13, runtime/devel, Ubuntu releases).
@@ -74,7 +74,7 @@ def _check_golden(path: Path, text: str) -> None:
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 def test_golden_dockerfile(name: str) -> None:
     request, options = FAMILIES[name]
-    rendered = render_image(resolve(KB, request), options)
+    rendered = _render(resolve(KB, request), options)
     _check_golden(GOLDEN / f"{name}.Dockerfile", rendered.files["Dockerfile"])
 
 
@@ -90,22 +90,27 @@ def test_curated_images_cover_cuda_11_12_13() -> None:
     assert (REPO / "images" / "cu117-cudnn-ubuntu20.04.toml").is_file()
 
 
+def _render(stack: Stack, options: ImageOptions) -> RenderedImage:
+    """render_image with the knowledge base's row for the stack's OS, as build-image's plan passes it."""
+    return render_image(stack, options, KB.os_by_name[stack.os])
+
+
 def _stack(**request: str) -> Stack:
     return resolve(KB, Request(**request))
 
 
 def _dockerfile(stack: Stack, **options: object) -> str:
-    return render_image(stack, ImageOptions(**options)).files["Dockerfile"]  # type: ignore[arg-type]
+    return _render(stack, ImageOptions(**options)).files["Dockerfile"]  # type: ignore[arg-type]
 
 
 def test_seed_scenario_reaches_the_cudnn8_runtime_image() -> None:
-    rendered = render_image(_stack(cuda="11.7", os="ubuntu20.04"), ImageOptions(cudnn=True))
+    rendered = _render(_stack(cuda="11.7", os="ubuntu20.04"), ImageOptions(cudnn=True))
     assert rendered.base_image == "nvidia/cuda:11.7.1-cudnn8-runtime-ubuntu20.04"
     assert "ARG BASE_IMAGE=nvidia/cuda:11.7.1-cudnn8-runtime-ubuntu20.04\n" in rendered.files["Dockerfile"]
 
 
 def test_runtime_default_is_the_plain_runtime_image_and_says_why() -> None:
-    rendered = render_image(_stack(cuda="12.4"), ImageOptions())
+    rendered = _render(_stack(cuda="12.4"), ImageOptions())
     assert rendered.base_image.endswith("-runtime-ubuntu22.04") and "cudnn" not in rendered.base_image
     assert any("bundle their own cuDNN" in note for note in rendered.notes)
     assert rendered.labels["io.gpuenv.cudnn"] == "bundled-with-torch"
@@ -113,7 +118,7 @@ def test_runtime_default_is_the_plain_runtime_image_and_says_why() -> None:
 
 def test_devel_flavour_has_nvcc_on_path_and_the_arch_list() -> None:
     stack = _stack(cuda="12.8", gpu="H100")
-    rendered = render_image(stack, ImageOptions(flavor="devel"))
+    rendered = _render(stack, ImageOptions(flavor="devel"))
     text = rendered.files["Dockerfile"]
     assert rendered.variant == "cudnn-devel" and "-cudnn-devel-" in rendered.base_image
     assert 'TORCH_CUDA_ARCH_LIST="9.0"' in text
@@ -122,7 +127,7 @@ def test_devel_flavour_has_nvcc_on_path_and_the_arch_list() -> None:
 
 def test_torch_and_companions_are_pinned_from_the_stack_index() -> None:
     stack = _stack(torch="2.4.1", cuda="12.1")
-    rendered = render_image(stack, ImageOptions(with_packages=("torchvision", "torchaudio")))
+    rendered = _render(stack, ImageOptions(with_packages=("torchvision", "torchaudio")))
     pins = "torch==2.4.1\ntorchvision==0.19.1\ntorchaudio==2.4.1\n"
     assert rendered.files["requirements.txt"] == f"{pins}{stack.numpy}\n"
     assert rendered.files["constraints.txt"] == rendered.files["requirements.txt"]
@@ -130,14 +135,14 @@ def test_torch_and_companions_are_pinned_from_the_stack_index() -> None:
         "--index-url https://download.pytorch.org/whl/cu121 -r /tmp/gpuenv/requirements.txt"
         in rendered.files["Dockerfile"]
     )
-    alone = render_image(stack, ImageOptions(with_packages=()))
+    alone = _render(stack, ImageOptions(with_packages=()))
     assert alone.files["requirements.txt"] == f"torch==2.4.1\n{stack.numpy}\n"
 
 
 def test_torchaudio_only_where_released() -> None:
     without = replace(_stack(torch="2.13.0"), torchaudio=None)  # as a stack file from an older knowledge base
     with pytest.raises(BadRequest, match=r"torchaudio has no release for torch 2\.13\.0"):
-        render_image(without, ImageOptions(with_packages=("torchaudio",)))
+        _render(without, ImageOptions(with_packages=("torchaudio",)))
 
 
 def test_wheelhouse_installs_with_no_index() -> None:
@@ -163,12 +168,12 @@ def test_torch_compile_needs_are_in_by_default_and_out_with_slim() -> None:
 
 def test_slim_devel_is_refused() -> None:
     with pytest.raises(BadRequest, match="devel flavour exists to compile"):
-        render_image(_stack(cuda="12.4"), ImageOptions(flavor="devel", slim=True))
+        _render(_stack(cuda="12.4"), ImageOptions(flavor="devel", slim=True))
 
 
 def test_hygiene_non_root_no_pip_cache_no_curl_pipe_apt_lists_cleaned() -> None:
     for request, options in FAMILIES.values():
-        text = render_image(resolve(KB, request), options).files["Dockerfile"]
+        text = _render(resolve(KB, request), options).files["Dockerfile"]
         assert text.rstrip().splitlines()[-2] == "USER 10001:10001"
         assert all("--no-cache-dir" in line for line in text.splitlines() if "pip install" in line)
         assert "curl" not in text and "| sh" not in text and "wget" not in text
@@ -186,7 +191,7 @@ def test_deadsnakes_key_is_pinned_and_scoped_with_signed_by() -> None:
 
 def test_labels_carry_the_whole_stack() -> None:
     stack = _stack(cuda="11.7", os="ubuntu20.04")
-    rendered = render_image(stack, ImageOptions(cudnn=True))
+    rendered = _render(stack, ImageOptions(cudnn=True))
     labels = rendered.labels
     assert labels["io.gpuenv.torch"] == "2.0.1" and labels["io.gpuenv.cuda"] == "11.7.1"
     assert labels["io.gpuenv.cudnn"] == stack.cudnn and labels["io.gpuenv.python"] == "3.10"
@@ -213,8 +218,8 @@ def test_app_comes_last_and_its_requirements_are_constrained() -> None:
 
 def test_rendering_is_deterministic() -> None:
     stack = _stack(cuda="12.6")
-    first = render_image(stack, ImageOptions(pip=("einops",)))
-    assert render_image(stack, ImageOptions(pip=("einops",))).files == first.files
+    first = _render(stack, ImageOptions(pip=("einops",)))
+    assert _render(stack, ImageOptions(pip=("einops",))).files == first.files
 
 
 @pytest.mark.parametrize(
@@ -231,7 +236,7 @@ def test_rendering_is_deterministic() -> None:
 def test_every_stack_value_is_validated_before_the_template(field: str, value: object) -> None:
     stack = replace(_stack(cuda="12.4"), **{field: value})
     with pytest.raises(BadRequest):
-        render_image(stack, ImageOptions())
+        render_image(stack, ImageOptions(), KB.os_by_name["ubuntu22.04"])
 
 
 @pytest.mark.parametrize(
@@ -247,11 +252,11 @@ def test_every_stack_value_is_validated_before_the_template(field: str, value: o
 )
 def test_every_option_is_validated_before_the_template(options: ImageOptions) -> None:
     with pytest.raises(BadRequest):
-        render_image(_stack(cuda="12.4"), options)
+        _render(_stack(cuda="12.4"), options)
 
 
 def test_rocky_renders_through_dnf_with_appstream_python() -> None:
-    rendered = render_image(_stack(cuda="12.4", os="rockylinux9"), ImageOptions())
+    rendered = _render(_stack(cuda="12.4", os="rockylinux9"), ImageOptions())
     text = rendered.files["Dockerfile"]
     assert rendered.base_image == "nvidia/cuda:12.4.1-runtime-rockylinux9"
     assert "apt-get" not in text and "DEBIAN_FRONTEND" not in text
@@ -259,15 +264,15 @@ def test_rocky_renders_through_dnf_with_appstream_python() -> None:
     assert "python3.11-devel" in text and "RUN python3.11 -m venv /opt/venv" in text
     assert "useradd --uid 10001 --gid app" in text and "USER 10001:10001" in text
     assert 'io.gpuenv.os="rockylinux9"' in text and "-c /tmp/gpuenv/constraints.txt" in text
-    slim = render_image(_stack(cuda="12.4", os="rockylinux9"), ImageOptions(slim=True))
+    slim = _render(_stack(cuda="12.4", os="rockylinux9"), ImageOptions(slim=True))
     assert "python3.11-devel" not in slim.files["Dockerfile"] and "gcc" not in slim.files["Dockerfile"]
-    devel = render_image(_stack(cuda="12.4", os="rockylinux9"), ImageOptions(flavor="devel"))
+    devel = _render(_stack(cuda="12.4", os="rockylinux9"), ImageOptions(flavor="devel"))
     assert "dnf config-manager --set-enabled crb" in devel.files["Dockerfile"]
 
 
 def test_host_only_os_is_refused_with_a_reason() -> None:
     with pytest.raises(BadRequest, match="debian12 has no nvidia/cuda images"):
-        render_image(_stack(os="debian12"), ImageOptions())
+        _render(_stack(os="debian12"), ImageOptions())
 
 
 def test_jinja_environment_is_strict(tmp_path: Path) -> None:

@@ -337,6 +337,30 @@ def test_schema_rejects_broken_rows() -> None:
         parse_kb(broken)
 
 
+def test_os_rows_name_their_hosts_the_way_ansible_does() -> None:
+    assert KB.os_for_host("Debian", "12.5") == KB.os_by_name["debian12"]  # an OS versioned by its major
+    assert KB.os_for_host("Rocky", "9.4") == KB.os_by_name["rockylinux9"]
+    assert KB.os_for_host("Ubuntu", "22.04") == KB.os_by_name["ubuntu22.04"]
+    assert KB.os_for_host("Ubuntu", "22.04.1") is None  # Ubuntu's version is the whole 22.04
+    assert KB.os_for_host("AlmaLinux", "9.4") is None
+    assert all(o.ansible is not None for o in KB.os if "host" in o.roles)
+
+
+def test_schema_rejects_broken_os_rows() -> None:
+    broken = json.loads(json.dumps(RAW))
+    del broken["os"][0]["ansible"]
+    with pytest.raises(SchemaError, match="host OS but has no 'ansible' names"):
+        parse_kb(broken)
+    broken = json.loads(json.dumps(RAW))
+    broken["os"][0]["ansible"] = {"distribution": "Ubuntu"}
+    with pytest.raises(SchemaError, match=r"os ubuntu20.04: 'ansible' must be"):
+        parse_kb(broken)
+    broken = json.loads(json.dumps(RAW))
+    broken["os"][0]["codename"] = "focal\nRUN id"
+    with pytest.raises(SchemaError, match=r"codename .* must be a lower-case word"):
+        parse_kb(broken)
+
+
 def test_user_data_file_errors_are_bad_requests(tmp_path: Path) -> None:
     bad = tmp_path / "kb.json"
     bad.write_text("{not json")

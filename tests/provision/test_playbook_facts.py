@@ -8,18 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import jinja2
 import yaml
 
 from gpuenv.compat import V, load_kb
-from gpuenv.provision.variables import DEBIAN_NONFREE_BRANCH, ProvisionOptions, kb_facts, variables
+from gpuenv.provision.variables import DEBIAN_NONFREE_BRANCH, ProvisionOptions, host_oses, kb_facts, variables
 from gpuenv.requirements import gpuenv_requirements
 from gpuenv.resolve import Request, resolve
 from tests.conftest import REPO
 from tests.provision.test_core import FILTERS
 
 KB = load_kb()
-# ansible_facts.distribution (lower case) for each OS name prefix the knowledge base uses
-DISTRIBUTION_FACT = {"ubuntu": "ubuntu", "debian": "debian", "rockylinux": "rocky"}
 
 
 def _defaults(role: str) -> dict[str, Any]:
@@ -29,17 +28,40 @@ def _defaults(role: str) -> dict[str, Any]:
 
 
 def _host_oses() -> set[tuple[str, str]]:
-    found = set()
-    for os_info in KB.os:
-        if "host" in os_info.roles:
-            prefix = os_info.name.removesuffix(os_info.version)
-            found.add((DISTRIBUTION_FACT[prefix], os_info.version))
-    return found
+    """(ansible_facts.distribution in lower case, version) of every host OS in the knowledge base."""
+    return {(distribution.lower(), o.version) for distribution, o in host_oses(KB)}
+
+
+def _written() -> dict[str, Any]:
+    stack = resolve(KB, Request(python="3.11"))
+    return variables(stack, ProvisionOptions(), kb_facts(KB, stack))
 
 
 def test_preflight_supports_exactly_the_knowledge_base_hosts() -> None:
     supported = _defaults("preflight")["preflight_supported"]
     assert {(dist, version) for dist, versions in supported.items() for version in versions} == _host_oses()
+    assert supported == _written()["preflight_supported"]
+
+
+def test_os_names_default_is_what_gpuenv_writes_and_keys_hosts_as_the_knowledge_base_does() -> None:
+    defaults = _defaults("pytorch")
+    assert defaults["pytorch_os_names"] == _written()["pytorch_os_names"]
+    key = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(defaults["pytorch_os_key"])
+    for distribution, version, major in (
+        ("Debian", "12.5", "12"),
+        ("Ubuntu", "22.04", "22"),
+        ("Rocky", "9.4", "9"),
+        ("AlmaLinux", "9.4", "9"),
+    ):
+        facts = {"distribution": distribution, "distribution_version": version, "distribution_major_version": major}
+        found = key.render(pytorch_os_names=defaults["pytorch_os_names"], ansible_facts=facts).strip()
+        known = KB.os_for_host(distribution, version)
+        assert found == (known.name if known else f"{distribution} {version}"), (distribution, version)
+
+
+def test_per_family_tables_cover_the_knowledge_base_families() -> None:
+    families = {o.ansible.os_family for _, o in host_oses(KB) if o.ansible}
+    assert set(_defaults("pytorch")["pytorch_module_packages"]) == families == {"Debian", "RedHat"}
 
 
 def test_driver_plan_accepts_exactly_the_knowledge_base_hosts() -> None:

@@ -1,0 +1,251 @@
+"""Loading a knowledge base file: the bounded read, the schema check and the cross-table rules.
+
+The facts live in data (gpuenv/data/compat.json, or a user's copy via --data / GPUENV_DATA), so a
+new torch release is a data change. A shipped file that fails the check is gpuenv's fault (exit 3);
+a user's is a bad request (exit 2). Every message names the table, row and field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion
+
+from gpuenv.compat.model import (
+    AnsibleNames,
+    Architecture,
+    ArchList,
+    CudaRelease,
+    DriverBranch,
+    Gpu,
+    KnowledgeBase,
+    OsInfo,
+    PciDevice,
+    Provenance,
+    SchemaError,
+    TorchRelease,
+    V,
+)
+from gpuenv.errors import BadRequest, CannotRun
+from gpuenv.files import read_text
+from gpuenv.resources import data_file
+from gpuenv.schema import parse_json
+from gpuenv.stack import PythonSource
+
+SCHEMA = "gpuenv.compat/2"
+_WORD = re.compile(r"[a-z][a-z0-9-]{0,31}", re.ASCII)
+
+
+_REQUIRED: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "torch": {
+        "version": str,
+        "torchvision": (str, type(None)),
+        "torchaudio": (str, type(None)),
+        "builds": list,
+        "default_build": str,
+        "python": list,
+        "arch": dict,
+    },
+    "cuda": {
+        "version": str,
+        "build": str,
+        "toolkit": str,
+        "bundled_driver": str,
+        "minor_compat_floor": str,
+        "cudnn": (str, type(None)),
+        "cudnn_tag": str,
+        "images": list,
+        "eol": bool,
+        "deleted_tags": list,
+    },
+    "architectures": {"sm": str, "family": str, "open_modules": str},
+    "gpus": {"name": str, "sm": str, "aliases": list, "nvswitch_systems": bool},
+    "pci_devices": {"device_id": str, "name": str, "gpu": str},
+    "driver_branches": {"branch": str, "lts": bool, "latest": (str, type(None))},
+    "os": {
+        "name": str,
+        "family": str,
+        "version": str,
+        "package_manager": str,
+        "roles": list,
+        "system_python": str,
+        "python": dict,
+    },
+}
+
+
+def load_kb(path: Path | None = None) -> KnowledgeBase:
+    """Load and check a knowledge base: the shipped one (read once per process), or a user's copy (errors exit 2)."""
+    return _shipped_kb() if path is None else _load(path, user_file=True)
+
+
+@cache
+def _shipped_kb() -> KnowledgeBase:
+    return _load(data_file("compat.json"), user_file=False)
+
+
+def _load(source: Path, *, user_file: bool) -> KnowledgeBase:
+    try:
+        raw = parse_json(read_text(source, "knowledge base"))  # size-capped, finite numbers, bounded nesting
+        return parse_kb(raw, origin=str(source) if user_file else "shipped")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, SchemaError) as exc:
+        message = f"knowledge base {source} is not usable: {exc}"
+        if user_file:
+            raise BadRequest(message, hint="fix the file, or drop --data / GPUENV_DATA to use the shipped one") from exc
+        raise CannotRun(message, hint="reinstall gpuenv") from exc
+
+
+def _check_rows(raw: dict[str, Any], table: str) -> list[dict[str, Any]]:
+    rows = raw.get(table)
+    if not isinstance(rows, list) or not rows:
+        raise SchemaError(f"'{table}' must be a non-empty list")
+    for i, row in enumerate(rows):
+        where = f"{table}[{i}]"
+        if not isinstance(row, dict):
+            raise SchemaError(f"{where} is not an object")
+        for key, kind in {**_REQUIRED[table], "source": str, "checked": str}.items():
+            if key not in row:
+                raise SchemaError(f"{where} lacks '{key}'")
+            if not isinstance(row[key], kind):
+                raise SchemaError(f"{where}.{key} has the wrong type")
+        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", row["checked"]):
+            raise SchemaError(f"{where}.checked is not a date (YYYY-MM-DD)")
+    return rows
+
+
+def _prov(row: dict[str, Any]) -> Provenance:
+    return Provenance(row["source"], row["checked"], tuple(row.get("unconfirmed", ())))
+
+
+def parse_kb(raw: Any, *, origin: str = "shipped") -> KnowledgeBase:
+    """Build a KnowledgeBase from decoded JSON, checking the schema and the cross-references."""
+    if not isinstance(raw, dict) or raw.get("schema") != SCHEMA:
+        raise SchemaError(f"not a gpuenv knowledge base (schema must be {SCHEMA!r})")
+    if not isinstance(raw.get("wheel_index"), str) or "{build}" not in raw["wheel_index"]:
+        raise SchemaError("'wheel_index' must be a URL template containing {build}")
+    if not isinstance(raw.get("generated"), str) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", raw["generated"]):
+        raise SchemaError("'generated' must be the date the file was made (YYYY-MM-DD)")
+    gpus = tuple(Gpu(r["name"], r["sm"], tuple(r["aliases"]), r["nvswitch_systems"]) for r in _check_rows(raw, "gpus"))
+    try:
+        kb = KnowledgeBase(
+            torch=tuple(
+                TorchRelease(
+                    r["version"],
+                    r["torchvision"],
+                    r["torchaudio"],
+                    tuple(r["builds"]),
+                    r["default_build"],
+                    tuple(r["python"]),
+                    _prov(r),
+                    arch={build: ArchList.parse(text) for build, text in r["arch"].items()},
+                    python_experimental=tuple(r.get("python_experimental", ())),
+                    released=r.get("released"),
+                )
+                for r in _check_rows(raw, "torch")
+            ),
+            cuda=tuple(
+                CudaRelease(
+                    r["version"],
+                    r["build"],
+                    r["toolkit"],
+                    r["bundled_driver"],
+                    r["minor_compat_floor"],
+                    r["cudnn"],
+                    r["cudnn_tag"],
+                    tuple(r["images"]),
+                    r["eol"],
+                    tuple(r["deleted_tags"]),
+                    _prov(r),
+                )
+                for r in _check_rows(raw, "cuda")
+            ),
+            architectures=tuple(
+                Architecture(r["sm"], r["family"], r["open_modules"], r.get("min_cuda"), _prov(r))
+                for r in _check_rows(raw, "architectures")
+            ),
+            gpus=gpus,
+            pci_devices=tuple(_pci_device(r, gpus) for r in _check_rows(raw, "pci_devices")),
+            driver_branches=tuple(
+                DriverBranch(r["branch"], r["lts"], r["latest"], r.get("kind", "lts" if r["lts"] else "production"))
+                for r in _check_rows(raw, "driver_branches")
+            ),
+            os=tuple(_os(r) for r in _check_rows(raw, "os")),
+            wheel_index=raw["wheel_index"],
+            generated=raw["generated"],
+            sources=dict(raw.get("sources", {})),
+            origin=origin,
+        )
+        _check_references(kb)
+    except (KeyError, TypeError, IndexError, InvalidVersion, ValueError) as exc:
+        raise SchemaError(str(exc) if isinstance(exc, SchemaError) else f"{type(exc).__name__}: {exc}") from exc
+    return kb
+
+
+def _os(row: dict[str, Any]) -> OsInfo:
+    where = f"os {row['name']}"
+    ansible = row.get("ansible")
+    if ansible is not None and not (isinstance(ansible, dict) and set(ansible) == {"distribution", "os_family"}):
+        raise SchemaError(f'{where}: \'ansible\' must be {{"distribution": ..., "os_family": ...}}')
+    for key in ("codename", "build_tools_repo"):
+        if row.get(key) is not None and not (isinstance(row[key], str) and _WORD.fullmatch(row[key])):
+            raise SchemaError(f"{where}: {key} {row[key]!r} must be a lower-case word")
+    return OsInfo(
+        row["name"],
+        row["family"],
+        row["version"],
+        row["package_manager"],
+        tuple(row["roles"]),
+        row["system_python"],
+        {v: PythonSource(p["via"], tuple(p["packages"]), p["note"]) for v, p in row["python"].items()},
+        ansible=None if ansible is None else AnsibleNames(str(ansible["distribution"]), str(ansible["os_family"])),
+        codename=row.get("codename"),
+        build_tools_repo=row.get("build_tools_repo"),
+    )
+
+
+def _pci_device(row: dict[str, Any], gpus: tuple[Gpu, ...]) -> PciDevice:
+    if not re.fullmatch(r"[0-9a-f]{4}", row["device_id"]):
+        raise SchemaError(f"PCI device id {row['device_id']!r} must be 4 lower-case hex digits")
+    gpu = next((g for g in gpus if g.name == row["gpu"]), None)
+    if gpu is None:
+        raise SchemaError(f"PCI device {row['device_id']} names GPU {row['gpu']!r}, which no gpus row has")
+    return PciDevice(row["device_id"], row["name"], gpu)
+
+
+def _check_references(kb: KnowledgeBase) -> None:
+    """Cross-table rules: every build known, with its arch list; versions parse; branches well formed."""
+    for t in kb.torch:
+        V(t.version)
+        for build in t.builds:
+            if build not in kb.cuda_by_build:
+                raise SchemaError(f"torch {t.version} names build {build}, which no cuda row has")
+        if set(t.arch) != set(t.builds):
+            raise SchemaError(f"torch {t.version}: 'arch' must give the GPU code of exactly its builds")
+        if t.default_build not in t.builds:
+            raise SchemaError(f"torch {t.version}: default_build {t.default_build} is not among its builds")
+        if not set(t.python_experimental) <= set(t.python):
+            raise SchemaError(f"torch {t.version}: python_experimental must be among its python versions")
+    for c in kb.cuda:
+        for v in (c.version, c.toolkit, c.bundled_driver, c.minor_compat_floor):
+            V(v)
+        if c.build != "cu" + c.version.replace(".", ""):
+            raise SchemaError(f"cuda {c.version}: build must be cu{c.version.replace('.', '')}")
+        for name in c.images:
+            if name not in kb.os_by_name:
+                raise SchemaError(f"cuda {c.version} lists images for unknown OS {name}")
+    for o in kb.os:
+        if "host" in o.roles and o.ansible is None:
+            raise SchemaError(f"os {o.name} is a host OS but has no 'ansible' names (distribution, os_family)")
+    sms = {a.sm for a in kb.architectures}
+    if len(kb.pci_by_id) != len(kb.pci_devices):
+        raise SchemaError("pci_devices lists a device id twice")
+    for g in kb.gpus:
+        if g.sm not in sms:
+            raise SchemaError(f"GPU {g.name} has compute capability {g.sm}, which no architecture row has")
+    for b in kb.driver_branches:
+        if not re.fullmatch(r"R\d{3}", b.branch):
+            raise SchemaError(f"driver branch {b.branch} must look like R580")

@@ -1,0 +1,224 @@
+"""The knowledge base's rows as typed, frozen values, and the lookups a KnowledgeBase answers itself.
+
+Every row carries `source` and `checked` (its Provenance); facts listed in a row's `unconfirmed`
+are surfaced as warnings by whoever uses them. docs/knowledge-base.md describes every table.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from packaging.version import Version
+
+from gpuenv.stack import PythonSource
+
+
+class SchemaError(ValueError):
+    """A knowledge base file that does not hold what gpuenv needs (the message names the row and field)."""
+
+
+@dataclass(frozen=True)
+class Provenance:
+    source: str
+    checked: str
+    unconfirmed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ArchList:
+    """The GPU code in one (torch release, CUDA build): SASS (cubins) per compute capability, and PTX."""
+
+    sass: tuple[str, ...]  # ("7.5", "8.0", ...)
+    ptx: tuple[str, ...]  # ("12.0",): PTX the driver can JIT for newer devices
+
+    @classmethod
+    def parse(cls, text: str) -> ArchList:
+        """From TORCH_CUDA_ARCH_LIST syntax: "7.5;8.0;12.0+PTX"."""
+        items = [item.strip() for item in text.split(";") if item.strip()]
+        if not items:
+            raise SchemaError("an arch list names no compute capability")
+        sass = tuple(item.removesuffix("+PTX") for item in items)
+        for sm in sass:
+            if not re.fullmatch(r"\d{1,2}\.\d", sm):
+                raise SchemaError(f"arch list {text!r}: {sm!r} is not a compute capability")
+        return cls(sass, tuple(item.removesuffix("+PTX") for item in items if item.endswith("+PTX")))
+
+    def __str__(self) -> str:
+        return ";".join(sm + ("+PTX" if sm in self.ptx else "") for sm in self.sass)
+
+    def span(self) -> str:
+        """Human-readable: "sm_75…sm_120 (+PTX 12.0)"."""
+        text = f"sm_{_sm_digits(self.sass[0])}…sm_{_sm_digits(self.sass[-1])}"
+        return text + (f" (+PTX {', '.join(self.ptx)})" if self.ptx else "")
+
+
+@dataclass(frozen=True)
+class TorchRelease:
+    version: str
+    torchvision: str | None
+    torchaudio: str | None
+    builds: tuple[str, ...]
+    default_build: str
+    python: tuple[str, ...]  # CPython minors with a Linux x86_64 wheel on PyPI
+    provenance: Provenance
+    arch: dict[str, ArchList] = field(default_factory=dict)  # per build
+    python_experimental: tuple[str, ...] = ()  # wheels exist, but not for the trio: never picked
+    released: str | None = None
+
+    def build_confirmed(self, build: str) -> bool:
+        """The release's build list is settled and nothing about this build is disputed."""
+        disputed = ("builds", f"build:{build}", f"arch:{build}")
+        return not any(u in disputed for u in self.provenance.unconfirmed)
+
+
+@dataclass(frozen=True)
+class CudaRelease:
+    version: str  # "11.7"
+    build: str  # "cu117"
+    toolkit: str  # "11.7.1"
+    bundled_driver: str
+    minor_compat_floor: str
+    cudnn: str | None
+    cudnn_tag: str  # "cudnn8" | "cudnn9" | "cudnn"
+    images: tuple[str, ...]  # OS names with nvidia/cuda images
+    eol: bool
+    deleted_tags: tuple[str, ...]
+    provenance: Provenance
+
+
+@dataclass(frozen=True)
+class Architecture:
+    sm: str  # "9.0"
+    family: str
+    open_modules: str  # "unsupported" | "recommended" | "required"
+    min_cuda: str | None  # first nvcc that compiles for it (a floor for building, not for running)
+    provenance: Provenance
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    sm: str
+    aliases: tuple[str, ...]
+    nvswitch_systems: bool
+
+
+@dataclass(frozen=True)
+class PciDevice:
+    device_id: str  # PCI device id under vendor 10de, lower-case hex: "20b0"
+    name: str  # as pci.ids names it: "GA100 [A100 SXM4 40GB]"
+    gpu: Gpu
+
+    @property
+    def sm(self) -> str:
+        return self.gpu.sm
+
+
+@dataclass(frozen=True)
+class DriverBranch:
+    branch: str  # "R580"
+    lts: bool
+    latest: str | None  # newest release known; None when none is confirmed
+    kind: str = "production"  # "lts" | "production" | "new-feature"
+
+    @property
+    def major(self) -> int:
+        return int(self.branch[1:])
+
+
+@dataclass(frozen=True)
+class AnsibleNames:
+    """How Ansible's facts name an OS."""
+
+    distribution: str  # ansible_facts.distribution: "Ubuntu", "Debian", "Rocky"
+    os_family: str  # ansible_facts.os_family: "Debian", "RedHat"
+
+
+@dataclass(frozen=True)
+class OsInfo:
+    """Everything gpuenv knows about one OS release: the one home of OS facts (docs/knowledge-base.md)."""
+
+    name: str  # "ubuntu22.04": the --os value, and the suffix of its nvidia/cuda image tags
+    family: str
+    version: str  # "22.04", or the major alone ("12", "9") for an OS whose point releases share it
+    package_manager: str  # "apt" | "dnf"
+    roles: tuple[str, ...]  # "image" and/or "host"
+    system_python: str
+    python: dict[str, PythonSource]
+    ansible: AnsibleNames | None = None  # None: not a host gpuenv provisions
+    codename: str | None = None  # the apt suite third-party repositories (deadsnakes) are published for
+    build_tools_repo: str | None = None  # dnf: the repository devel images enable for ninja-build
+
+    def names_host(self, distribution: str, version: str) -> bool:
+        """Whether Ansible's distribution facts name this OS: the whole version ("22.04"), or
+        the major for an OS versioned by its major ("12.5" is debian12)."""
+        if self.ansible is None or distribution.lower() != self.ansible.distribution.lower():
+            return False
+        return version == self.version or ("." not in self.version and version.split(".")[0] == self.version)
+
+
+@dataclass(frozen=True)
+class KnowledgeBase:
+    torch: tuple[TorchRelease, ...]
+    cuda: tuple[CudaRelease, ...]
+    architectures: tuple[Architecture, ...]
+    gpus: tuple[Gpu, ...]
+    driver_branches: tuple[DriverBranch, ...]
+    os: tuple[OsInfo, ...]
+    wheel_index: str
+    generated: str  # YYYY-MM-DD: the date the facts were gathered
+    pci_devices: tuple[PciDevice, ...] = ()
+    sources: dict[str, str] = field(default_factory=dict)
+    origin: str = "shipped"
+
+    @cached_property
+    def cuda_by_build(self) -> dict[str, CudaRelease]:
+        return {c.build: c for c in self.cuda}
+
+    @cached_property
+    def os_by_name(self) -> dict[str, OsInfo]:
+        return {o.name: o for o in self.os}
+
+    def os_for_host(self, distribution: str, version: str) -> OsInfo | None:
+        """The OS row Ansible's distribution facts name ("Debian", "12.5" -> debian12), or None."""
+        return next((o for o in self.os if o.names_host(distribution, version)), None)
+
+    def find_cuda(self, cuda: str) -> CudaRelease | None:
+        """A CUDA release by minor ("11.7"), toolkit ("11.7.1") or build ("cu117")."""
+        for row in self.cuda:
+            if cuda in (row.version, row.toolkit, row.build):
+                return row
+        return None
+
+    def arch(self, sm: str) -> Architecture | None:
+        return next((a for a in self.architectures if a.sm == sm), None)
+
+    def find_gpu(self, name: str) -> Gpu | None:
+        key = _gpu_key(name)
+        for gpu in self.gpus:
+            if key in {_gpu_key(n) for n in (gpu.name, *gpu.aliases)}:
+                return gpu
+        return None
+
+    def index_url(self, build: str) -> str:
+        return self.wheel_index.format(build=build)
+
+    @cached_property
+    def pci_by_id(self) -> dict[str, PciDevice]:
+        return {d.device_id: d for d in self.pci_devices}
+
+
+def _gpu_key(name: str) -> str:
+    key = re.sub(r"[\s_-]+", "", name.lower())
+    return key.removeprefix("nvidia").removeprefix("geforce").removeprefix("tesla")
+
+
+def V(text: str) -> Version:
+    """A comparable version; driver versions like 535.104.05 parse too."""
+    return Version(text)
+
+
+def _sm_digits(sm: str) -> str:
+    return sm.replace(".", "")

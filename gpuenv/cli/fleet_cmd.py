@@ -7,10 +7,10 @@ from typing import Any
 
 import click
 
-from gpuenv import validate
+from gpuenv import output, validate
 from gpuenv.cli import settings
 from gpuenv.cli.fleet_report_cmd import baseline, report
-from gpuenv.cli.output import console, emit_json, printable, table, warn
+from gpuenv.cli.output import console, draw, emit_json, printable, table, warn
 from gpuenv.cli.params import become_prompt, checked, choice, grammar, history_options, history_path, host_options
 from gpuenv.fleet.run import HINTS, FleetBoard, FleetVerifyRequest, FleetVerifyResult
 from gpuenv.provision.runner import Progress
@@ -133,10 +133,8 @@ def _print_result(result: FleetVerifyResult) -> None:
     counts = ", ".join(f"{n} {outcome}" for outcome, n in result.counts().items())
     click.echo(f"{len(result.hosts)} hosts: {counts}; reports in {result.reports_dir}")
     if result.fleet is not None:
-        from gpuenv.fleet.formats import render_table
-
         click.echo()
-        render_table(result.fleet, out)
+        draw(output.screen("fleet", result.fleet), out)
 
 
 def _why(outcome: str, message: str | None) -> str:

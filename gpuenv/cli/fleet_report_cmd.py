@@ -7,12 +7,15 @@ from typing import Any
 
 import click
 
+from gpuenv import output
 from gpuenv.cli import settings as settings_of
-from gpuenv.cli.output import console, emit_json, warn
+from gpuenv.cli.output import draw, emit_json, warn
 from gpuenv.cli.params import history_options, history_path, output_option
 from gpuenv.config import price_rows
 from gpuenv.files import write_output
 from gpuenv.fleet import stats
+from gpuenv.output.fleet import outcome_line
+from gpuenv.output.html import require_matplotlib
 
 REPORT_EPILOG = """\b
 Examples:
@@ -71,8 +74,6 @@ def report(ctx: click.Context, /, paths: tuple[Path, ...], as_json: bool, markdo
         raise click.UsageError("--json and --markdown exclude each other")
     html, prometheus = options["html"], options["prometheus"]
     if html is not None:
-        from gpuenv.fleet.html import require_matplotlib
-
         require_matplotlib()
     rule = stats.Rule(options["z"], options["min_deviation"])
     prices = price_rows(settings_of(ctx).config)
@@ -80,26 +81,20 @@ def report(ctx: click.Context, /, paths: tuple[Path, ...], as_json: bool, markdo
     for skipped in result.skipped:
         warn(f"skipped {skipped.path}: {skipped.reason}")
     if html is not None:
-        from gpuenv.fleet.html import to_html
-
-        write_output(str(html), to_html(result), what="--html")
+        output.write("fleet", "html", result, str(html), what="--html")
     _present(ctx, result, prometheus, as_json=as_json, markdown=markdown)
     return result.exit_code
 
 
 def _present(ctx: click.Context, result: Any, prometheus: Path | None, *, as_json: bool, markdown: bool) -> None:
-    from gpuenv.fleet import formats
-
     if prometheus is not None:
-        write_output(str(prometheus), formats.to_prometheus(result), what="--prometheus")
-    if as_json:
-        emit_json(result.to_dict())
-    elif markdown:
-        click.echo(formats.to_markdown(result), nl=False)
+        output.write("fleet", "prometheus", result, str(prometheus), what="--prometheus")
+    if as_json or markdown:
+        click.echo(output.text("fleet", "json" if as_json else "markdown", result), nl=False)
     elif not settings_of(ctx).quiet:
-        formats.render_table(result, console())
+        draw(output.screen("fleet", result))
     else:
-        click.echo(formats.outcome_line(result))
+        click.echo(outcome_line(result))
 
 
 LEARN_EPILOG = """\b

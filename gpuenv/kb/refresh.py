@@ -307,7 +307,7 @@ def _load_json(path: Path, what: str) -> Any:
 
 def write_output(path: Path, text: str) -> None:
     """The one place refresh writes a file: atomically (temporary file, then rename)."""
-    from gpuenv.verify.outputs import write_atomic
+    from gpuenv import files
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, text)
+    files.write_output(path, text)

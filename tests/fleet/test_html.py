@@ -38,7 +38,7 @@ def planted(tmp_path_factory: pytest.TempPathFactory) -> FleetReport:
 @pytest.fixture(scope="module")
 def page(planted: FleetReport, tmp_path_factory: pytest.TempPathFactory) -> Path:
     needs_matplotlib()
-    from gpuenv.fleet.html import to_html
+    from gpuenv.output.html import to_html
 
     path = tmp_path_factory.mktemp("html") / "fleet.html"
     path.write_text(to_html(planted), encoding="utf-8")
@@ -59,7 +59,7 @@ def test_the_page_holds_its_plots_and_fetches_nothing(page: Path, planted: Fleet
 
 
 def test_html_without_matplotlib_is_exit_3(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpuenv.fleet.html import require_matplotlib
+    from gpuenv.output.html import require_matplotlib
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(CannotRun, match="needs matplotlib") as info:

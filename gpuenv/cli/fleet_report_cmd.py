@@ -15,7 +15,6 @@ from gpuenv.config import price_rows
 from gpuenv.files import write_output
 from gpuenv.fleet import stats
 from gpuenv.output.fleet import outcome_line
-from gpuenv.output.html import require_matplotlib
 
 REPORT_EPILOG = """\b
 Examples:
@@ -74,7 +73,7 @@ def report(ctx: click.Context, /, paths: tuple[Path, ...], as_json: bool, markdo
         raise click.UsageError("--json and --markdown exclude each other")
     html, prometheus = options["html"], options["prometheus"]
     if html is not None:
-        require_matplotlib()
+        output.require("fleet", "html")
     rule = stats.Rule(options["z"], options["min_deviation"])
     prices = price_rows(settings_of(ctx).config)
     result = fleet_report(ReportRequest(paths, rule, options["min_hosts"], history_path(options), prices))

@@ -17,6 +17,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any, Literal
 
+from gpuenv.errors import CannotRun
 from gpuenv.files import Output, write_output
 from gpuenv.output.screen import Screen
 
@@ -39,6 +40,25 @@ FORMATS: dict[Subject, dict[str, str]] = {
         "html": "gpuenv.output.html:to_html",
     },
 }
+
+# (subject, format) -> (the optional library it needs, the extra that installs it)
+NEEDS: dict[tuple[Subject, str], tuple[str, str]] = {
+    ("fleet", "html"): ("matplotlib", "report"),
+}
+
+
+def require(subject: Subject, fmt: str) -> None:
+    """Before any work: the optional library a format needs is installed (exit 3 naming the extra)."""
+    needed = NEEDS.get((subject, fmt))
+    if needed is None:
+        return
+    library, extra = needed
+    try:
+        import_module(library)
+    except ImportError as exc:
+        raise CannotRun(
+            f"--{fmt} needs {library}, which is not installed", hint=f"pip install 'gpuenv[{extra}]'"
+        ) from exc
 
 
 def renderer(subject: Subject, fmt: str) -> Callable[[Any], str | Screen]:

@@ -17,7 +17,6 @@ from typing import Any
 
 import jinja2
 
-from gpuenv.errors import CannotRun
 from gpuenv.fleet.report import FleetReport, GroupKey, HostReport, grouped
 from gpuenv.output.fleet import (
     FAILURE_COLUMNS,
@@ -36,14 +35,6 @@ TFLOPS = "amp.matmul_tflops"
 BUSBW = "allreduce.busbw_gbps"
 BAD = "#c0392b"
 GOOD = "#2c7fb8"
-
-
-def require_matplotlib() -> None:
-    """Before any work: --html needs matplotlib (exit 3 with the extra to install)."""
-    try:
-        import matplotlib  # noqa: F401  # optional extra (gpuenv[report]): asked for before any work
-    except ImportError as exc:
-        raise CannotRun("--html needs matplotlib, which is not installed", hint="pip install 'gpuenv[report]'") from exc
 
 
 @dataclass(frozen=True)

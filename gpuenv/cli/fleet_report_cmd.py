@@ -14,6 +14,8 @@ from gpuenv.cli.params import history_options, history_path, output_option
 from gpuenv.config import price_rows
 from gpuenv.files import write_output
 from gpuenv.fleet import stats
+from gpuenv.fleet.baseline import LearnRequest, checked_text, learn_baselines, summary_line
+from gpuenv.fleet.report import ReportRequest, fleet_report
 from gpuenv.output.fleet import outcome_line
 
 REPORT_EPILOG = """\b
@@ -67,8 +69,6 @@ MIN_HOSTS_HELP = "Judge outliers only in groups with values from at least N host
 @click.pass_context
 def report(ctx: click.Context, /, paths: tuple[Path, ...], as_json: bool, markdown: bool, **options: Any) -> int:
     """Compare many nodes' verify reports: outcomes, failures by finding, robust statistics, outliers."""
-    from gpuenv.fleet.report import ReportRequest, fleet_report
-
     if as_json and markdown:
         raise click.UsageError("--json and --markdown exclude each other")
     html, prometheus = options["html"], options["prometheus"]
@@ -126,8 +126,6 @@ def baseline() -> None:
 @click.pass_context
 def learn(ctx: click.Context, paths: tuple[Path, ...], output: Path | None, min_hosts: int, as_json: bool) -> None:
     """Learn medians from the certified hosts' reports (outliers left out) into a gpuenv.baselines/2 file."""
-    from gpuenv.fleet.baseline import LearnRequest, checked_text, learn_baselines, summary_line
-
     if output is None:
         raise click.UsageError("missing option '-o' / '--output'")
     if as_json and str(output) == "-":

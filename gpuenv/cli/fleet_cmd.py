@@ -7,12 +7,13 @@ from typing import Any
 
 import click
 
-from gpuenv import validate
+from gpuenv import output, validate
 from gpuenv.cli import settings
 from gpuenv.cli.fleet_report_cmd import baseline, report
-from gpuenv.cli.output import console, emit_json, printable, table, warn
+from gpuenv.cli.output import console, draw, emit_json, printable, table, warn
 from gpuenv.cli.params import become_prompt, checked, choice, grammar, history_options, history_path, host_options
-from gpuenv.fleet.run import HINTS, FleetBoard, FleetVerifyRequest, FleetVerifyResult
+from gpuenv.fleet import history as store
+from gpuenv.fleet.run import HINTS, FleetBoard, FleetVerifyRequest, FleetVerifyResult, prepare, run
 from gpuenv.provision.runner import Progress
 from gpuenv.types import DEVICE_CHOICES, LEVELS
 from gpuenv.verify.registry import CHECKS
@@ -101,8 +102,6 @@ def fleet() -> None:
 @click.pass_context
 def verify(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
     """Certify HOSTS (or an inventory's) with the gpuenv installed on each; collect the reports."""
-    from gpuenv.fleet.run import prepare, run
-
     plan = prepare(FleetVerifyRequest(history=history_path(params), **params), prompt=become_prompt)
     board = FleetBoard(total=len(plan.targets))
     quiet = settings(ctx).quiet
@@ -133,10 +132,8 @@ def _print_result(result: FleetVerifyResult) -> None:
     counts = ", ".join(f"{n} {outcome}" for outcome, n in result.counts().items())
     click.echo(f"{len(result.hosts)} hosts: {counts}; reports in {result.reports_dir}")
     if result.fleet is not None:
-        from gpuenv.fleet.formats import render_table
-
         click.echo()
-        render_table(result.fleet, out)
+        draw(output.screen("fleet", result.fleet), out)
 
 
 def _why(outcome: str, message: str | None) -> str:
@@ -159,8 +156,6 @@ fleet.add_command(baseline)
 @click.option("--json", "as_json", is_flag=True, help="The timeline as JSON on stdout.")
 def history(key: str, history: Path | None, as_json: bool) -> int:
     """The timeline of a GPU (by UUID or serial) or of a host: every report the history holds."""
-    from gpuenv.fleet import history as store
-
     path = history or store.default_path()
     kind, rows = store.timeline(path, key)
     if as_json:

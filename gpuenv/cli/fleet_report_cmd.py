@@ -7,12 +7,16 @@ from typing import Any
 
 import click
 
+from gpuenv import output
 from gpuenv.cli import settings as settings_of
-from gpuenv.cli.output import console, emit_json, warn
+from gpuenv.cli.output import draw, emit_json, warn
 from gpuenv.cli.params import history_options, history_path, output_option
 from gpuenv.config import price_rows
 from gpuenv.files import write_output
 from gpuenv.fleet import stats
+from gpuenv.fleet.baseline import LearnRequest, checked_text, learn_baselines, summary_line
+from gpuenv.fleet.report import ReportRequest, fleet_report
+from gpuenv.output.fleet import outcome_line
 
 REPORT_EPILOG = """\b
 Examples:
@@ -65,41 +69,31 @@ MIN_HOSTS_HELP = "Judge outliers only in groups with values from at least N host
 @click.pass_context
 def report(ctx: click.Context, /, paths: tuple[Path, ...], as_json: bool, markdown: bool, **options: Any) -> int:
     """Compare many nodes' verify reports: outcomes, failures by finding, robust statistics, outliers."""
-    from gpuenv.fleet.report import ReportRequest, fleet_report
-
     if as_json and markdown:
         raise click.UsageError("--json and --markdown exclude each other")
     html, prometheus = options["html"], options["prometheus"]
     if html is not None:
-        from gpuenv.fleet.html import require_matplotlib
-
-        require_matplotlib()
+        output.require("fleet", "html")
     rule = stats.Rule(options["z"], options["min_deviation"])
     prices = price_rows(settings_of(ctx).config)
     result = fleet_report(ReportRequest(paths, rule, options["min_hosts"], history_path(options), prices))
     for skipped in result.skipped:
         warn(f"skipped {skipped.path}: {skipped.reason}")
     if html is not None:
-        from gpuenv.fleet.html import to_html
-
-        write_output(str(html), to_html(result), what="--html")
+        output.write("fleet", "html", result, str(html), what="--html")
     _present(ctx, result, prometheus, as_json=as_json, markdown=markdown)
     return result.exit_code
 
 
 def _present(ctx: click.Context, result: Any, prometheus: Path | None, *, as_json: bool, markdown: bool) -> None:
-    from gpuenv.fleet import formats
-
     if prometheus is not None:
-        write_output(str(prometheus), formats.to_prometheus(result), what="--prometheus")
-    if as_json:
-        emit_json(result.to_dict())
-    elif markdown:
-        click.echo(formats.to_markdown(result), nl=False)
+        output.write("fleet", "prometheus", result, str(prometheus), what="--prometheus")
+    if as_json or markdown:
+        click.echo(output.text("fleet", "json" if as_json else "markdown", result), nl=False)
     elif not settings_of(ctx).quiet:
-        formats.render_table(result, console())
+        draw(output.screen("fleet", result))
     else:
-        click.echo(formats.outcome_line(result))
+        click.echo(outcome_line(result))
 
 
 LEARN_EPILOG = """\b
@@ -132,8 +126,6 @@ def baseline() -> None:
 @click.pass_context
 def learn(ctx: click.Context, paths: tuple[Path, ...], output: Path | None, min_hosts: int, as_json: bool) -> None:
     """Learn medians from the certified hosts' reports (outliers left out) into a gpuenv.baselines/2 file."""
-    from gpuenv.fleet.baseline import LearnRequest, checked_text, learn_baselines, summary_line
-
     if output is None:
         raise click.UsageError("missing option '-o' / '--output'")
     if as_json and str(output) == "-":

@@ -1,18 +1,21 @@
-"""Presentation helpers shared by the commands (rich is imported only when a table is drawn)."""
+"""How the commands show things: JSON on stdout, warnings on stderr, and Rich drawing of tables
+and of the screens gpuenv.output's `table` renderers build (text shown as is, never as markup)."""
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import click
 
+from gpuenv.output.jsontext import json_text
+from gpuenv.output.screen import Cell, Line, Screen, Span, Table
+
 
 def emit_json(obj: Any) -> None:
-    """One JSON object on stdout."""
-    click.echo(json.dumps(obj, indent=2, sort_keys=False))
+    """One JSON object on stdout (non-finite figures as null)."""
+    click.echo(json_text(obj), nl=False)
 
 
 def warn(text: str) -> None:
@@ -26,20 +29,45 @@ def printable(text: str) -> str:
 
 
 def console(*, stderr: bool = False) -> Any:
-    from rich.console import Console
+    from rich.console import Console  # start-up: rich loads only when something is drawn
 
     stream = sys.stderr if stderr else sys.stdout
     # Off a terminal rich would wrap at 80 columns; a pipe or a log file reads better unwrapped.
     return Console(stderr=stderr, highlight=False, width=None if stream.isatty() else 200)
 
 
-def table(columns: Sequence[str], rows: Iterable[Sequence[str]], *, title: str | None = None, **style: Any) -> Any:
-    """A rich Table of strings."""
-    from rich.table import Table
+def draw(screen: Screen, out: Any = None) -> None:
+    """Print a renderer's screen on a Rich console (standard output's unless given)."""
+    out = out if out is not None else console()
+    for block in screen:
+        if isinstance(block, Table):
+            style = {"title_justify": "left"} if block.title_left else {}
+            out.print(table(block.columns, block.rows, title=block.title, right_aligned=block.right_aligned, **style))
+        else:
+            out.print(_text(block))
 
-    drawn = Table(title=title, **style)
+
+def table(
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Cell]],
+    *,
+    title: str | None = None,
+    right_aligned: Sequence[str] = (),
+    **style: Any,
+) -> Any:
+    """A Rich Table of plain or styled cells."""
+    from rich.table import Table as RichTable  # start-up: rich loads only when something is drawn
+    from rich.text import Text  # start-up: as above
+
+    drawn = RichTable(title=None if title is None else Text(title, style="table.title"), **style)
     for column in columns:
-        drawn.add_column(column)
+        drawn.add_column(column, justify="right" if column in right_aligned else "left")
     for row in rows:
-        drawn.add_row(*row)
+        drawn.add_row(*(_text(Line((cell if isinstance(cell, Span) else Span(cell),))) for cell in row))
     return drawn
+
+
+def _text(block: Line) -> Any:
+    from rich.text import Text  # start-up: rich loads only when something is drawn
+
+    return Text.assemble(*((span.text, span.style or "") for span in block.spans))

@@ -11,6 +11,10 @@ from gpuenv import validate
 from gpuenv.cli import settings
 from gpuenv.cli.output import console, emit_json, table, warn
 from gpuenv.cli.params import checked, stack_options, stack_request, version_of
+from gpuenv.compat import kb_age_line, load_kb
+from gpuenv.matrix import CUDA_COLUMNS, TORCH_COLUMNS, MatrixRequest
+from gpuenv.matrix import matrix as query
+from gpuenv.stacks import describe, stack_for
 
 
 @click.command()
@@ -33,9 +37,6 @@ def resolve(ctx: click.Context, /, as_json: bool, fmt: str, **options: Any) -> i
       gpuenv resolve --driver 535.104.05 --gpu H100 --json > stack.json
       gpuenv resolve --torch 2.4 --format requirements > requirements.txt
     """
-    from gpuenv.compat import kb_age_line, load_kb
-    from gpuenv.stacks import describe, stack_for
-
     request, quiet = stack_request(options), settings(ctx).quiet
     stack = stack_for(request, kb_path=settings(ctx).data, on_warning=warn)
     if as_json or fmt == "json":
@@ -65,10 +66,6 @@ def matrix(ctx: click.Context, torch: str | None, cuda: str | None, as_json: boo
       gpuenv matrix --torch 2.4
       gpuenv matrix --cuda 12.4 --json
     """
-    from gpuenv.compat import load_kb
-    from gpuenv.matrix import CUDA_COLUMNS, TORCH_COLUMNS, MatrixRequest
-    from gpuenv.matrix import matrix as query
-
     kb = load_kb(settings(ctx).data)
     found = query(kb, MatrixRequest(torch=torch, cuda=cuda), today=date.today(), on_warning=warn)
     if as_json:

@@ -10,6 +10,7 @@ import click
 
 from gpuenv.errors import BadRequest
 from gpuenv.slurm import core
+from gpuenv.slurm.service import HookRequest, run_hook
 from gpuenv.verify.registry import CHECKS
 
 # hook -> (default level, default checks, default --max-time, help)
@@ -53,8 +54,6 @@ def _hook_command(hook: str) -> click.Command:
     @click.option("--no-drain-on-error", is_flag=True, help="Exit 3 without draining when verify could not run.")
     @click.option("--node", metavar="NAME", help="The node name [default: SLURMD_NODENAME, else the host name].")
     def command(**opts: Any) -> int:
-        from gpuenv.slurm.service import HookRequest, run_hook
-
         opts["checks"] = tuple(opts["checks"]) or checks
         req = HookRequest(hook=hook, drain_on_error=not opts.pop("no_drain_on_error"), **opts)
         result = run_hook(req)

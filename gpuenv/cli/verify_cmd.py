@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -10,9 +9,9 @@ from typing import Any
 
 import click
 
-from gpuenv import interrupt, validate
+from gpuenv import interrupt, output, validate
 from gpuenv.cli import settings as settings_of
-from gpuenv.cli.output import warn
+from gpuenv.cli.output import console, draw, emit_json, warn
 from gpuenv.cli.params import checked, output_option
 from gpuenv.config import price_rows
 from gpuenv.errors import BadRequest
@@ -197,21 +196,18 @@ def _progress(result: Any) -> None:
 
 
 def _present(report: Any, *, as_json: bool, quiet: bool, to_stderr: bool = False) -> None:
-    from gpuenv.cli.output import console
-    from gpuenv.verify import outputs
-
     if as_json:
-        sys.stdout.write(outputs.to_json(report))
+        sys.stdout.write(output.text("verify", "json", report))
     elif quiet:
         if not report.verdict.certified:
             click.echo(report.verdict.summary, err=True)
     else:
-        outputs.render_table(report, console(stderr=to_stderr))
+        draw(output.screen("verify", report), console(stderr=to_stderr))
 
 
 def _present_image(tag: str, data: dict[str, Any], code: int, *, as_json: bool) -> None:
     if as_json:
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        emit_json(data)
         return
     for check in data.get("checks", []):
         click.echo(f"  {check['name']:<10} {check['status']:<8} {check.get('summary', '')}")

@@ -7,14 +7,15 @@ files) happens here, so the CLI only presents the outcome.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuenv import output
 from gpuenv.errors import EXIT_BAD_RESULT, EXIT_CANNOT_RUN, BadRequest, BadResult, CannotRun, GpuenvError
-from gpuenv.files import output_kind
+from gpuenv.files import output_kind, write_output
+from gpuenv.output.jsontext import json_text
 from gpuenv.verify.cost import PriceRow
 from gpuenv.verify.launch import Explicit, LauncherChoice, Placement
 from gpuenv.verify.model import CheckResult, DeviceChoice, Level, Report, readable
@@ -91,7 +92,6 @@ def placement_of(request: VerifyRequest, env: dict[str, str] | None = None) -> P
 def _on_this_node(
     request: VerifyRequest, on_result: Callable[[CheckResult], None] | None, placement: Placement | None
 ) -> VerifyOutcome:
-    from gpuenv.verify import outputs
     from gpuenv.verify.baselines import load_baselines
     from gpuenv.verify.checks.nvml import load_policy
     from gpuenv.verify.engine import VerifyOptions, run_verify
@@ -118,16 +118,16 @@ def _on_this_node(
     report = run_verify(opts, on_result=on_result if leads_node else None)
     notes = _add_cost(request, report)
     files = [
-        ("--report", request.report if leads_node else None, outputs.to_json),
-        ("--junit", request.junit if leads_node else None, outputs.to_junit),
-        ("--prometheus", request.prometheus if leads_node else None, outputs.to_prometheus),
-        ("--job-summary", request.job_summary if placement and placement.leads_job else None, outputs.to_job_summary),
+        ("--report", request.report if leads_node else None, "json"),
+        ("--junit", request.junit if leads_node else None, "junit"),
+        ("--prometheus", request.prometheus if leads_node else None, "prometheus"),
+        ("--job-summary", request.job_summary if placement and placement.leads_job else None, "job-summary"),
     ]
     unwritten = []
-    for option, path, render in files:
+    for option, path, fmt in files:
         try:
             if path is not None:
-                outputs.write_atomic(path, render(report))
+                output.write("verify", fmt, report, path)
         except (OSError, GpuenvError) as exc:  # the verdict still counts: name the file, exit 1 or 3
             reason = exc.message if isinstance(exc, GpuenvError) else f"{type(exc).__name__}: {exc.strerror or exc}"
             unwritten.append(f"{option} {path} was not written: {reason}")
@@ -180,7 +180,6 @@ def image_args(request: VerifyRequest) -> list[str]:
 
 def _in_image(request: VerifyRequest) -> VerifyOutcome:
     from gpuenv.adapters.docker import run_verify_in_image
-    from gpuenv.verify import outputs
 
     tag = str(request.image)
     budget = (request.timeout or 600.0) * IMAGE_BUDGET
@@ -208,5 +207,5 @@ def _in_image(request: VerifyRequest) -> VerifyOutcome:
     if cost is not None:  # the image's figures, at the host's price
         data["cost"] = cost
     if request.report is not None:
-        outputs.write_atomic(request.report, json.dumps(data, indent=2) + "\n")
+        write_output(request.report, json_text(data))
     return VerifyOutcome(code, image_report=data, notes=notes)

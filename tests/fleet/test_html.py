@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuenv import output
 from gpuenv.errors import CannotRun
 from gpuenv.fleet.report import FleetReport, ReportRequest, fleet_report
 from tests.conftest import gpuenv_main, require
@@ -38,10 +39,8 @@ def planted(tmp_path_factory: pytest.TempPathFactory) -> FleetReport:
 @pytest.fixture(scope="module")
 def page(planted: FleetReport, tmp_path_factory: pytest.TempPathFactory) -> Path:
     needs_matplotlib()
-    from gpuenv.fleet.html import to_html
-
     path = tmp_path_factory.mktemp("html") / "fleet.html"
-    path.write_text(to_html(planted), encoding="utf-8")
+    path.write_text(output.text("fleet", "html", planted), encoding="utf-8")
     return path
 
 
@@ -59,11 +58,9 @@ def test_the_page_holds_its_plots_and_fetches_nothing(page: Path, planted: Fleet
 
 
 def test_html_without_matplotlib_is_exit_3(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpuenv.fleet.html import require_matplotlib
-
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    with pytest.raises(CannotRun, match="needs matplotlib") as info:
-        require_matplotlib()
+    with pytest.raises(CannotRun, match="--html needs matplotlib") as info:
+        output.require("fleet", "html")
     assert info.value.exit_code == 3 and info.value.hint == "pip install 'gpuenv[report]'"
 
 

@@ -15,8 +15,8 @@ import pytest
 
 from gpuenv.cli import COMMANDS, main
 from gpuenv.errors import BadRequest
-from gpuenv.fleet import formats, stats
 from gpuenv.fleet import report as report_module
+from gpuenv.fleet import stats
 from gpuenv.fleet.report import (
     FleetReport,
     Gpu,
@@ -29,6 +29,7 @@ from gpuenv.fleet.report import (
     host_report,
     read_report,
 )
+from gpuenv.output import fleet as formats
 from gpuenv.resources import data_file
 from gpuenv.verify.checks.nvml import per_gpu_figures
 from gpuenv.verify.facts import NvmlSnapshot, visible

@@ -79,7 +79,7 @@ def test_help_and_the_engine_import_no_heavy_module() -> None:
     import sys
 
     code = (
-        "import sys; import gpuenv.cli.verify_cmd, gpuenv.verify.engine, gpuenv.verify.outputs; "
+        "import sys; import gpuenv.cli.verify_cmd, gpuenv.verify.engine, gpuenv.output.verify; "
         "heavy = {'torch', 'pynvml', 'numpy', 'docker'} & set(sys.modules); assert not heavy, heavy"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

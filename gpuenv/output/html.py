@@ -1,4 +1,4 @@
-"""The fleet report as one self-contained HTML page: plots inline, nothing fetched.
+"""The fleet report as one self-contained HTML page: plots inline, nothing fetched (the `html` format).
 
 Plots are drawn with matplotlib (the `report` extra): it renders offline to PNG bytes with no
 JavaScript runtime or CDN behind it, it is the most widely maintained Python plotting library,
@@ -17,8 +17,8 @@ from typing import Any
 
 import jinja2
 
-from gpuenv.errors import CannotRun
-from gpuenv.fleet.formats import (
+from gpuenv.fleet.report import FleetReport, GroupKey, HostReport, grouped
+from gpuenv.output.fleet import (
     FAILURE_COLUMNS,
     GROUP_COLUMNS,
     OUTLIER_COLUMNS,
@@ -28,7 +28,6 @@ from gpuenv.fleet.formats import (
     outcome_line,
     outlier_row,
 )
-from gpuenv.fleet.report import FleetReport, GroupKey, HostReport, grouped
 from gpuenv.resources import data_file
 from gpuenv.verify.cost import cost_table
 
@@ -36,14 +35,6 @@ TFLOPS = "amp.matmul_tflops"
 BUSBW = "allreduce.busbw_gbps"
 BAD = "#c0392b"
 GOOD = "#2c7fb8"
-
-
-def require_matplotlib() -> None:
-    """Before any work: --html needs matplotlib (exit 3 with the extra to install)."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError as exc:
-        raise CannotRun("--html needs matplotlib, which is not installed", hint="pip install 'gpuenv[report]'") from exc
 
 
 @dataclass(frozen=True)
@@ -65,7 +56,7 @@ def _outlier_points(report: FleetReport, key: GroupKey) -> set[tuple[str, int | 
 
 def busbw_plots(report: FleetReport) -> Iterator[Plot]:
     """A histogram of hosts' busbw per GPU model, count, collective and size; outliers in red."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # heavy optional extra (gpuenv[report]), only for --html
 
     for key, pool in grouped(report.hosts).items():
         if key.figure != BUSBW:
@@ -98,7 +89,7 @@ def busbw_plots(report: FleetReport) -> Iterator[Plot]:
 
 def tflops_plots(report: FleetReport) -> Iterator[Plot]:
     """Each GPU's matmul TFLOP/s by host (hosts in name order), per GPU model and count; outliers in red."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # heavy optional extra (gpuenv[report]), only for --html
 
     for key, pool in grouped(report.hosts).items():
         if key.figure != TFLOPS:

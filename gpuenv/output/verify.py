@@ -1,16 +1,15 @@
-"""The report's outputs: terminal table, JSON, JUnit XML, Prometheus textfile; atomic writes."""
+"""A verify report's renderers: the terminal's screen, JSON, the job summary, JUnit XML and a
+Prometheus textfile (registered in gpuenv.output.FORMATS; gpuenv.files writes them)."""
 
 from __future__ import annotations
 
-import json
+from datetime import datetime
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from gpuenv.files import write_output
+from gpuenv.output.jsontext import json_text
+from gpuenv.output.screen import Block, Screen, Span, line, table
 from gpuenv.verify.model import STATUSES, Report
-
-# Every output goes through gpuenv.files' one rule: files atomically, streams written through.
-write_atomic = write_output
 
 STYLE = {
     "pass": "green",
@@ -24,7 +23,7 @@ STYLE = {
 
 
 def to_json(report: Report) -> str:
-    return json.dumps(report.to_dict(), indent=2) + "\n"
+    return json_text(report.to_dict())
 
 
 JOB_SCHEMA = "gpuenv.verify-job/1"
@@ -45,7 +44,7 @@ def to_job_summary(report: Report) -> str:
         "check": check.to_dict() if check else None,
         "verdict": report.to_dict()["verdict"],
     }
-    return json.dumps(summary, indent=2) + "\n"
+    return json_text(summary)
 
 
 def to_junit(report: Report) -> str:
@@ -165,40 +164,31 @@ def _cost_metrics(report: Report) -> list[str]:
 
 
 def _epoch(iso: str) -> int:
-    from datetime import datetime
-
     return int(datetime.fromisoformat(iso).timestamp())
 
 
-def render_table(report: Report, console: Any) -> None:
-    from rich.table import Table
-
-    table = Table(
-        title=f"gpuenv verify --level {report.level} on {report.host.get('hostname')} "
-        f"({'CPU only' if report.cpu_only else 'CUDA'})",
-        title_justify="left",
-    )
-    table.add_column("check")
-    table.add_column("status")
-    table.add_column("time", justify="right")
-    table.add_column("result")
-    for check in report.checks:
-        table.add_row(
-            check.name, f"[{STYLE[check.status]}]{check.status}[/]", f"{check.duration_s:.1f}s", check.summary
-        )
-    console.print(table)
+def screen(report: Report) -> Screen:
+    """The checks as a table, then the findings worth a look, the cost figures and the verdict."""
+    scope = "CPU only" if report.cpu_only else "CUDA"
+    rows = [
+        (check.name, Span(check.status, STYLE[check.status]), f"{check.duration_s:.1f}s", check.summary)
+        for check in report.checks
+    ]
+    title = f"gpuenv verify --level {report.level} on {report.host.get('hostname')} ({scope})"
+    blocks: list[Block] = [
+        table(("check", "status", "time", "result"), rows, title=title, title_left=True, right_aligned=("time",))
+    ]
     for check in report.checks:
         for finding in check.findings:
             if finding.severity == "info":
                 continue
             style = "bold red" if finding.severity == "fail" else "yellow"
-            console.print(f"[{style}]{finding.severity}[/] {check.name}: {finding.message}")
+            blocks.append(line(Span(finding.severity, style), f" {check.name}: {finding.message}"))
             if finding.remediation:
-                console.print(f"     fix: {finding.remediation} ({finding.action})")
-    for line in cost_lines(report.cost):
-        console.print(line, markup=False)
-    style = "bold green" if report.verdict.certified else "bold red"
-    console.print(f"[{style}]{report.verdict.summary}[/]")
+                blocks.append(line(f"     fix: {finding.remediation} ({finding.action})"))
+    blocks += [line(text) for text in cost_lines(report.cost)]
+    blocks.append(line(Span(report.verdict.summary, "bold green" if report.verdict.certified else "bold red")))
+    return tuple(blocks)
 
 
 def cost_lines(cost: dict[str, Any] | None) -> list[str]:

@@ -1,4 +1,5 @@
-"""The fleet report as text: the terminal tables, Markdown and Prometheus gauges (pure)."""
+"""A fleet report's renderers: the terminal's tables, JSON, Markdown and Prometheus gauges
+(registered in gpuenv.output.FORMATS; the HTML page is gpuenv.output.html)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpuenv.fleet.report import FleetReport, Group, Outlier
+from gpuenv.output.jsontext import json_text
+from gpuenv.output.screen import Block, Screen, line, table
 from gpuenv.verify.cost import cost_table
 
 MAX_LISTED = 20  # hosts named under one failure code before "and N more"
@@ -69,23 +72,25 @@ def outlier_row(o: Outlier) -> tuple[str, ...]:
     )
 
 
-def render_table(report: FleetReport, console: Any) -> None:
-    """Rich tables on a console: failures, outliers, groups, then the one-line verdict."""
-    from gpuenv.cli.output import table
-
+def screen(report: FleetReport) -> Screen:
+    """Failures, outliers, groups and costs as tables, then the history's events and the verdict."""
+    blocks: list[Block] = []
     if report.failures:
-        console.print(table(FAILURE_COLUMNS, failure_rows(report), title="Failing findings"))
+        blocks.append(table(FAILURE_COLUMNS, failure_rows(report), title="Failing findings"))
     if report.outliers:
-        console.print(table(OUTLIER_COLUMNS, map(outlier_row, report.outliers), title="Outliers"))
-    console.print(table(GROUP_COLUMNS, map(group_row, report.groups), title="Figures by group"))
+        blocks.append(table(OUTLIER_COLUMNS, map(outlier_row, report.outliers), title="Outliers"))
+    blocks.append(table(GROUP_COLUMNS, map(group_row, report.groups), title="Figures by group"))
     if report.costs:
         columns, cells = cost_table(report.costs)
-        console.print(table(columns, cells, title="Cost by node kind (USD, certified hosts)"))
-        for line in cost_notes(report):
-            console.print(line, markup=False)
-    for event in report.events:
-        console.print(f"history: {event['message']}", markup=False)
-    console.print(outcome_line(report), markup=False)
+        blocks.append(table(columns, cells, title="Cost by node kind (USD, certified hosts)"))
+        blocks += [line(note) for note in cost_notes(report)]
+    blocks += [line(f"history: {event['message']}") for event in report.events]
+    blocks.append(line(outcome_line(report)))
+    return tuple(blocks)
+
+
+def to_json(report: FleetReport) -> str:
+    return json_text(report.to_dict())
 
 
 def _md_table(columns: tuple[str, ...], rows: Iterator[tuple[str, ...]] | Any) -> list[str]:

@@ -65,13 +65,13 @@ MIN_HOSTS_HELP = "Judge outliers only in groups with values from at least N host
 @click.pass_context
 def report(ctx: click.Context, /, paths: tuple[Path, ...], as_json: bool, markdown: bool, **options: Any) -> int:
     """Compare many nodes' verify reports: outcomes, failures by finding, robust statistics, outliers."""
-    from gpuenv.fleet.report import ReportRequest, fleet_report
+    from gpuenv.fleet.report import ReportRequest, fleet_report  # msgspec (report reader): not on --help
 
     if as_json and markdown:
         raise click.UsageError("--json and --markdown exclude each other")
     html, prometheus = options["html"], options["prometheus"]
     if html is not None:
-        from gpuenv.fleet.html import require_matplotlib
+        from gpuenv.fleet.html import require_matplotlib  # msgspec (report reader): not on --help
 
         require_matplotlib()
     rule = stats.Rule(options["z"], options["min_deviation"])
@@ -80,7 +80,7 @@ def report(ctx: click.Context, /, paths: tuple[Path, ...], as_json: bool, markdo
     for skipped in result.skipped:
         warn(f"skipped {skipped.path}: {skipped.reason}")
     if html is not None:
-        from gpuenv.fleet.html import to_html
+        from gpuenv.fleet.html import to_html  # msgspec (report reader): not on --help
 
         write_output(str(html), to_html(result), what="--html")
     _present(ctx, result, prometheus, as_json=as_json, markdown=markdown)
@@ -88,7 +88,7 @@ def report(ctx: click.Context, /, paths: tuple[Path, ...], as_json: bool, markdo
 
 
 def _present(ctx: click.Context, result: Any, prometheus: Path | None, *, as_json: bool, markdown: bool) -> None:
-    from gpuenv.fleet import formats
+    from gpuenv.fleet import formats  # msgspec (report reader): not on --help
 
     if prometheus is not None:
         write_output(str(prometheus), formats.to_prometheus(result), what="--prometheus")
@@ -132,7 +132,12 @@ def baseline() -> None:
 @click.pass_context
 def learn(ctx: click.Context, paths: tuple[Path, ...], output: Path | None, min_hosts: int, as_json: bool) -> None:
     """Learn medians from the certified hosts' reports (outliers left out) into a gpuenv.baselines/2 file."""
-    from gpuenv.fleet.baseline import LearnRequest, checked_text, learn_baselines, summary_line
+    from gpuenv.fleet.baseline import (  # msgspec (report reader): not on --help
+        LearnRequest,
+        checked_text,
+        learn_baselines,
+        summary_line,
+    )
 
     if output is None:
         raise click.UsageError("missing option '-o' / '--output'")

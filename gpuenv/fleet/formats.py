@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpuenv.fleet.report import FleetReport, Group, Outlier
+from gpuenv.fleet.report_model import FleetReport, Group, Outlier
 from gpuenv.verify.cost import cost_table
 
 MAX_LISTED = 20  # hosts named under one failure code before "and N more"

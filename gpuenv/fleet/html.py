@@ -28,7 +28,8 @@ from gpuenv.fleet.formats import (
     outcome_line,
     outlier_row,
 )
-from gpuenv.fleet.report import FleetReport, GroupKey, HostReport, grouped
+from gpuenv.fleet.report_compare import grouped
+from gpuenv.fleet.report_model import FleetReport, GroupKey, HostReport
 from gpuenv.resources import data_file
 from gpuenv.verify.cost import cost_table
 

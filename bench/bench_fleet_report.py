@@ -4,9 +4,10 @@ json.loads the same files; targets: ratio <= 2.0 and peak RSS <= 1 GiB.
 The reports are built with gpuenv's own report model (tests/fleet/fleet_reports.py: the nvml,
 allreduce and amp checks with their per-GPU figures and the NVML snapshot), written once to a
 temporary folder; then the command and the floor run interleaved, 3 rounds, medians. Peak RSS is
-the command's own (wait4's ru_maxrss), the largest over the rounds. gpuenv's bytecode is compiled
-first, as installing gpuenv does (a checkout run with PYTHONDONTWRITEBYTECODE set would otherwise
-compile every module at each start).
+the command's own (wait4's ru_maxrss), the largest over the rounds. CPU time (user + system, the
+command's with its reader processes) is printed beside: on a shared machine it varies less.
+gpuenv's bytecode is compiled first, as installing gpuenv does (a checkout run with
+PYTHONDONTWRITEBYTECODE set would otherwise compile every module at each start).
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ FLOOR = (
 )
 
 
-def measure(cmd: list[str]) -> tuple[float, int, str]:
-    """(seconds, peak RSS in KiB, stdout) of one run, reaped with wait4 to read its own peak RSS."""
+def measure(cmd: list[str]) -> tuple[float, int, str, float]:
+    """(seconds, peak RSS in KiB, stdout, CPU seconds) of one run, reaped with wait4 to read its own usage."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert proc.stdout is not None
@@ -52,7 +53,7 @@ def measure(cmd: list[str]) -> tuple[float, int, str]:
     seconds = time.perf_counter() - start
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(cmd[:6])} exited {proc.returncode}")
-    return seconds, usage.ru_maxrss, out.decode()
+    return seconds, usage.ru_maxrss, out.decode(), usage.ru_utime + usage.ru_stime
 
 
 def main() -> int:
@@ -66,16 +67,23 @@ def main() -> int:
         command = [sys.executable, "-m", "gpuenv", "fleet", "report", str(folder), "--json"]
         floor = [sys.executable, "-c", FLOOR, str(folder)]
         times: dict[str, list[float]] = {"report": [], "floor": []}
+        cpu: dict[str, list[float]] = {"report": [], "floor": []}
         peak = 0
         for n in range(ROUNDS):  # a fresh GPU history each round: every report is recorded, none found there
-            seconds, rss, out = measure([*command, "--history", str(Path(tmp) / f"history-{n}.sqlite")])
+            seconds, rss, out, used = measure([*command, "--history", str(Path(tmp) / f"history-{n}.sqlite")])
             times["report"].append(seconds)
+            cpu["report"].append(used)
             peak = max(peak, rss)
-            times["floor"].append(measure(floor)[0])
+            seconds, _, _, used = measure(floor)
+            times["floor"].append(seconds)
+            cpu["floor"].append(used)
         result = json.loads(out)
     assert len(result["hosts"]) == HOSTS and not result["skipped"], "the command did not read every report"
     medians = {name: statistics.median(values) for name, values in times.items()}
     ok = report(f"fleet report --json over {HOSTS} reports", medians["report"], medians["floor"], target=2.0)
+    cpus = {name: statistics.median(values) for name, values in cpu.items()}
+    ratio = cpus["report"] / cpus["floor"]
+    print(f"CPU time: {cpus['report']:.3f}s vs {cpus['floor']:.3f}s -> {ratio:.2f} (not a target)")
     rss_ok = peak / 1024 <= RSS_LIMIT_MIB
     print(f"peak RSS {peak / 1024:.0f} MiB (target <= {RSS_LIMIT_MIB} MiB) {'ok' if rss_ok else 'OVER TARGET'}")
     print(f"outliers in the clean fleet: {len(result['outliers'])}")

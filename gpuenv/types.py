@@ -1,4 +1,4 @@
-"""The closed vocabularies every layer shares: verify levels, devices and check statuses.
+"""The closed vocabularies every layer shares: verify levels, devices, check statuses and outcomes.
 
 One home for each: the CLI's choices, the provisioning variables, the Docker adapter and the verify
 engine all take them from here, so a new level or status is added in one place.
@@ -12,7 +12,13 @@ Level = Literal["quick", "standard", "deep"]
 DeviceChoice = Literal["auto", "cuda", "cpu"]  # what a user asks for
 Device = Literal["cuda", "cpu"]  # what a run settled on
 Status = Literal["pass", "warn", "fail", "skip", "timeout", "crash", "error"]
+# What a verify report's verdict says of its host.
+ReportOutcome = Literal["certified", "not certified", "could not run", "interrupted"]
+# A host's outcome, in the order they are tallied: its report's, or one `fleet verify` gives a host it could not verify.
+Outcome = Literal[ReportOutcome, "unreachable", "timeout", "not provisioned"]
 
 LEVELS: tuple[Level, ...] = get_args(Level)
 DEVICE_CHOICES: tuple[DeviceChoice, ...] = get_args(DeviceChoice)
 STATUSES: tuple[Status, ...] = get_args(Status)
+REPORT_OUTCOMES: tuple[ReportOutcome, ...] = get_args(ReportOutcome)
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)

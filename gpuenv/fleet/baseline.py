@@ -19,7 +19,9 @@ from typing import Any
 from gpuenv import schema
 from gpuenv.errors import BadRequest
 from gpuenv.fleet import stats
-from gpuenv.fleet.report import BUSBW, HostReport, compare, load, report_files, workers_for
+from gpuenv.fleet.report_compare import compare
+from gpuenv.fleet.report_model import BUSBW, HostReport
+from gpuenv.fleet.report_reading import load, report_files, workers_for
 from gpuenv.resources import data_file
 from gpuenv.verify.baselines import SCHEMA as BASELINES_SCHEMA
 

@@ -3,18 +3,15 @@
 One row per report (the report's host name, its start time and a hash of the report make it
 unique, so ingesting the same report twice keeps one row, whichever command ingests it; the row
 also keeps the name the fleet knows the host by) and one row per GPU in it (UUID, serial, bus id,
-whether a failing finding named it, its finding codes). WAL mode lets many processes ingest at once; the
-file belongs on a local filesystem (SQLite's locking is unreliable on network filesystems), so
-nodes write reports and the controller ingests them.
+whether a failing finding named it, its finding codes): the records of gpuenv.fleet.history_records.
+WAL mode lets many processes ingest at once; the file belongs on a local filesystem (SQLite's
+locking is unreliable on network filesystems), so nodes write reports and the controller ingests them.
 
-`events_of` is the pure query the fleet report uses: a GPU that failed before and is back in
-service (on any host), and a GPU that moved between hosts; `gpu_events` runs it over the file.
+`gpu_events` runs the records' event query (`events_of`) over the file, for the fleet report.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import sqlite3
 import time
@@ -23,9 +20,11 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any
 
 from gpuenv.errors import BadRequest
+from gpuenv.fleet.history_records import GpuEvent, NotAReport, ReportRecord, Sighting, events_of, record_from_report
+from gpuenv.verify import reportfile
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 120.0  # a writer waits this long for another one's transaction
@@ -61,180 +60,10 @@ CREATE INDEX IF NOT EXISTS reports_by_hostname ON reports (hostname, started);
 """
 
 
-class NotAReport(ValueError):
-    """The document is not a gpuenv verify report (the caller names the file and skips it)."""
-
-
-class GpuRecord(NamedTuple):  # a tuple: a fleet report records tens of thousands
-    gpu_index: int | None  # NVML's
-    uuid: str | None
-    serial: str | None
-    bus_id: str | None
-    name: str | None
-    failed: bool  # a failing finding named this GPU
-    codes: tuple[str, ...]  # codes of the warn and fail findings that named it
-
-
-@dataclass(frozen=True)
-class ReportRecord:
-    host: str  # the name the fleet knows the host by (its inventory name, else its hostname)
-    hostname: str  # the report's own: with the start time and the hash, what makes a report one row
-    started: str  # UTC, ISO 8601 with microseconds: sorts as text
-    digest: str
-    outcome: str
-    codes: tuple[str, ...]  # every warn and fail finding's code in the report
-    gpus: tuple[GpuRecord, ...]
-    source: str | None = None
-
-
 @dataclass(frozen=True)
 class IngestResult:
     added: int
     already: int  # reports the history already held
-
-
-@dataclass(frozen=True)
-class Sighting:
-    """One GPU in one report, as the history holds it."""
-
-    uuid: str
-    serial: str | None
-    host: str
-    started: str
-    outcome: str
-    failed: bool
-    codes: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class GpuEvent:
-    """Something the history knows about a GPU that one report alone cannot show."""
-
-    kind: Literal["returned", "moved"]
-    uuid: str
-    serial: str | None
-    host: str  # where the GPU is now (its newest report)
-    started: str  # when that report started
-    previous_host: str  # returned: where it failed; moved: where it was seen before
-    previous_started: str  # returned: when it failed; moved: when it was last seen there
-    codes: tuple[str, ...]  # returned: the codes of that failure
-
-    @property
-    def message(self) -> str:
-        when = self.previous_started[:10]
-        if self.kind == "returned":
-            why = f" ({', '.join(self.codes)})" if self.codes else ""
-            return f"{self.uuid} failed on {when} on {self.previous_host}{why}, now in {self.host}"
-        return f"{self.uuid} moved from {self.previous_host} (last seen {when}) to {self.host}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "gpu_uuid": self.uuid,
-            "gpu_serial": self.serial,
-            "host": self.host,
-            "started": self.started,
-            "previous_host": self.previous_host,
-            "previous_started": self.previous_started,
-            "codes": list(self.codes),
-            "message": self.message,
-        }
-
-
-# --- pure: a report to its record, sightings to events ----------------------------------------
-
-
-def utc_text(value: str) -> str:
-    """A report's timestamp as UTC text that sorts in time order; NotAReport when it is no timestamp."""
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except (TypeError, ValueError, AttributeError) as exc:
-        raise NotAReport(f"'started' is not a timestamp: {str(value)[:40]!r}") from exc
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def record_from_report(doc: Any, *, raw: bytes, host: str | None = None, source: str | None = None) -> ReportRecord:
-    """What the history keeps of one verify report parsed from `raw` (its hash is the report's);
-    host: the name the fleet knows it by (default: the report's hostname)."""
-    if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("gpuenv.verify-report/"):
-        raise NotAReport("not a gpuenv verify report (no gpuenv.verify-report schema)")
-    node, verdict = doc.get("host"), doc.get("verdict")
-    if not isinstance(node, dict) or not isinstance(verdict, dict) or not isinstance(node.get("gpus", []), list):
-        raise NotAReport("a verify report without its host or verdict")
-    hostname = node.get("hostname")
-    if not isinstance(hostname, str) or not hostname:
-        raise NotAReport("a verify report without a host name")
-    findings = [f for c in doc.get("checks") or [] if isinstance(c, dict) for f in _findings(c)]
-    gpus = tuple(_gpu_record(g, findings) for g in node.get("gpus") or [] if isinstance(g, dict))
-    digest = hashlib.sha256(raw).hexdigest()
-    return ReportRecord(
-        host=host or hostname,
-        hostname=hostname,
-        started=utc_text(str(doc.get("started", ""))),
-        digest=digest,
-        outcome=str(verdict.get("outcome", "unknown")),
-        codes=tuple(sorted({code for code, _, _ in findings})),
-        gpus=gpus,
-        source=source,
-    )
-
-
-def _findings(check: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any] | None]]:
-    """(code, severity, gpu) of each warn or fail finding; a finding without a code is named by its check."""
-    for f in check.get("findings") or ():
-        if isinstance(f, dict) and f.get("severity") in ("warn", "fail"):
-            gpu = f.get("gpu") if isinstance(f.get("gpu"), dict) else None
-            yield str(f.get("code") or check.get("name") or "unknown"), str(f["severity"]), gpu
-
-
-def _gpu_record(gpu: dict[str, Any], findings: list[tuple[str, str, dict[str, Any] | None]]) -> GpuRecord:
-    index, uuid = gpu.get("index"), _text(gpu.get("uuid"))
-    mine = [(code, severity) for code, severity, other in findings if _names(other, uuid, index)]
-    return GpuRecord(
-        index if type(index) is int else None,
-        uuid,
-        _text(gpu.get("serial")),
-        _text(gpu.get("pci_bus_id")),
-        _text(gpu.get("name")),
-        any(severity == "fail" for _, severity in mine),
-        tuple(sorted({code for code, _ in mine})),
-    )
-
-
-def _names(ref: dict[str, Any] | None, uuid: str | None, index: Any) -> bool:
-    """Whether a finding's GPU reference names this GPU: by UUID where both have one, else by index."""
-    if ref is None:
-        return False
-    if ref.get("uuid") and uuid:
-        return bool(ref["uuid"] == uuid)
-    return bool(ref.get("index") == index)
-
-
-def _text(value: Any) -> str | None:
-    return value if type(value) is str and value else None
-
-
-def events_of(sightings: Iterable[Sighting]) -> list[GpuEvent]:
-    """Per GPU, judged at its newest sighting: back in service after a failure, and moved between hosts."""
-    by_uuid: dict[str, list[Sighting]] = {}
-    for s in sightings:
-        by_uuid.setdefault(s.uuid, []).append(s)
-    events: list[GpuEvent] = []
-    for uuid, seen in sorted(by_uuid.items()):
-        seen.sort(key=lambda s: (s.started, s.host))
-        now, before = seen[-1], seen[:-1]
-        failures = [s for s in before if s.failed]
-        if failures and not now.failed:
-            last = failures[-1]
-            events.append(
-                GpuEvent("returned", uuid, now.serial, now.host, now.started, last.host, last.started, last.codes)
-            )
-        if before and before[-1].host != now.host:
-            prev = before[-1]
-            events.append(GpuEvent("moved", uuid, now.serial, now.host, now.started, prev.host, prev.started, ()))
-    return events
 
 
 # --- the file ---------------------------------------------------------------------------------
@@ -481,14 +310,16 @@ def _marks(chunk: list[str]) -> str:
 
 def ingest_files(path: Path, reports: Iterable[tuple[Path, str | None]]) -> tuple[IngestResult, list[str]]:
     """Read each (file, host name or None) and ingest what is a verify report; the others are named, not fatal."""
-    from gpuenv.errors import GpuenvError
-    from gpuenv.files import read_bytes
-
     records, skipped = [], []
     for file, host in reports:
-        try:
-            raw = read_bytes(file, "report")
-            records.append(record_from_report(json.loads(raw), raw=raw, host=host, source=str(file)))
-        except (GpuenvError, ValueError) as exc:
-            skipped.append(f"{file}: {getattr(exc, 'message', exc)}")
+        found = reportfile.read(file)
+        if isinstance(found, reportfile.Skipped):
+            skipped.append(f"{file}: {found.reason}")
+        elif not isinstance(found.document, reportfile.VerifyReport):
+            skipped.append(f"{file}: not a gpuenv verify report")
+        else:
+            try:
+                records.append(record_from_report(found.document, raw=found.raw, host=host, source=str(file)))
+            except NotAReport as exc:
+                skipped.append(f"{file}: {exc}")
     return ingest(path, records), skipped

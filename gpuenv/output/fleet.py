@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpuenv.fleet.report import FleetReport, Group, Outlier
+from gpuenv.fleet.report_model import FleetReport, Group, Outlier
 from gpuenv.output.jsontext import json_text
 from gpuenv.output.screen import Block, Screen, line, table
 from gpuenv.verify.cost import cost_table

@@ -17,7 +17,8 @@ from typing import Any
 
 import jinja2
 
-from gpuenv.fleet.report import FleetReport, GroupKey, HostReport, grouped
+from gpuenv.fleet.report_compare import grouped
+from gpuenv.fleet.report_model import FleetReport, GroupKey, HostReport
 from gpuenv.output.fleet import (
     FAILURE_COLUMNS,
     GROUP_COLUMNS,

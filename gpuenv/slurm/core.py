@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the hooks' commands load this module: the reader (msgspec) only where a report is read
+    from gpuenv.verify.reportfile import VerifyReport
 
 REASON_PREFIX = "gpuenv:"
 # Slurm keeps a reason of any length, but sinfo -R, squeue and most dashboards show one short line;
@@ -35,27 +38,25 @@ def is_ours(node_reason: str | None) -> bool:
     return bool(node_reason) and str(node_reason).startswith(REASON_PREFIX)
 
 
-def first_problem(report: dict[str, Any]) -> Problem | None:
+def first_problem(report: VerifyReport) -> Problem | None:
     """The first failing finding of the first check that is not certified, or that check itself."""
-    for check in report.get("checks", []):
-        if check.get("status") not in NOT_CERTIFIED:
+    for check in report.checks:
+        if check.status not in NOT_CERTIFIED:
             continue
-        name = str(check.get("name", "verify"))
-        for finding in check.get("findings", []):
-            if finding.get("severity") == "fail":
+        for finding in check.findings:
+            if finding.severity == "fail":
                 # `code` (<check>.<rule>) where the report has it; the check name otherwise
-                code = finding.get("code") or name
-                gpu = finding.get("gpu")
-                label = f"GPU{gpu['index']}" if isinstance(gpu, dict) and "index" in gpu else None
-                return Problem(str(code), label, str(finding.get("message", "")))
-        return Problem(f"{name}.{check['status']}", None, str(check.get("summary", "")))
+                gpu = finding.gpu
+                label = f"GPU{gpu.index}" if gpu is not None and gpu.index is not None else None
+                return Problem(finding.code or check.name, label, finding.message)
+        return Problem(f"{check.name}.{check.status}", None, check.summary)
     return None
 
 
-def failure_reason(report: dict[str, Any]) -> str:
+def failure_reason(report: VerifyReport) -> str:
     problem = first_problem(report)
     if problem is None:
-        return reason("verify", str(report.get("verdict", {}).get("summary", "not certified")))
+        return reason("verify", report.verdict.summary if report.verdict is not None else "not certified")
     return reason(problem.code, problem.gpu, problem.message)
 
 

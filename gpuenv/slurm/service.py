@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import json
 import os
 import signal
 import socket
@@ -18,7 +17,11 @@ from typing import Any
 
 from gpuenv.errors import CannotRun
 from gpuenv.slurm import core, kernel_xids, scontrol
+from gpuenv.verify import reportfile
+from gpuenv.verify.checks import nvml
+from gpuenv.verify.facts import GpuInfo, visible
 from gpuenv.verify.model import Finding
+from gpuenv.verify.reportfile import VerifyReport
 
 TERM_GRACE = 3.0  # seconds verify gets after SIGTERM to write its partial report
 SLACK = 5.0  # seconds kept back from the budget for the kill, the drain and the exit
@@ -50,7 +53,7 @@ class HookResult:
 @dataclass(frozen=True)
 class VerifyRun:
     code: int
-    report: dict[str, Any] | None
+    report: VerifyReport | None
     over_budget: bool
     stderr_tail: str
 
@@ -94,7 +97,8 @@ def run_hook(req: HookRequest) -> HookResult:
 
 
 def _healthy(node: str, run: VerifyRun, req: HookRequest, report: Path | None, note: str | None = None) -> HookResult:
-    summary = str((run.report or {}).get("verdict", {}).get("summary", "certified"))
+    verdict = run.report.verdict if run.report is not None else None
+    summary = verdict.summary if verdict is not None else "certified"
     summary += f"; {note}" if note else ""
     if req.hook != "health-check":  # prolog and epilog never resume: that is the health check's call
         return HookResult(0, node, "none", None, summary, report)
@@ -107,16 +111,11 @@ def _healthy(node: str, run: VerifyRun, req: HookRequest, report: Path | None, n
 
 
 def job_kernel_xids(
-    report: dict[str, Any], env: dict[str, str], kmsg: Path = Path("/dev/kmsg")
+    report: VerifyReport, env: dict[str, str], kmsg: Path = Path("/dev/kmsg")
 ) -> tuple[list[Finding], str | None]:
     """XIDs the kernel logged on the job's GPUs since the job started, judged like the nvml
     check's; the note says what was not read (or the warnings), else None."""
-    from gpuenv.verify.checks import nvml
-    from gpuenv.verify.facts import GpuInfo, visible
-
-    snap = next(
-        (c.get("detail", {}).get("snapshot") for c in report.get("checks", []) if c.get("name") == "nvml"), None
-    )
+    snap = next((_snapshot(c) for c in report.checks if c.name == "nvml"), None)
     if not snap:
         return [], "kernel log not read: the report has no NVML snapshot to name the job's GPUs"
     gpus = visible(snap.get("gpus", []), env.get("CUDA_VISIBLE_DEVICES"))
@@ -133,6 +132,12 @@ def job_kernel_xids(
     found = nvml.xid_findings(events, infos, nvml.load_policy(), during="the job (kernel log)")
     warned = [f.message for f in found if f.severity != "fail"]
     return found, "; ".join(warned) or None
+
+
+def _snapshot(check: reportfile.Check) -> Any:
+    """The NVML snapshot the nvml check keeps in its detail (None when it has none)."""
+    detail = check.detail_value()
+    return detail.get("snapshot") if isinstance(detail, dict) else None
 
 
 def _job_start(env: dict[str, str]) -> float | None:
@@ -159,19 +164,20 @@ def _drain(node: str, reason: str, code: int, report: Path | None) -> HookResult
     return HookResult(code, node, "drained", reason, reason, report)
 
 
-def _nothing_to_check(report: dict[str, Any]) -> bool:
+def _nothing_to_check(report: VerifyReport) -> bool:
     """A CPU-only node where every selected check (the GPU ones) was skipped: nothing to judge."""
-    checks = report.get("checks", [])
-    return bool(report.get("cpu_only")) and bool(checks) and all(c.get("status") == "skip" for c in checks)
+    checks = report.checks
+    return report.cpu_only and bool(checks) and all(c.status == "skip" for c in checks)
 
 
-def _skip_reasons(report: dict[str, Any]) -> str:
-    return "; ".join(f"{c.get('name')}: {c.get('summary', '')}" for c in report.get("checks", []))
+def _skip_reasons(report: VerifyReport) -> str:
+    return "; ".join(f"{c.name}: {c.summary}" for c in report.checks)
 
 
 def _could_not_run_why(run: VerifyRun) -> str:
     if run.report is not None:
-        return str(run.report.get("verdict", {}).get("summary", f"verify exit {run.code}"))
+        verdict = run.report.verdict
+        return verdict.summary if verdict is not None else f"verify exit {run.code}"
     lines = [line.strip() for line in run.stderr_tail.splitlines() if line.strip()]
     errors = [line.split("error:", 1)[1].strip() for line in lines if "error:" in line]
     return (errors or lines or [f"verify exit {run.code}"])[-1]
@@ -272,9 +278,9 @@ def _kill_descendants() -> None:
                 os.waitpid(pid, 0)
 
 
-def _load(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+def _load(path: Path) -> VerifyReport | None:
+    """The report verify wrote; None when there is none (verify died before writing it) or it is unreadable."""
+    found = reportfile.read(path)
+    if isinstance(found, reportfile.Skipped) or not isinstance(found.document, VerifyReport):
         return None
-    return data if isinstance(data, dict) else None
+    return found.document

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from gpuenv.slurm import core
+from gpuenv.verify import reportfile
 
 
-def _report(*checks: dict[str, Any]) -> dict[str, Any]:
-    return {"checks": list(checks), "verdict": {"summary": "not certified: x"}}
+def _report(*checks: dict[str, Any]) -> reportfile.VerifyReport:
+    """A report with these checks, as the hooks read it (gpuenv.verify.reportfile)."""
+    doc = {"schema": reportfile.SCHEMA_V2, "checks": checks, "verdict": {"outcome": "not certified", "summary": "x"}}
+    found = reportfile.decode(json.dumps(doc).encode())
+    assert isinstance(found, reportfile.VerifyReport)
+    return found
 
 
 def test_reason_is_one_prefixed_line_within_the_limit() -> None:

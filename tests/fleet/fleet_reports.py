@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuenv.verify import reportfile
 from gpuenv.verify.catalogue import finding
 from gpuenv.verify.model import CheckResult, Finding, GpuRef, Report, decide
 
@@ -107,6 +108,13 @@ def report(node: Node) -> dict[str, Any]:
         checks=checks,
         verdict=verdict,
     ).to_dict()
+
+
+def typed(doc: dict[str, Any]) -> reportfile.VerifyReport:
+    """A report as every reader of report files sees it (gpuenv.verify.reportfile), from its JSON."""
+    found = reportfile.decode(json.dumps(doc).encode())
+    assert isinstance(found, reportfile.VerifyReport)
+    return found
 
 
 def _snapshot(node: Node, gpus: list[dict[str, Any]]) -> dict[str, Any]:

@@ -15,8 +15,9 @@ import pytest
 
 from gpuenv.errors import BadRequest
 from gpuenv.fleet import history
+from gpuenv.fleet import history_records as records
 from gpuenv.resources import data_file
-from gpuenv.verify import catalogue
+from gpuenv.verify import catalogue, reportfile
 from gpuenv.verify.model import CheckResult, GpuRef, Report, decide
 from tests.conftest import run_gpuenv
 
@@ -55,17 +56,24 @@ def raw(doc: dict[str, Any]) -> bytes:
     return json.dumps(doc, indent=2).encode()  # as verify writes it
 
 
+def record(doc: dict[str, Any], host: str | None = None) -> records.ReportRecord:
+    """The record of a report, read as every reader reads it (gpuenv.verify.reportfile)."""
+    report = reportfile.decode(raw(doc))
+    assert isinstance(report, reportfile.VerifyReport)
+    return records.record_from_report(report, raw=raw(doc), host=host)
+
+
 def test_a_report_becomes_one_record_with_its_gpus_and_codes() -> None:
     doc = report(
         "gpu017", "2026-10-02T10:00:00+02:00", [gpu(0, "GPU-a", "S-a"), gpu(1, "GPU-b", "S-b")], xid_on="GPU-b"
     )
-    rec = history.record_from_report(doc, raw=raw(doc))
+    rec = record(doc)
     assert (rec.host, rec.started, rec.outcome) == ("gpu017", "2026-10-02T08:00:00.000000Z", "not certified")
     assert rec.codes == ("nvml.xid",)
     a, b = rec.gpus
     assert (a.uuid, a.serial, a.bus_id, a.failed, a.codes) == ("GPU-a", "S-a", "00000000:17:00.0", False, ())
     assert (b.uuid, b.failed, b.codes) == ("GPU-b", True, ("nvml.xid",))
-    assert history.record_from_report(doc, raw=raw(doc), host="inventory-name").host == "inventory-name"
+    assert record(doc, host="inventory-name").host == "inventory-name"
 
 
 @pytest.mark.parametrize(
@@ -73,17 +81,45 @@ def test_a_report_becomes_one_record_with_its_gpus_and_codes() -> None:
     [[], {"schema": "gpuenv.fleet-report/1"}, {"schema": "gpuenv.verify-report/2", "host": {}, "verdict": {}}],
 )
 def test_what_is_not_a_report_is_refused(doc: Any) -> None:
-    with pytest.raises(history.NotAReport):
-        history.record_from_report(doc, raw=json.dumps(doc).encode())
+    with pytest.raises(reportfile.UnreadableReport):
+        reportfile.decode(json.dumps(doc).encode())
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda d: d["host"].pop("hostname"), "without a host name"),
+        (lambda d: d.pop("verdict"), "without its verdict"),
+        (lambda d: d.update(started="yesterday"), "not a timestamp"),
+    ],
+)
+def test_a_report_the_history_cannot_key_is_refused(change: Any, why: str) -> None:
+    doc = report("n1", "2026-11-01T00:00:00Z", [gpu(0, "GPU-a", "S-a")])
+    change(doc)
+    with pytest.raises(records.NotAReport, match=why):
+        record(doc)
+
+
+def test_ingesting_files_names_those_it_cannot_record(tmp_path: Path) -> None:
+    good, nameless = (report(h, "2026-11-01T00:00:00Z", [gpu(0, f"GPU-{h}", "S")]) for h in ("n1", "n2"))
+    del nameless["host"]["hostname"]
+    (tmp_path / "good.json").write_bytes(raw(good))
+    (tmp_path / "nameless.json").write_bytes(raw(nameless))
+    (tmp_path / "cut.json").write_bytes(raw(good)[:100])
+    files = [(tmp_path / n, None) for n in ("good.json", "nameless.json", "cut.json", "absent.json")]
+    result, skipped = history.ingest_files(tmp_path / "h.sqlite", files)
+    assert result == history.IngestResult(1, 0)
+    assert [line.split(": ", 1)[0] for line in skipped] == [str(f) for f, _ in files[1:]]
+    assert "without a host name" in skipped[0] and "corrupt" in skipped[1] and "unreadable" in skipped[2]
 
 
 def test_ingesting_the_same_report_twice_keeps_one_row(tmp_path: Path) -> None:
     db = tmp_path / "h.sqlite"
     doc = report("n1", "2026-11-01T00:00:00Z", [gpu(0, "GPU-a", "S-a")])
-    rec = history.record_from_report(doc, raw=raw(doc))
+    rec = record(doc)
     assert history.ingest(db, [rec]) == history.IngestResult(1, 0)
     assert history.ingest(db, [rec, rec]) == history.IngestResult(0, 2)
-    by_inventory_name = history.record_from_report(doc, raw=raw(doc), host="n1.rack3")  # fleet verify's name for it
+    by_inventory_name = record(doc, host="n1.rack3")  # fleet verify's name for it
     assert history.ingest(db, [by_inventory_name]) == history.IngestResult(0, 1)
     with sqlite3.connect(db) as con:
         assert con.execute("SELECT count(*) FROM reports").fetchone() == (1,)
@@ -96,7 +132,7 @@ def _writer(db: str, worker: int) -> None:
         uuid = f"GPU-{worker:03d}-{n}"
         node, started = f"node{worker:03d}", f"2026-11-{n + 1:02d}T00:00:00Z"
         doc = report(node, started, [gpu(0, uuid, f"S{worker}-{n}")], checked=False)
-        history.ingest(Path(db), [history.record_from_report(doc, raw=raw(doc))])
+        history.ingest(Path(db), [record(doc)])
 
 
 def test_32_processes_ingesting_at_once_lose_no_row(tmp_path: Path) -> None:
@@ -148,7 +184,7 @@ def fleet_history(db: Path) -> None:
         report("gpu017", "2026-10-20T09:00:00Z", [gpu(0, "GPU-a", "S-a"), gpu(1, "GPU-c", "S-c")]),
         report("gpu044", "2026-11-30T09:00:00Z", [gpu(0, "GPU-d", "S-d"), gpu(1, "GPU-b", "S-b")]),
     ]
-    history.ingest(db, [history.record_from_report(d, raw=raw(d)) for d in docs])
+    history.ingest(db, [record(d) for d in docs])
 
 
 def test_a_gpu_that_failed_and_is_back_in_service_elsewhere_is_flagged(tmp_path: Path) -> None:
@@ -167,11 +203,11 @@ def test_a_gpu_that_failed_and_is_back_in_service_elsewhere_is_flagged(tmp_path:
 
 def test_a_gpu_failing_again_now_is_not_back_in_service() -> None:
     seen = [
-        history.Sighting("GPU-x", None, "n1", "2026-10-01T00:00:00.000000Z", "not certified", True, ("nvml.xid",)),
-        history.Sighting("GPU-x", None, "n1", "2026-11-01T00:00:00.000000Z", "not certified", True, ("nvml.xid",)),
+        records.Sighting("GPU-x", None, "n1", "2026-10-01T00:00:00.000000Z", "not certified", True, ("nvml.xid",)),
+        records.Sighting("GPU-x", None, "n1", "2026-11-01T00:00:00.000000Z", "not certified", True, ("nvml.xid",)),
     ]
-    assert history.events_of(seen) == []
-    assert history.events_of(seen[:1]) == []  # seen once: no history to compare with
+    assert records.events_of(seen) == []
+    assert records.events_of(seen[:1]) == []  # seen once: no history to compare with
 
 
 def test_the_timeline_by_uuid_serial_and_host(tmp_path: Path) -> None:

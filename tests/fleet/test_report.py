@@ -15,20 +15,11 @@ import pytest
 
 from gpuenv.cli import COMMANDS, main
 from gpuenv.errors import BadRequest
-from gpuenv.fleet import report as report_module
-from gpuenv.fleet import stats
-from gpuenv.fleet.report import (
-    FleetReport,
-    Gpu,
-    HostReport,
-    ReportRequest,
-    Series,
-    compare,
-    failures_by_code,
-    fleet_report,
-    host_report,
-    read_report,
-)
+from gpuenv.fleet import report_reading, stats
+from gpuenv.fleet.report import ReportRequest, fleet_report
+from gpuenv.fleet.report_compare import compare, failures_by_code
+from gpuenv.fleet.report_model import FleetReport, Gpu, HostReport, Series
+from gpuenv.fleet.report_reading import host_report, read_report
 from gpuenv.output import fleet as formats
 from gpuenv.resources import data_file
 from gpuenv.verify.checks.nvml import per_gpu_figures
@@ -43,7 +34,7 @@ ALLREDUCE_512 = ("allreduce", 512 * fr.MiB)
 
 
 def hosts_of(nodes: list[fr.Node]) -> list[HostReport]:
-    return [host_report(fr.report(n), f"{n.host}.json") for n in nodes]
+    return [host_report(fr.typed(fr.report(n)), f"{n.host}.json") for n in nodes]
 
 
 def outliers_of(nodes: list[fr.Node], rule: stats.Rule | None = None, min_hosts: int = 8) -> list[dict[str, Any]]:
@@ -238,9 +229,10 @@ def test_fleet_verify_outcomes_name_the_hosts_and_count_those_without_a_report(
 
 
 def test_the_summary_schema_is_the_one_fleet_verify_writes() -> None:
-    from gpuenv.fleet import report, run
+    from gpuenv.fleet import run
+    from gpuenv.verify import reportfile
 
-    assert report.FLEET_VERIFY_SCHEMA == run.SCHEMA  # named twice: report must not import the Ansible side
+    assert reportfile.FLEET_VERIFY_SCHEMA == run.SCHEMA  # the reader's name for what fleet verify writes
 
 
 def test_a_malformed_report_is_skipped_not_fatal(tmp_path: Path) -> None:
@@ -279,7 +271,7 @@ def test_what_orjson_refuses_json_still_reads(tmp_path: Path) -> None:
 def test_a_host_report_crosses_a_process_boundary_unchanged() -> None:
     node = fr.healthy_node("x", random.Random(4))
     fr.ecc_failure(node, 1)
-    entry = host_report(fr.report(node), "x.json", matmul=True, costs=True)
+    entry = host_report(fr.typed(fr.report(node)), "x.json", matmul=True, costs=True)
     copy = pickle.loads(pickle.dumps(entry))
     assert copy == entry and isinstance(copy.gpus[0], Gpu) and isinstance(copy.series[0], Series)
 
@@ -292,7 +284,7 @@ def test_worker_processes_read_and_record_as_this_process_does(tmp_path: Path, m
     folder = fr.write(nodes, tmp_path / "reports")
     (folder / "cut.json").write_text("{")
     in_process = fleet_report(ReportRequest((folder,), history=tmp_path / "one.sqlite"))
-    monkeypatch.setattr(report_module, "PARALLEL_FROM", 2)  # 41 files: read by the workers, in shares
+    monkeypatch.setattr(report_reading, "PARALLEL_FROM", 2)  # 41 files: read by the workers, in shares
     in_workers = fleet_report(ReportRequest((folder,), history=tmp_path / "two.sqlite"))
     assert in_workers.to_dict() == in_process.to_dict()
     assert in_workers.outliers and in_workers.failures and len(in_workers.skipped) == 1
@@ -314,7 +306,7 @@ def test_failing_findings_are_grouped_by_code_with_hosts_and_gpus() -> None:
     timed_out = fr.report(nodes[2])
     timed_out["checks"][2].update(status="timeout", findings=[])
     timed_out["verdict"]["outcome"] = "not certified"
-    hosts[2] = host_report(timed_out, "gpu0002.json")
+    hosts[2] = host_report(fr.typed(timed_out), "gpu0002.json")
     failures = failures_by_code(hosts)
     assert [f.code for f in failures] == ["nvml.ecc_uncorrected", "amp.timeout"]
     ecc = dict(failures[0].hosts)

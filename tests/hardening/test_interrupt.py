@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuenv.fleet.report import FAULT_NAME, PARALLEL_FROM
+from gpuenv.fleet.report_reading import FAULT_NAME, PARALLEL_FROM
 from tests.conftest import REPO, require
 from tests.fleet import fleet_reports
 

@@ -3,6 +3,7 @@ over a file, and the epilog's judgement (no Slurm needed: the start time comes f
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 from gpuenv.slurm import core, kernel_xids, service
+from gpuenv.verify import reportfile
 
 # /dev/kmsg records as the 535/550 drivers write them (prio,seq,usec since boot,flags;message),
 # with the continuation lines the kernel adds for device messages
@@ -65,8 +67,12 @@ def test_the_reader_reads_a_file_to_its_end(tmp_path: Path) -> None:
     assert kernel_xids.read_kmsg(log) == RECORDS * 200
 
 
-def report(gpus: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"checks": [{"name": "nvml", "status": "pass", "detail": {"snapshot": {"gpus": gpus}}}]}
+def report(gpus: list[dict[str, Any]] | None) -> reportfile.VerifyReport:
+    """A report whose nvml check holds an NVML snapshot of these GPUs (no nvml check: None), as the hooks read it."""
+    checks = [{"name": "nvml", "status": "pass", "detail": {"snapshot": {"gpus": gpus}}}] if gpus is not None else []
+    found = reportfile.decode(json.dumps({"schema": reportfile.SCHEMA_V2, "checks": checks}).encode())
+    assert isinstance(found, reportfile.VerifyReport)
+    return found
 
 
 def kmsg_at(tmp_path: Path, *xids: tuple[str, int, float]) -> Path:
@@ -104,5 +110,5 @@ def test_the_epilog_says_what_it_could_not_read(tmp_path: Path) -> None:
     env = {"SLURM_JOB_START_TIME": str(int(time.time() - 120))}
     found, note = service.job_kernel_xids(report(GPUS), env, tmp_path / "absent")
     assert found == [] and note is not None and note.startswith("kernel log not read: ") and "absent" in note
-    found, note = service.job_kernel_xids({"checks": []}, env, kmsg)
+    found, note = service.job_kernel_xids(report(None), env, kmsg)
     assert found == [] and note is not None and "no NVML snapshot" in note

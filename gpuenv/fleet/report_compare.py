@@ -1,0 +1,94 @@
+"""The fleet report's comparison (pure): every figure grouped by GPU model, GPU count and figure,
+described, and judged for outliers where enough hosts give values; failing findings by code."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from gpuenv.fleet import stats
+from gpuenv.fleet.report_model import BUSBW, Failure, Gpu, Group, GroupKey, HostReport, Member, Outlier, Series
+from gpuenv.verify import figures
+from gpuenv.verify.figures import Better
+
+
+def figure_of(name: str) -> figures.Figure:
+    return BUSBW if name == BUSBW.name else figures.BY_NAME[name]
+
+
+@dataclass
+class Pool:
+    """A group's values (in one list, for the statistics) and the series they came from."""
+
+    values: list[float] = field(default_factory=list)
+    series: list[tuple[int, Series]] = field(default_factory=list)  # (host's position, its series)
+
+    def members(self) -> Iterator[Member]:
+        for i, s in self.series:
+            for gpu, value in s.values.items():
+                yield i, gpu, value
+
+    def hosts(self) -> int:
+        return len({i for i, _ in self.series})
+
+    def beyond(self, limit: float, better: Better) -> Iterator[Member]:
+        """The values past limit on the bad side (a series entirely within it is skipped whole)."""
+        higher = better == "higher"
+        for i, s in self.series:
+            if (min(s.values.values()) < limit) if higher else (max(s.values.values()) > limit):
+                for gpu, value in s.values.items():
+                    if value < limit if higher else value > limit:
+                        yield i, gpu, value
+
+
+def grouped(hosts: Iterable[HostReport]) -> dict[GroupKey, Pool]:
+    """Every series under its group (GPU model x count x figure x collective x size)."""
+    pools: dict[tuple[str, int, str, str | None, int | None], Pool] = defaultdict(Pool)
+    for i, host in enumerate(hosts):
+        for s in host.series:
+            pool = pools[(host.gpu_model, host.gpu_count, s.figure, s.collective, s.nbytes)]
+            pool.values.extend(s.values.values())
+            pool.series.append((i, s))
+    return {GroupKey(*key): pool for key, pool in pools.items()}
+
+
+def compare(hosts: list[HostReport], rule: stats.Rule, min_hosts: int) -> tuple[list[Group], list[Outlier]]:
+    """Pure: the statistics of every group and the outliers of the groups large enough to judge."""
+    groups: list[Group] = []
+    outliers: list[Outlier] = []
+    for key, pool in sorted(grouped(hosts).items(), key=lambda kv: _sort_key(kv[0])):
+        figure = figure_of(key.figure)
+        summary = stats.summarize(pool.values)
+        n_hosts = pool.hosts()
+        judged = n_hosts >= min_hosts
+        note = None if judged else f"values from {n_hosts} host(s), under {min_hosts}: described, not judged"
+        groups.append(Group(key, figure.unit, figure.better, summary, n_hosts, judged, note))
+        if not judged:
+            continue
+        mad = stats.floored_mad(summary, mad_floor=figure.mad_floor, mad_floor_rel=figure.mad_floor_rel)
+        if not stats.is_outlier(summary.worst(figure.better), summary, mad, figure.better, rule):
+            continue
+        for i, gpu_index, value in pool.beyond(stats.threshold(summary, mad, figure.better, rule), figure.better):
+            gpu = hosts[i].gpu(gpu_index) if gpu_index is not None else None
+            z = stats.z_score(value, summary, mad)
+            outliers.append(Outlier(hosts[i].host, gpu, key, figure.unit, value, summary.median, z))
+    return groups, outliers
+
+
+def _sort_key(key: GroupKey) -> tuple[str, int, str, str, int]:
+    return (key.gpu_model, key.gpu_count, key.figure, key.collective or "", key.nbytes or 0)
+
+
+def failures_by_code(hosts: Iterable[HostReport]) -> list[Failure]:
+    """Failing finding codes, each with the hosts and the GPUs it named there (hosts in report order)."""
+    by_code: dict[str, dict[str, list[Gpu]]] = defaultdict(dict)
+    for host in hosts:
+        for code, gpu in host.failures:
+            gpus = by_code[code].setdefault(host.host, [])
+            if gpu is not None and gpu not in gpus:
+                gpus.append(gpu)
+    return [
+        Failure(code, tuple((h, tuple(g)) for h, g in per_host.items()))
+        for code, per_host in sorted(by_code.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    ]

@@ -1,0 +1,232 @@
+"""The fleet report's model: each host's report as the comparison keeps it, groups, outliers, failures,
+and the typed result with its JSON form (pure)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, NamedTuple
+
+from gpuenv.fleet import stats
+from gpuenv.types import OUTCOMES
+from gpuenv.verify import figures
+from gpuenv.verify.cost import GroupCost, NodeFigures
+from gpuenv.verify.figures import Better
+from gpuenv.verify.reportfile import Skipped as Skipped
+
+SCHEMA = "gpuenv.fleet-report/1"
+BUSBW = figures.Figure("allreduce", "busbw_gbps", "GB/s", "higher", per_gpu=False)
+
+
+class Gpu(NamedTuple):  # a tuple: ten thousand reports make eighty thousand of them
+    cuda_index: int | None  # in the report's process
+    uuid: str | None = None
+    serial: str | None = None
+    name: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.cuda_index, "uuid": self.uuid, "serial": self.serial}
+
+
+class Series(NamedTuple):
+    """One figure of one report: every GPU's value (or the node's, under None)."""
+
+    figure: str  # registered name, e.g. "amp.matmul_tflops"
+    values: Mapping[int | None, float]  # {CUDA index: value}; {None: value} for a per-node figure
+    collective: str | None = None
+    nbytes: int | None = None
+
+
+Member = tuple[int, int | None, float]  # a value in a group: (host's position, CUDA index, value)
+
+
+@dataclass(frozen=True, slots=True)
+class HostReport:
+    host: str
+    path: str
+    outcome: str
+    started: str
+    gpu_model: str
+    gpu_count: int
+    gpus: tuple[Gpu, ...]  # the report's host.gpus
+    failures: tuple[tuple[str, Gpu | None], ...]  # (finding code, the GPU it names)
+    series: tuple[Series, ...]
+    matmul: tuple[tuple[str, str, int, float], ...] = ()  # (dtype, shape, cuda index, TFLOP/s), for baselines
+    cost_basis: NodeFigures | None = None  # the throughput figures costs come from (read with [prices] only)
+
+    @property
+    def certified(self) -> bool:
+        return self.outcome == "certified"
+
+    def gpu(self, cuda_index: int | None) -> Gpu:
+        found = next((g for g in self.gpus if cuda_index is not None and g.cuda_index == cuda_index), None)
+        return found or Gpu(cuda_index)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled with its GPUs and series as plain tuples: a reader process hands back thousands of
+        reports, and named tuples pickle several times slower (a Python call each)."""
+        fields = [getattr(self, f) for f in self.__slots__]
+        fields[6], fields[8] = tuple(map(tuple, self.gpus)), tuple(map(tuple, self.series))
+        return _unpickled, tuple(fields)
+
+
+def _unpickled(*fields: Any) -> HostReport:
+    values = list(fields)
+    values[6], values[8] = tuple(map(_as_gpu, fields[6])), tuple(map(_as_series, fields[8]))
+    return HostReport(*values)
+
+
+_as_gpu, _as_series = partial(tuple.__new__, Gpu), partial(tuple.__new__, Series)  # no Python call per tuple
+
+
+@dataclass(frozen=True, slots=True)
+class GroupKey:
+    gpu_model: str
+    gpu_count: int
+    figure: str
+    collective: str | None = None
+    nbytes: int | None = None
+
+    def metric(self) -> str:
+        """The figure, with the collective and message size for bandwidth."""
+        return f"{self.figure} {self.collective} {_size(self.nbytes)}" if self.collective else self.figure
+
+    def label(self) -> str:
+        return f"{self.gpu_count}x {self.gpu_model} {self.metric()}"
+
+
+@dataclass(frozen=True)
+class Group:
+    key: GroupKey
+    unit: str
+    better: Better
+    summary: stats.Summary
+    hosts: int
+    judged: bool
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Outlier:
+    host: str
+    gpu: Gpu | None  # None: a per-node figure (busbw)
+    key: GroupKey
+    unit: str
+    value: float
+    median: float
+    z: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "gpu_index": self.gpu.cuda_index if self.gpu else None,
+            "gpu_uuid": self.gpu.uuid if self.gpu else None,
+            "gpu_serial": self.gpu.serial if self.gpu else None,
+            "metric": self.key.figure,
+            "collective": self.key.collective,
+            "bytes": self.key.nbytes,
+            "group": self.key.label(),
+            "unit": self.unit,
+            "value": self.value,
+            "median": self.median,
+            "z": round(self.z, 2),
+        }
+
+
+@dataclass(frozen=True)
+class Failure:
+    code: str
+    hosts: tuple[tuple[str, tuple[Gpu, ...]], ...]  # (host, the GPUs findings named) per host
+
+
+@dataclass(frozen=True)
+class FleetReport:
+    hosts: tuple[HostReport, ...]
+    skipped: tuple[Skipped, ...]
+    groups: tuple[Group, ...]
+    failures: tuple[Failure, ...]
+    outliers: tuple[Outlier, ...]
+    rule: stats.Rule
+    min_hosts: int
+    superseded: int = 0  # older reports of a host, set aside for its latest
+    events: tuple[dict[str, Any], ...] = field(default=())  # from the GPU history, when one is given
+    costs: tuple[GroupCost, ...] = ()  # per node kind, over the certified hosts (with [prices] only)
+
+    def outcomes(self) -> dict[str, int]:
+        counts = Counter(h.outcome for h in self.hosts)
+        return {o: counts.get(o, 0) for o in [*OUTCOMES, *sorted(set(counts) - set(OUTCOMES))]}
+
+    @property
+    def healthy(self) -> bool:
+        return all(h.certified for h in self.hosts) and not self.outliers
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.healthy else 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "healthy": self.healthy,
+            "outcomes": self.outcomes(),
+            "rule": {"z": self.rule.z, "min_deviation": self.rule.min_deviation, "min_hosts": self.min_hosts},
+            "hosts": [
+                {"host": h.host, "outcome": h.outcome, "report": h.path, "started": h.started}
+                | {"gpu_model": h.gpu_model, "gpu_count": h.gpu_count}
+                for h in self.hosts
+            ],
+            "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
+            "superseded": self.superseded,
+            "failures": [
+                {"code": f.code, "hosts": [{"host": h, "gpus": [g.to_dict() for g in gpus]} for h, gpus in f.hosts]}
+                for f in self.failures
+            ],
+            "groups": [_group_dict(g) for g in self.groups],
+            "outliers": [o.to_dict() for o in self.outliers],
+            "events": list(self.events),
+            "costs": [c.to_dict() for c in self.costs],
+        }
+
+
+def _group_dict(group: Group) -> dict[str, Any]:
+    s = group.summary
+    return {
+        "gpu_model": group.key.gpu_model,
+        "gpu_count": group.key.gpu_count,
+        "metric": group.key.figure,
+        "collective": group.key.collective,
+        "bytes": group.key.nbytes,
+        "unit": group.unit,
+        "better": group.better,
+        "n": s.n,
+        "hosts": group.hosts,
+        "median": s.median,
+        "mad": s.mad,
+        "p5": s.p5,
+        "p95": s.p95,
+        "judged": group.judged,
+        "note": group.note,
+    }
+
+
+def _size(nbytes: int | None) -> str:
+    if nbytes is None:
+        return ""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale} {unit}"
+    return f"{nbytes} B"
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """The outcome of every host of one `fleet verify` run (the file it writes beside the reports)."""
+
+    path: str
+    finished: str  # the file's modification time: the run wrote it at its end
+    hosts: tuple[tuple[str, str, str | None], ...]  # (inventory name, outcome, its report's path)
+
+
+Entry = HostReport | RunSummary | Skipped

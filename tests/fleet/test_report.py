@@ -30,7 +30,7 @@ from gpuenv.fleet.report import (
     read_report,
 )
 from gpuenv.resources import data_file
-from gpuenv.verify.checks.nvml import per_gpu_figures
+from gpuenv.verify.checks.nvml.snapshot import per_gpu_figures
 from gpuenv.verify.facts import NvmlSnapshot, visible
 from gpuenv.verify.figures import readings
 from tests.conftest import gpuenv_main, require

@@ -18,7 +18,8 @@ from typing import Any
 from gpuenv.errors import CannotRun
 from gpuenv.slurm import core, kernel_xids, scontrol
 from gpuenv.verify import reportfile
-from gpuenv.verify.checks import nvml
+from gpuenv.verify.checks.nvml.policy import load_policy
+from gpuenv.verify.checks.nvml.rules import xid_findings
 from gpuenv.verify.facts import GpuInfo, visible
 from gpuenv.verify.model import Finding
 from gpuenv.verify.reportfile import VerifyReport
@@ -129,7 +130,7 @@ def job_kernel_xids(
     since_boot = start - (time.time() - time.monotonic())
     events = kernel_xids.job_events(kernel_xids.parse_kmsg(lines), since_boot, gpus)
     infos = tuple(GpuInfo(g["index"], uuid=g.get("uuid"), pci_bus_id=g.get("pci_bus_id")) for g in gpus)
-    found = nvml.xid_findings(events, infos, nvml.load_policy(), during="the job (kernel log)")
+    found = xid_findings(events, infos, load_policy(), during="the job (kernel log)")
     warned = [f.message for f in found if f.severity != "fail"]
     return found, "; ".join(warned) or None
 

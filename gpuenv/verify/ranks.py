@@ -11,16 +11,24 @@ Each rank writes its result as JSON into a scratch directory; a rank that dies o
 
 from __future__ import annotations
 
+import datetime
+import inspect
 import json
+import multiprocessing
 import os
+import signal
 import socket
 import tempfile
 import time
 from dataclasses import dataclass, field
 from importlib import import_module
+from multiprocessing import forkserver
 from pathlib import Path
 from typing import Any
 
+from gpuenv.verify import faults
+from gpuenv.verify import spread as board
+from gpuenv.verify.procs import exit_with
 from gpuenv.verify.spread import Spread
 
 # The guard first (the forkserver dies with the worker); torch._dynamo: DDP, the profiler and
@@ -45,9 +53,6 @@ class RankJob:
 
 def start_forkserver() -> None:
     """Start the forkserver now, so it imports torch while the worker does other work."""
-    import multiprocessing
-    from multiprocessing import forkserver
-
     multiprocessing.set_forkserver_preload(PRELOAD)
     forkserver.ensure_running()
 
@@ -92,8 +97,6 @@ class RankRun:
     def _spread_results(self, spread: Spread) -> list[dict[str, Any]]:
         """Every rank's result (gathered across nodes by the ranks), or Hung naming who held the run
         up: the wait is bounded by the ranks' own collective timeout and a little more."""
-        from gpuenv.verify import spread as board
-
         deadline = time.monotonic() + spread.timeout_s + board.LOOK_S
         try:
             try:
@@ -113,8 +116,6 @@ class RankRun:
 
     def _hung(self, spread: Spread, exc: Exception | None) -> None:
         """Read the board; raise Hung naming the ranks that hold the run up, else RanksCrashed."""
-        from gpuenv.verify import spread as board
-
         who = board.diagnose(spread)
         for process in self.context.processes:
             if process.is_alive():
@@ -137,8 +138,6 @@ class RanksCrashed(Exception):
 
     @classmethod
     def of(cls, exc: Exception, exit_codes: list[int | None]) -> RanksCrashed:
-        import signal
-
         # torch stops the surviving ranks with SIGTERM: another signal is the cause.
         killed = [(r, c) for r, c in enumerate(exit_codes) if c is not None and c < 0 and c != -signal.SIGTERM]
         if killed:
@@ -159,8 +158,6 @@ def start(
 ) -> RankRun:
     """Start `target` on `world` ranks (or on this node's share of a spread run); the caller may
     work meanwhile, then call results()."""
-    from gpuenv.verify import spread as board
-
     start_processes = import_module("torch.multiprocessing.spawn").start_processes
     start_forkserver()
     server = board.host(spread) if spread is not None else None
@@ -181,13 +178,7 @@ def launch(
 def rank_main(local: int, job: RankJob) -> None:
     """One rank: join the process group (through this node's port, or the spread run's store),
     run the target, write its result (spread: every rank's, gathered, by the first rank here)."""
-    import datetime
-
-    import torch.distributed as dist
-
-    from gpuenv.verify import faults
-    from gpuenv.verify import spread as board
-    from gpuenv.verify.procs import exit_with
+    import torch.distributed as dist  # torch: heavy, loaded only where the check runs
 
     exit_with(job.owner)
     spread = job.spread
@@ -247,7 +238,7 @@ def _backend(job: RankJob) -> str:
 
 
 def _bind_device(job: RankJob, index: int, *, here: int) -> None:
-    import torch
+    import torch  # torch: heavy, loaded only where the check runs
 
     if job.device == "cuda":
         torch.cuda.set_device(index)
@@ -257,10 +248,8 @@ def _bind_device(job: RankJob, index: int, *, here: int) -> None:
 
 def _device_option(job: RankJob, index: int) -> dict[str, Any]:
     """NCCL binds to this device at once: barriers do not guess, subgroups split the communicator."""
-    import inspect
-
-    import torch
-    import torch.distributed as dist
+    import torch  # torch: heavy, loaded only where the check runs
+    import torch.distributed as dist  # torch: heavy, loaded only where the check runs
 
     if job.device == "cuda" and "device_id" in inspect.signature(dist.init_process_group).parameters:
         return {"device_id": torch.device("cuda", index)}
@@ -268,7 +257,7 @@ def _device_option(job: RankJob, index: int) -> dict[str, Any]:
 
 
 def _gather(item: Any, world: int) -> list[Any]:
-    import torch.distributed as dist
+    import torch.distributed as dist  # torch: heavy, loaded only where the check runs
 
     found: list[Any] = [None] * world
     dist.all_gather_object(found, item)

@@ -7,18 +7,25 @@ files) happens here, so the CLI only presents the outcome.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpuenv import output
+from gpuenv.adapters.docker import run_verify_in_image
 from gpuenv.errors import EXIT_BAD_RESULT, EXIT_CANNOT_RUN, BadRequest, BadResult, CannotRun, GpuenvError
 from gpuenv.files import output_kind, write_output
 from gpuenv.output.jsontext import json_text
-from gpuenv.verify.cost import PriceRow
-from gpuenv.verify.launch import Explicit, LauncherChoice, Placement
+from gpuenv.verify import faults
+from gpuenv.verify.baselines import load_baselines
+from gpuenv.verify.checks.nvml.policy import load_policy
+from gpuenv.verify.cost import PriceRow, report_cost, resolve_price
+from gpuenv.verify.engine import run_verify
+from gpuenv.verify.launch import Explicit, LauncherChoice, Placement, detect
 from gpuenv.verify.model import CheckResult, DeviceChoice, Level, Report, readable
+from gpuenv.verify.runner import VerifyOptions
 
 IMAGE_BUDGET = 10  # inside an image: this many times the per-check limit for the whole run
 
@@ -59,8 +66,6 @@ class VerifyOutcome:
 
 def verify(request: VerifyRequest, *, on_result: Callable[[CheckResult], None] | None = None) -> VerifyOutcome:
     """Certify this node (or request.image); writes the requested output files."""
-    from gpuenv.verify import faults
-
     faults.check_setting()
     placement = placement_of(request)
     if request.image is not None:
@@ -73,10 +78,6 @@ def verify(request: VerifyRequest, *, on_result: Callable[[CheckResult], None] |
 def placement_of(request: VerifyRequest, env: dict[str, str] | None = None) -> Placement | None:
     """Where this process stands in a run across nodes, or None. Launchers are recognised only for
     `--check allreduce` alone (an srun of one task per node runs the node checks, as before)."""
-    import os
-
-    from gpuenv.verify.launch import detect
-
     only_collective = request.checks == ("allreduce",)
     asked = request.explicit.given() or request.launcher in ("srun", "torchrun")
     if asked and not only_collective:
@@ -92,10 +93,6 @@ def placement_of(request: VerifyRequest, env: dict[str, str] | None = None) -> P
 def _on_this_node(
     request: VerifyRequest, on_result: Callable[[CheckResult], None] | None, placement: Placement | None
 ) -> VerifyOutcome:
-    from gpuenv.verify.baselines import load_baselines
-    from gpuenv.verify.checks.nvml import load_policy
-    from gpuenv.verify.engine import VerifyOptions, run_verify
-
     load_baselines(request.baseline)  # bad files are a bad request, before anything runs
     load_policy(request.policy)
     artifacts = request.artifacts
@@ -148,16 +145,14 @@ def _add_cost(request: VerifyRequest, report: Report) -> tuple[str, ...]:
 
 
 def _cost_of(request: VerifyRequest, data: dict[str, Any]) -> tuple[dict[str, Any] | None, tuple[str, ...]]:
-    from gpuenv.verify import cost
-
     gpus = (data.get("host") or {}).get("gpus") or []
-    price, note = cost.resolve_price(
+    price, note = resolve_price(
         per_hour=request.price_per_hour,
         instance_type=request.instance_type,
         table=request.prices,
         gpu_names=[g.get("name") for g in gpus],
     )
-    return cost.report_cost(data, price, instance_type=request.instance_type), (note,) if note else ()
+    return report_cost(data, price, instance_type=request.instance_type), (note,) if note else ()
 
 
 def _text(path: Path | None) -> str | None:
@@ -179,7 +174,6 @@ def image_args(request: VerifyRequest) -> list[str]:
 
 
 def _in_image(request: VerifyRequest) -> VerifyOutcome:
-    from gpuenv.adapters.docker import run_verify_in_image
 
     tag = str(request.image)
     budget = (request.timeout or 600.0) * IMAGE_BUDGET

@@ -22,7 +22,7 @@ from gpuenv.fleet.report_model import FleetReport, Gpu, HostReport, Series
 from gpuenv.fleet.report_reading import host_report, read_report
 from gpuenv.output import fleet as formats
 from gpuenv.resources import data_file
-from gpuenv.verify.checks.nvml import per_gpu_figures
+from gpuenv.verify.checks.nvml.snapshot import per_gpu_figures
 from gpuenv.verify.facts import NvmlSnapshot, visible
 from gpuenv.verify.figures import readings
 from tests.conftest import gpuenv_main, require

@@ -10,7 +10,8 @@ import pytest
 
 from gpuenv.errors import BadRequest
 from gpuenv.verify.baselines import load_baselines
-from gpuenv.verify.checks.allreduce import MiB, bandwidth, evaluate
+from gpuenv.verify.checks.allreduce.collectives import MiB
+from gpuenv.verify.checks.allreduce.judging import bandwidth, evaluate
 from gpuenv.verify.model import GpuRef
 
 BASE = load_baselines()

@@ -12,7 +12,8 @@ import pytest
 
 from gpuenv.resources import data_file
 from gpuenv.verify import catalogue, registry
-from gpuenv.verify.checks import nvml
+from gpuenv.verify.checks.nvml.policy import load_policy
+from gpuenv.verify.checks.nvml.rules import gpu_findings, xid_findings
 from gpuenv.verify.model import CheckResult, Finding, GpuRef, Report, decide, readable
 from tests.conftest import run_gpuenv
 
@@ -53,13 +54,13 @@ def test_nvml_rule_names_stay_what_policy_files_override(tmp_path: Path) -> None
     policy.write_text(
         json.dumps({"schema": "gpuenv.nvml-policy/1", "rules": {"ecc_uncorrected": {"severity": "warn"}}})
     )
-    loaded = nvml.load_policy(policy)
-    found = nvml.gpu_findings({"index": 3, "ecc_uncorrected": 2}, loaded)
+    loaded = load_policy(policy)
+    found = gpu_findings({"index": 3, "ecc_uncorrected": 2}, loaded)
     assert [(f.code, f.severity, f.action) for f in found] == [("nvml.ecc_uncorrected", "warn", "reset-gpu")]
 
 
 def test_xid_findings_carry_codes_and_the_policys_action() -> None:
-    found = nvml.xid_findings([(2, 79), (4, 13)], (), nvml.load_policy())
+    found = xid_findings([(2, 79), (4, 13)], (), load_policy())
     assert [(f.code, f.severity, f.action) for f in found] == [
         ("nvml.xid", "fail", "reboot"),
         ("nvml.xid-other", "warn", "monitor"),

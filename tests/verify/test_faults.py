@@ -122,15 +122,15 @@ BISECT = """
 import json
 from gpuenv.verify import ranks
 from gpuenv.verify.baselines import load_baselines
-from gpuenv.verify.checks import allreduce
+from gpuenv.verify.checks.allreduce import judging
 from gpuenv.verify.model import GpuRef
 
 if __name__ == "__main__":
     plan = {"sizes": [1 << 20], "iters": 1, "warmup": 0, "collectives": ["allreduce"], "bisect": True}
-    results = ranks.launch("gpuenv.verify.checks.allreduce:rank_workload", check="allreduce", world=4,
+    results = ranks.launch("gpuenv.verify.checks.allreduce.workload:rank_workload", check="allreduce", world=4,
                            device="cpu", params=plan)
-    findings, _ = allreduce.evaluate(results, world=4, device="cpu", gpu_name="cpu", baselines=load_baselines(),
-                                     refs=[GpuRef(i) for i in range(4)])
+    findings, _ = judging.evaluate(results, world=4, device="cpu", gpu_name="cpu", baselines=load_baselines(),
+                                   refs=[GpuRef(i) for i in range(4)])
     print(json.dumps([f.to_dict() for f in findings]))
 """
 

@@ -10,7 +10,8 @@ import pytest
 from gpuenv.compat import load_kb
 from gpuenv.verify import catalogue
 from gpuenv.verify.baselines import load_baselines
-from gpuenv.verify.checks import allreduce, amp, common, profiler
+from gpuenv.verify.checks import amp, common, profiler
+from gpuenv.verify.checks.allreduce import judging
 from gpuenv.verify.checks.stack import evaluate as stack_evaluate
 from gpuenv.verify.checks.stack import runs_as_ptx, runs_natively
 from gpuenv.verify.context import CheckContext
@@ -65,7 +66,7 @@ def test_one_rank_reports_no_bandwidth_and_skips_ddp() -> None:
         "pairs": [],
         "times": {"allreduce:1024": [1e-6]},
     }
-    findings, metrics = allreduce.evaluate(
+    findings, metrics = judging.evaluate(
         [result], world=1, device="cuda", gpu_name="NVIDIA H200", baselines=load_baselines(), refs=[GpuRef(0)]
     )
     assert metrics["sizes"] == [] and metrics["algbw_gbps"] is None and metrics["busbw_gbps"] is None
@@ -76,8 +77,8 @@ def test_ranks_that_disagree_after_a_ddp_step_fail() -> None:
     def rank(r: int, checksum: str) -> dict[str, Any]:
         return {"rank": r, "ddp": {"checksum": checksum, "finite": True}}
 
-    assert allreduce.ddp_findings([rank(0, "1.5"), rank(1, "1.5")]) == []
-    [found] = allreduce.ddp_findings([rank(0, "1.5"), rank(1, "1.25")])
+    assert judging.ddp_findings([rank(0, "1.5"), rank(1, "1.5")]) == []
+    [found] = judging.ddp_findings([rank(0, "1.5"), rank(1, "1.25")])
     assert found.code == "allreduce.ddp-disagree" and "rank 1=1.25" in found.message
 
 

@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 
-from gpuenv.verify.checks import nvml
-from gpuenv.verify.engine import driver_gpus, pci_scope
+from gpuenv.verify.checks.nvml.policy import load_policy
+from gpuenv.verify.checks.nvml.rules import evaluate, gpu_findings
+from gpuenv.verify.checks.nvml.under_load import read_links_under_load
 from gpuenv.verify.facts import HostFacts, NvmlSnapshot, bus_reference
+from gpuenv.verify.pci import driver_gpus, pci_scope
 from tests.verify.conftest import check, scenario_env, verify_json
 from tests.verify.test_nvml import problems, run_nvml
 
@@ -54,8 +56,8 @@ def test_a_complete_fabric_passes_and_is_read(fake_nvml_dir: Path) -> None:
 
 def test_a_gpu_in_another_clique_is_outside_the_nodes_fabric() -> None:
     gpus = [{"index": i, "fabric": {"state": 3, "status": 0, "clique": 7 if i == 2 else 1}} for i in range(4)]
-    findings = nvml.evaluate(
-        NvmlSnapshot("580", "13.0", gpus), nvml.load_policy(), expect_gpus=None, cuda_visible=None, host=HostFacts()
+    findings = evaluate(
+        NvmlSnapshot("580", "13.0", gpus), load_policy(), expect_gpus=None, cuda_visible=None, host=HostFacts()
     )
     assert [(f.item, f.gpu.index if f.gpu else None) for f in findings] == [("fabric_not_ready", 2)]
 
@@ -65,13 +67,15 @@ def test_a_gpu_in_another_clique_is_outside_the_nodes_fabric() -> None:
 UNDER_LOAD = """
 import contextlib, json
 from gpuenv.adapters import nvml as adapter
-from gpuenv.verify.checks import nvml
+from gpuenv.verify.checks.nvml.policy import load_policy
+from gpuenv.verify.checks.nvml.rules import evaluate
+from gpuenv.verify.checks.nvml.under_load import read_links_under_load
 from gpuenv.verify.facts import HostFacts, NvmlSnapshot
 assert adapter.init() is None
 snap = NvmlSnapshot.from_dict(adapter.snapshot())
 idle = [g["pcie"]["gen"] for g in snap.gpus]
-note = nvml.read_links_under_load(snap, [g["index"] for g in snap.gpus], contextlib.nullcontext(None))
-findings = nvml.evaluate(snap, nvml.load_policy(), expect_gpus=None, cuda_visible=None, host=HostFacts())
+note = read_links_under_load(snap, [g["index"] for g in snap.gpus], contextlib.nullcontext(None))
+findings = evaluate(snap, load_policy(), expect_gpus=None, cuda_visible=None, host=HostFacts())
 print(json.dumps({"idle": idle, "loaded": [g["pcie"] for g in snap.gpus], "note": note,
                   "findings": [(f.item, f.gpu.index) for f in findings if f.severity != "info"]}))
 """
@@ -109,9 +113,9 @@ def test_load_confirmation_is_required() -> None:
         def __exit__(self, *exc: object) -> None:
             return None
 
-    note = nvml.read_links_under_load(snap, [0], Refused())
+    note = read_links_under_load(snap, [0], Refused())
     assert note is not None and "torch sees no CUDA device" in note
-    assert nvml.gpu_findings(snap.gpus[0], nvml.load_policy()) == []
+    assert gpu_findings(snap.gpus[0], load_policy()) == []
 
 
 # ---- 3. gpuenv's own processes are never leftovers ----------------------------------------
@@ -126,7 +130,7 @@ def test_gpuenvs_own_process_is_never_a_leftover(fake_nvml_dir: Path) -> None:
 
 def test_other_processes_are_still_leftovers() -> None:
     gpu = {"index": 0, "processes": [111, 4242]}
-    [finding] = nvml.gpu_findings(gpu, nvml.load_policy(), own_pids=frozenset({111}))
+    [finding] = gpu_findings(gpu, load_policy(), own_pids=frozenset({111}))
     assert finding.item == "leftover_processes" and "4242" in finding.message and "111" not in finding.message
 
 
@@ -145,7 +149,7 @@ def test_a_container_given_one_gpu_does_not_miss_the_others() -> None:
     reference, _ = bus_reference(["0000:18:00.0", "0000:28:00.0"], ["0000:28:00.0"], "container")
     snap = NvmlSnapshot("580", "13.0", [{"index": 0, "pci_bus_id": "00000000:28:00.0"}])
     host = HostFacts(pci_nvidia=("0000:18:00.0", "0000:28:00.0"), pci_reference=reference, pci_scope="container")
-    assert nvml.evaluate(snap, nvml.load_policy(), expect_gpus=None, cuda_visible=None, host=host) == []
+    assert evaluate(snap, load_policy(), expect_gpus=None, cuda_visible=None, host=host) == []
 
 
 def test_scope_and_driver_list_are_read_from_the_filesystem(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -189,7 +193,7 @@ def test_exclusive_process_mode_is_reported(fake_nvml_dir: Path) -> None:
 
 
 def test_prohibited_mode_fails() -> None:
-    [finding] = nvml.gpu_findings({"index": 1, "compute_mode": 2}, nvml.load_policy())
+    [finding] = gpu_findings({"index": 1, "compute_mode": 2}, load_policy())
     assert finding.item == "compute_prohibited" and finding.severity == "fail"
 
 

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from gpuenv.errors import BadRequest
-from gpuenv.verify.checks import nvml
-from gpuenv.verify.engine import nvidia_on_pci
+from gpuenv.verify.checks.nvml.policy import load_policy
+from gpuenv.verify.checks.nvml.rules import evaluate, gpu_findings
 from gpuenv.verify.facts import HostFacts, NvmlSnapshot, visible
+from gpuenv.verify.pci import nvidia_on_pci
 from tests.verify.conftest import check, scenario_env, verify_json
 
 
@@ -73,15 +74,15 @@ def test_faults_fail_naming_the_gpu(fake_nvml_dir: Path, scenario: str, expected
 
 
 def test_memory_held_without_a_process_is_judged_against_the_threshold() -> None:
-    policy = nvml.load_policy()
+    policy = load_policy()
     limit = policy["memory_held_mib"]
 
     def items(**gpu: Any) -> list[str]:
-        return [f.item for f in nvml.gpu_findings({"index": 0, **gpu}, policy)]
+        return [f.item for f in gpu_findings({"index": 0, **gpu}, policy)]
 
     held = items(memory_used_mib=limit + 1, processes=[])
     assert held == ["memory_held"]
-    [finding] = nvml.gpu_findings({"index": 0, "memory_used_mib": 900, "processes": []}, policy)
+    [finding] = gpu_findings({"index": 0, "memory_used_mib": 900, "processes": []}, policy)
     assert finding.severity == "fail" and finding.action == "drain" and "900 MiB" in finding.message
     assert items(memory_used_mib=limit, processes=[]) == []  # the driver's own few MiB
     assert items(memory_used_mib=900, processes=[1234]) == ["leftover_processes"]
@@ -139,7 +140,7 @@ def test_bad_policy_is_a_bad_request(tmp_path: Path) -> None:
     policy = tmp_path / "policy.json"
     policy.write_text(json.dumps({"schema": "gpuenv.nvml-policy/1", "rules": {"nonsense": {}}}))
     with pytest.raises(BadRequest):
-        nvml.load_policy(policy)
+        load_policy(policy)
 
 
 def test_driver_not_loaded_fails_on_a_gpu_node(debian_nvml_dir: Path) -> None:
@@ -182,7 +183,7 @@ def test_pci_scan_finds_nvidia_gpus_only(tmp_path: Path) -> None:
 def test_gpu_on_the_bus_but_not_in_nvml_has_fallen_off() -> None:
     snap = NvmlSnapshot("580.65.06", "13.0", [{"index": 0, "pci_bus_id": "00000000:18:00.0", "unknown": {}}])
     host = HostFacts(pci_reference=("0000:18:00.0", "0000:28:00.0"))
-    findings = nvml.evaluate(snap, nvml.load_policy(), expect_gpus=None, cuda_visible=None, host=host)
+    findings = evaluate(snap, load_policy(), expect_gpus=None, cuda_visible=None, host=host)
     assert [(f.item, f.severity, f.gpu.pci_bus_id if f.gpu else None) for f in findings] == [
         ("gpu_missing", "fail", "0000:28:00.0")
     ]

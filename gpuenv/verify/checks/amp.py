@@ -10,6 +10,8 @@ An item that cannot truly run here is skipped on the CPU path and fails on a GPU
 
 from __future__ import annotations
 
+import math
+import statistics
 import time
 from typing import Any
 
@@ -108,8 +110,6 @@ def train(device: Any, dtype: str | None, *, scaler: Any = None) -> dict[str, An
 
 def judge_run(name: str, run: dict[str, Any], fp32: dict[str, Any], *, item: str, dtype: str | None) -> list[Finding]:
     """Pure: the loss is finite and falls, the scale does not collapse, AMP is close to fp32."""
-    import math
-
     losses = run["losses"]
     out = []
     if not all(math.isfinite(v) for v in losses) or not run["finite_grads"]:
@@ -163,7 +163,7 @@ def _bf16(dev: Any, cuda: bool, fp32: dict[str, Any]) -> tuple[list[Finding], li
 
 def checkpoint_matches(dev: Any) -> bool:
     torch = common.torch_module()
-    from torch.utils.checkpoint import checkpoint
+    from torch.utils.checkpoint import checkpoint  # torch: heavy, loaded only where the check runs
 
     x, y = _batch(dev)
     grads = []
@@ -223,8 +223,6 @@ def matmul_tflops(dev: Any, cuda: bool, shape: tuple[int, int, int]) -> tuple[fl
     """TFLOP/s of (m,k) @ (k,n) on one device: the median of SAMPLES timed runs, each of at
     least SAMPLE_S of work, after WARMUP_S of warm-up; CUDA events time the GPU itself.
     Returns (TFLOP/s, the number of matmuls run, warm-up included)."""
-    import statistics
-
     torch = common.torch_module()
 
     m, k, n = shape
@@ -267,8 +265,6 @@ def _timed(torch: Any, dev: Any, cuda: bool, work: Any, iters: int) -> float:
 def outlier_findings(per_device: dict[int, float], ctx: CheckContext, *, below: float, shape: str) -> list[Finding]:
     """Pure: a GPU far under the node's median for the same shape is throttled or faulty, with
     or without a baseline for its model."""
-    import statistics
-
     if len(per_device) < 2:
         return []
     median = statistics.median(per_device.values())

@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import contextlib
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuenv.adapters import nvml as adapter
+from gpuenv.verify.baselines import load_baselines
+from gpuenv.verify.catalogue import finding
+from gpuenv.verify.figures import readings
 from gpuenv.verify.model import Finding
 
 
 def torch_module() -> Any:
     """torch, typed as Any: its annotations are partial and vary across the versions verify supports."""
-    import torch
+    import torch  # torch: heavy, loaded only where the check runs
 
     return torch
 
@@ -24,7 +30,7 @@ class CudaUnusable(Exception):
 
 def cuda_problem() -> str | None:
     """Why torch cannot use CUDA here, or None when it can."""
-    import torch
+    import torch  # torch: heavy, loaded only where the check runs
 
     if torch.version.cuda is None:
         return f"torch {torch.__version__} is a CPU-only build on a GPU node"
@@ -37,14 +43,12 @@ def cuda_problem() -> str | None:
 
 
 def unusable_finding(message: str) -> Finding:
-    from gpuenv.verify.catalogue import finding
-
     return finding("verify.cuda-unusable", message)
 
 
 def workload_devices(device: str) -> list[Any]:
     """The torch devices the per-device workloads run on: every visible GPU, or the CPU."""
-    import torch
+    import torch  # torch: heavy, loaded only where the check runs
 
     if device == "cpu":
         return [torch.device("cpu")]
@@ -55,7 +59,7 @@ def workload_devices(device: str) -> list[Any]:
 
 
 def world_size(device: str, cpu_ranks: int) -> int:
-    import torch
+    import torch  # torch: heavy, loaded only where the check runs
 
     if device == "cpu":
         return cpu_ranks
@@ -66,7 +70,7 @@ def world_size(device: str, cpu_ranks: int) -> int:
 
 
 def device_name(device: str) -> str:
-    import torch
+    import torch  # torch: heavy, loaded only where the check runs
 
     if device == "cuda" and torch.cuda.is_available():
         return str(torch.cuda.get_device_name(0))
@@ -76,7 +80,7 @@ def device_name(device: str) -> str:
 def sync(device: Any) -> None:
     """Wait for the work queued on this device (not on the current device: a timer around GPU 3's
     work that synchronises GPU 0 measures kernel launches)."""
-    import torch
+    import torch  # torch: heavy, loaded only where the check runs
 
     if getattr(device, "type", device) == "cuda":
         torch.cuda.synchronize(device)
@@ -109,8 +113,6 @@ def full_fp32() -> Iterator[None]:
 
 def energy_mj(indices: list[int]) -> dict[int, int | None]:
     """NVML's total-energy counters (millijoules) by NVML index; {} where NVML cannot start."""
-    from gpuenv.adapters import nvml as adapter
-
     if adapter.init():
         return {}
     return adapter.energy_mj(indices)
@@ -130,9 +132,6 @@ class EnergyMeter:
         self._samples: list[int] = []
 
     def __enter__(self) -> EnergyMeter:
-        import threading
-        import time
-
         self._start = energy_mj([self.index]).get(self.index)
         self._t0 = time.perf_counter()
         self._stop = threading.Event()
@@ -143,8 +142,6 @@ class EnergyMeter:
         return self
 
     def _sample(self) -> None:
-        from gpuenv.adapters import nvml as adapter
-
         if adapter.init():
             return
         while not self._stop.wait(self.SAMPLE_S):
@@ -153,8 +150,6 @@ class EnergyMeter:
                 self._samples.append(value)
 
     def __exit__(self, *exc: object) -> None:
-        import time
-
         elapsed = time.perf_counter() - self._t0
         end = energy_mj([self.index]).get(self.index) if self._start is not None else None
         if self._thread is not None:
@@ -194,15 +189,11 @@ class FigureVerdict:
 def judge_figures(check: str, metrics: dict[str, Any], ctx: Any, *, gpus: int) -> list[FigureVerdict]:
     """Every registered figure of this check in `metrics`, judged against the baseline for this
     GPU model and GPU count (the `figures` table; --baseline overrides it)."""
-    from gpuenv.verify.baselines import load_baselines
-
     return verdicts(check, metrics, load_baselines(path_or_none(ctx.baseline)), gpu_model(ctx), gpus)
 
 
 def verdicts(check: str, metrics: dict[str, Any], baselines: Any, gpu_name: str, gpus: int) -> list[FigureVerdict]:
     """Pure: `judge_figures` with the baselines given."""
-    from gpuenv.verify.figures import readings
-
     out = []
     for r in readings([{"name": check, "metrics": metrics}]):
         expected = baselines.expected_figure(r.figure.name, gpu_name, gpus)

@@ -7,23 +7,27 @@ the median of timed runs after the compile and a warm-up.
 
 from __future__ import annotations
 
+import contextlib
+import statistics
+import time
 from typing import Any
 
 from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks import common
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
+from gpuenv.verify.workloads import nlp
 
 
 def _fn(x: object) -> object:
-    import torch
+    import torch  # torch: heavy, loaded only where the check runs
 
     assert isinstance(x, torch.Tensor)
     return torch.sin(x) * x + torch.relu(x - 0.5) ** 2
 
 
 def run(ctx: CheckContext) -> CheckResult:
-    import torch
+    import torch  # torch: heavy, loaded only where the check runs
 
     if not hasattr(torch, "compile"):
         return CheckResult("compile", "skip", summary=f"torch {torch.__version__} has no torch.compile")
@@ -92,13 +96,7 @@ def judged(verdicts: list[common.FigureVerdict], *, cuda: bool) -> list[Finding]
 
 def block_timings(dev: Any) -> tuple[float, float]:
     """Milliseconds per forward of one NLP encoder layer, eager and compiled (medians)."""
-    import contextlib
-    import statistics
-    import time
-
-    import torch
-
-    from gpuenv.verify.workloads import nlp
+    import torch  # torch: heavy, loaded only where the check runs
 
     size = nlp.size_for(dev.type, "deep")
     torch.manual_seed(0)

@@ -9,10 +9,13 @@ Skipped below sm_89 and on the CPU, saying why; a GPU that has FP8 but cannot us
 from __future__ import annotations
 
 import importlib.util
+import statistics
+import time
 from typing import Any
 
 from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks import common
+from gpuenv.verify.checks.amp import SAMPLE_S, SAMPLES, WARMUP_S, _timed
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
 
@@ -68,11 +71,6 @@ def accuracy_gap(dev: Any) -> float:
 
 def tflops(dev: Any) -> float:
     """The median of three timed runs of SHAPE, each about 0.1 s of work, after 0.3 s of warm-up."""
-    import statistics
-    import time
-
-    from gpuenv.verify.checks.amp import SAMPLE_S, SAMPLES, WARMUP_S, _timed
-
     torch = common.torch_module()
 
     m, k, n = SHAPE

@@ -7,6 +7,8 @@ the process), so the check skips there."""
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +16,7 @@ from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks import common
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
+from gpuenv.verify.workloads import nlp
 
 FRACTION = 0.85
 CHUNK = 256 << 20
@@ -21,7 +24,7 @@ PATTERNS = (0x00, 0xFF, 0xAA, 0x55)
 
 
 def run(ctx: CheckContext) -> CheckResult:
-    import torch
+    import torch  # torch: heavy, loaded only where the check runs
 
     if ctx.device == "cpu":
         return CheckResult("memory", "skip", summary="GPU memory test: CPU only")
@@ -107,10 +110,6 @@ def evaluate_headroom(headroom: dict[str, Any]) -> list[Finding]:
 
 
 def training_headroom(dev: Any) -> dict[str, Any]:
-    import dataclasses
-
-    from gpuenv.verify.workloads import nlp
-
     size = nlp.size_for("cuda", "deep")
     model = nlp.build(size, dev)
     precision = nlp.precision_for(dev)
@@ -138,9 +137,7 @@ def training_headroom(dev: Any) -> dict[str, Any]:
 
 
 def _step_fits(model: Any, size: Any, dev: Any, precision: str) -> bool:
-    import torch
-
-    from gpuenv.verify.workloads import nlp
+    import torch  # torch: heavy, loaded only where the check runs
 
     try:
         nlp.train_steps(model, size, dev, steps=1, precision=precision)
@@ -158,9 +155,7 @@ def _step_fits(model: Any, size: Any, dev: Any, precision: str) -> bool:
 
 
 def _free(dev: Any) -> None:
-    import gc
-
-    import torch
+    import torch  # torch: heavy, loaded only where the check runs
 
     gc.collect()
     torch.cuda.synchronize(dev)
@@ -169,8 +164,8 @@ def _free(dev: Any) -> None:
 
 def _peak_gib(model: Any, size: Any, dev: Any, precision: str, *, checkpointed: bool) -> float:
     """Peak memory of one forward/backward, with each encoder layer checkpointed or not."""
-    import torch
-    from torch.utils.checkpoint import checkpoint
+    import torch  # torch: heavy, loaded only where the check runs
+    from torch.utils.checkpoint import checkpoint  # torch: heavy, loaded only where the check runs
 
     layers = model.layers.layers
     originals = [layer.forward for layer in layers]
@@ -190,9 +185,7 @@ def _peak_gib(model: Any, size: Any, dev: Any, precision: str, *, checkpointed: 
 
 def _recovers_from_oom(model: Any, size: Any, dev: Any, precision: str) -> tuple[bool, str]:
     """Ask for twice the GPU's memory (a certain OOM), then train one step."""
-    import dataclasses
-
-    import torch
+    import torch  # torch: heavy, loaded only where the check runs
 
     total = torch.cuda.get_device_properties(dev).total_memory
     try:

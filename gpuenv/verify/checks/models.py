@@ -15,11 +15,15 @@ one exists, and per GPU against the node's median.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import importlib.util
 import math
 import statistics
 import time
 from typing import Any
 
+from gpuenv.verify import ranks
 from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks import common
 from gpuenv.verify.context import CheckContext
@@ -36,8 +40,6 @@ REC_WARMUP = 5  # untimed lookup batches first
 
 
 def run(ctx: CheckContext) -> CheckResult:
-    from gpuenv.verify import ranks
-
     world = common.world_size(ctx.device, ctx.cpu_ranks)
     cuda = ctx.device == "cuda"
     params = {"level": ctx.level, "nvml": [ctx.host.nvml_index(i) for i in range(world)] if cuda else []}
@@ -187,14 +189,10 @@ def rank_workload(rank: int, world: int, device: str, params: dict[str, Any]) ->
 
 
 def _meter(nvml: int | None) -> Any:
-    import contextlib
-
     return common.EnergyMeter(nvml) if nvml is not None else contextlib.nullcontext()
 
 
 def _cv(rank: int, world: int, dev: Any, level: str, steps: dict[str, int], nvml: int | None) -> dict[str, Any]:
-    import dataclasses
-
     torch = common.torch_module()
     dist = torch.distributed
 
@@ -239,8 +237,6 @@ class CvTraining:
         self.losses: list[Any] = []  # kept on the device: checking each one would sync every step
 
     def step(self, k: int) -> None:
-        import contextlib
-
         torch = self.torch
         if k % PER_EPOCH == 0:
             self.sampler.set_epoch(k // PER_EPOCH)
@@ -270,8 +266,6 @@ def _cv_train(
     size: cv.CvSize, dev: Any, steps: dict[str, int], *, ddp: bool, rank: int, world: int, meter: Any = None
 ) -> tuple[int, float, dict[str, Any]]:
     """(images, seconds) over the timed steps, and what the sampler handed out in one epoch."""
-    import contextlib
-
     run = CvTraining(size, dev, ddp=ddp, rank=rank, world=world)
     for k in range(steps["cv_warmup"]):
         run.step(k)
@@ -300,8 +294,6 @@ def _sampler_share(sampler: Any, pool: int, world: int, dev: Any) -> dict[str, A
 
 
 def _has_torchvision() -> bool:
-    import importlib.util
-
     return importlib.util.find_spec("torchvision") is not None
 
 
@@ -321,8 +313,6 @@ def _energy_figures(
 
 
 def _nlp(rank: int, dev: Any, level: str, steps: dict[str, int], nvml: int | None) -> dict[str, Any]:
-    import dataclasses
-
     size = nlp.size_for(dev.type, level)
     meter = _meter(nvml)
     result = nlp.throughput(str(dev), size=size, steps=steps["nlp"], around=meter)
@@ -338,8 +328,6 @@ def _nlp(rank: int, dev: Any, level: str, steps: dict[str, int], nvml: int | Non
 def _rec(rank: int, world: int, dev: Any, level: str, nvml: int | None) -> dict[str, Any]:
     """Timed lookup batches over the sharded tables; rank 0's clock (every batch ends in an
     all-gather, so all ranks finish a batch together), each GPU's energy around them."""
-    import dataclasses
-
     torch = common.torch_module()
     dist = torch.distributed
 

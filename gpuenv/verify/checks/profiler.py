@@ -8,7 +8,11 @@ and, when `nsys` is on the PATH of a GPU node, a short Nsight Systems capture of
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +38,8 @@ def evaluate(*, cpu_events: int, cuda_events: int, cuda: bool) -> list[Finding]:
 
 
 def run(ctx: CheckContext) -> CheckResult:
-    import torch
-    from torch.profiler import ProfilerActivity, profile
+    import torch  # torch: heavy, loaded only where the check runs
+    from torch.profiler import ProfilerActivity, profile  # torch: heavy, loaded only where the check runs
 
     dev = common.workload_devices(ctx.device)[0]
     cuda = dev.type == "cuda"
@@ -91,8 +95,6 @@ NSYS_WORK = (
 def _deep(
     model: Any, x: Any, dev: Any, folder: Path | None, metrics: dict[str, Any]
 ) -> tuple[list[Finding], list[str]]:
-    import tempfile
-
     cuda = dev.type == "cuda"
     with tempfile.TemporaryDirectory(prefix="gpuenv-profiler-") as scratch:
         where = folder or Path(scratch)
@@ -125,9 +127,7 @@ def evaluate_deep(*, timeline_points: int, timeline_error: str, nsys: dict[str, 
 def memory_timeline(model: Any, x: Any, dev: Any, path: Path) -> tuple[int, str]:
     """(points in the exported timeline, error): a profile with shapes, memory and stacks, as
     export_memory_timeline needs."""
-    import json
-
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile  # torch: heavy, loaded only where the check runs
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
     try:
@@ -144,9 +144,6 @@ def memory_timeline(model: Any, x: Any, dev: Any, path: Path) -> tuple[int, str]
 
 def nsys_capture(output: Path) -> dict[str, Any]:
     """`nsys profile` of a short CUDA matmul in a fresh Python: exit 0 and a .nsys-rep file."""
-    import subprocess
-    import sys
-
     command = ["nsys", "profile", "--force-overwrite", "true", "--trace", "cuda", "--output", str(output)]
     report = output.with_suffix(".nsys-rep")
     try:

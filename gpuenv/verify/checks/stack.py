@@ -6,17 +6,21 @@ stack that `resolve` recommends passes here. `evaluate` is pure (facts in, findi
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
 import sys
 from dataclasses import asdict
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from gpuenv.compat import KnowledgeBase, cubin_runs_on, load_kb, ptx_runs_on
+from gpuenv.adapters import nvml as adapter
+from gpuenv.compat import KnowledgeBase, cubin_runs_on, driver_runs_cuda, load_kb, ptx_runs_on
 from gpuenv.errors import BadRequest
 from gpuenv.verify.catalogue import finding
+from gpuenv.verify.checks.common import torch_module
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
 
@@ -37,8 +41,6 @@ def evaluate(facts: dict[str, Any], kb: KnowledgeBase, *, device: str) -> list[F
 
 
 def _driver(facts: dict[str, Any], kb: KnowledgeBase, torch_cuda: str) -> list[Finding]:
-    from gpuenv.compat import driver_runs_cuda
-
     driver = facts.get("driver")
     if not driver:
         return [finding("stack.driver-unknown", "the driver version is unknown (NVML did not report it)")]
@@ -148,8 +150,6 @@ def _knowledge_base(facts: dict[str, Any], kb: KnowledgeBase) -> list[Finding]:
 
 
 def gather(ctx: CheckContext) -> dict[str, Any]:
-    from gpuenv.verify.checks.common import torch_module
-
     torch = torch_module()
 
     facts: dict[str, Any] = {
@@ -186,8 +186,6 @@ def gather(ctx: CheckContext) -> dict[str, Any]:
 
 
 def _driver_from_nvml() -> dict[str, Any]:
-    from gpuenv.adapters import nvml as adapter
-
     if adapter.init():
         return {}
     versions = adapter.driver_versions()
@@ -195,8 +193,6 @@ def _driver_from_nvml() -> dict[str, Any]:
 
 
 def _dist_version(name: str) -> str | None:
-    from importlib import metadata
-
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
@@ -204,8 +200,6 @@ def _dist_version(name: str) -> str | None:
 
 
 def nvcc_version() -> str | None:
-    import os
-
     candidates = [shutil.which("nvcc")]
     if os.environ.get("CUDA_HOME"):
         candidates.append(str(Path(os.environ["CUDA_HOME"]) / "bin" / "nvcc"))

@@ -1,0 +1,126 @@
+"""The allreduce check as the worker runs it: the plan for the device and level, the ranks started
+(here, or this node's share of a run across nodes), their results judged (judging.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuenv.verify import nodes, ranks
+from gpuenv.verify.baselines import load_baselines
+from gpuenv.verify.checks import common
+from gpuenv.verify.checks.allreduce.collectives import MiB
+from gpuenv.verify.checks.allreduce.judging import across_nodes, evaluate
+from gpuenv.verify.context import CheckContext
+from gpuenv.verify.model import CheckResult, GpuRef, status_from_findings
+from gpuenv.verify.spread import Hung, Spread
+
+PLANS: dict[tuple[str, str], dict[str, Any]] = {
+    ("cpu", "quick"): {"sizes": [64 * MiB], "iters": 3, "warmup": 1, "collectives": ["allreduce"]},
+    ("cpu", "standard"): {
+        "sizes": [1 * MiB, 16 * MiB, 64 * MiB, 256 * MiB],
+        "iters": 3,
+        "warmup": 1,
+        "collectives": ["allreduce", "allgather", "reducescatter"],
+    },
+    ("cpu", "deep"): {
+        "sizes": [1 * MiB, 16 * MiB, 64 * MiB, 256 * MiB],
+        "iters": 5,
+        "warmup": 1,
+        "collectives": ["allreduce", "allgather", "reducescatter"],
+    },
+    ("cuda", "quick"): {"sizes": [512 * MiB], "iters": 5, "warmup": 2, "collectives": ["allreduce"]},
+    ("cuda", "standard"): {
+        "sizes": [1 * MiB, 16 * MiB, 128 * MiB, 512 * MiB, 1024 * MiB],
+        "iters": 10,
+        "warmup": 2,
+        "collectives": ["allreduce", "allgather", "reducescatter"],
+    },
+    ("cuda", "deep"): {
+        "sizes": [1 * MiB, 16 * MiB, 128 * MiB, 512 * MiB, 1024 * MiB],
+        "iters": 50,
+        "warmup": 5,
+        "collectives": ["allreduce", "allgather", "reducescatter"],
+    },
+}
+COMM_SHARE = 0.5  # of the check's limit, for the rendezvous and each collective across nodes
+
+
+def run(ctx: CheckContext) -> CheckResult:
+    here = common.world_size(ctx.device, ctx.cpu_ranks)
+    if here < 1:
+        raise common.CudaUnusable("CUDA reports no GPU visible to this process")
+    spread = spread_of(ctx, here) if ctx.placement else None
+    world = spread.world if spread else here
+    plan = {**PLANS[(ctx.device, ctx.level)], "bisect": ctx.level != "quick" and world >= 3}
+    try:
+        results = ranks.launch(
+            "gpuenv.verify.checks.allreduce.workload:rank_workload",
+            check="allreduce",
+            world=world,
+            device=ctx.device,
+            params=plan,
+            spread=spread,
+        )
+    except Hung as exc:
+        ctx.provided["multi_node"] = {"hung": [{"rank": r, "node": n, "why": w} for r, n, w in exc.who]}
+        return CheckResult("allreduce", "timeout", summary=str(exc), findings=nodes.hung_finding(exc.who))
+    baselines = load_baselines(common.path_or_none(ctx.baseline))
+    gpu_name = common.device_name(ctx.device)
+    refs = [_ref(ctx, spread, r) for r in range(world)]
+    findings, metrics = evaluate(
+        results, world=world, device=ctx.device, gpu_name=gpu_name, baselines=baselines, refs=refs
+    )
+    summary_nodes = ""
+    if spread is not None:
+        summary_nodes = across_nodes(results, spread, findings, metrics, judge_speed=ctx.device == "cuda")
+        ctx.provided["multi_node"] = metrics["multi_node"]
+    status = status_from_findings(findings)
+    head = metrics.get("headline", {})
+    summary = (
+        f"{world} ranks ({'gloo' if ctx.device == 'cpu' else 'nccl'}), every element exact"
+        if status != "fail" or not any(f.item == "correctness" for f in findings)
+        else ""
+    )
+    if world < 2:
+        summary += "; one rank: nothing crosses a link, bandwidth not measured"
+    elif head:
+        bw = head.get("busbw_gbps")
+        summary += f"; {head['collective']} {head['bytes'] // MiB} MiB " + (
+            f"busbw {bw:.2f} GB/s" if bw is not None else f"algbw {head['algbw_gbps']:.2f} GB/s"
+        )
+    summary += summary_nodes
+    return CheckResult("allreduce", status, summary=summary.lstrip("; "), metrics=metrics, findings=findings)
+
+
+def spread_of(ctx: CheckContext, here: int) -> Spread:
+    """This node's share of a run across nodes: explicit flags start one rank per local device;
+    a launcher (srun, torchrun) started this process as one rank."""
+    p = ctx.placement or {}
+    if p["launcher"] == "explicit":
+        first = p["node_rank"] * here
+        ranks_here, devices, world = tuple(range(first, first + here)), tuple(range(here)), p["nnodes"] * here
+    else:
+        ranks_here, world = (p["rank"],), p["world"]
+        devices = (p["local_rank"] if ctx.device == "cuda" and here > 1 else 0,)
+    limit = ctx.limit_s or 90.0
+    return Spread(
+        ranks=ranks_here,
+        devices=devices,
+        world=world,
+        addr=p["master_addr"],
+        port=p["master_port"],
+        prefix=f"gpuenv/{p['job']}/allreduce/",
+        timeout_s=max(3.0, limit * COMM_SHARE),
+        node=p["node"],
+        host_store=p["hosts_store"],
+    )
+
+
+def _ref(ctx: CheckContext, spread: Spread | None, rank: int) -> GpuRef:
+    if ctx.device != "cuda":
+        return GpuRef(rank)
+    if spread is None:
+        return ctx.gpu_ref(rank)
+    if rank in spread.ranks:
+        return ctx.gpu_ref(spread.devices[spread.ranks.index(rank)])
+    return GpuRef(rank)

@@ -1,0 +1,56 @@
+"""What each rank of the allreduce check runs (`rank_workload`, started by name through
+gpuenv.verify.ranks): every collective at every size, the pairs, the node collectives, one DDP step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuenv.verify.checks import common
+from gpuenv.verify.checks.allreduce.collectives import node_collectives, timed_collective
+from gpuenv.verify.checks.allreduce.pairs import pair_allreduces
+from gpuenv.verify.checks.amp import PlainSGD, model_for
+
+
+def rank_workload(rank: int, world: int, device: str, params: dict[str, Any]) -> dict[str, Any]:
+    import torch  # torch: heavy, needed in the rank processes only
+    import torch.distributed as dist  # torch: heavy, needed in the rank processes only
+
+    dev = torch.device("cuda", params.get("device_index", rank)) if device == "cuda" else torch.device("cpu")
+    out: dict[str, Any] = {"rank": rank, "device": str(dev), "errors": [], "times": {}, "skipped": {}, "pairs": []}
+    if params.get("rank_nodes"):
+        out["node"] = params["rank_nodes"][rank]
+    for coll in params["collectives"]:
+        for nbytes in params["sizes"]:
+            try:
+                times = timed_collective(coll, nbytes, rank, world, dev, params, out["errors"])
+            except RuntimeError as exc:
+                if "not supported" not in str(exc).lower() and "unsupported" not in str(exc).lower():
+                    raise
+                out["skipped"][coll] = str(exc).splitlines()[0]
+                break
+            out["times"][f"{coll}:{nbytes}"] = times
+    if params.get("bisect"):
+        out["pairs"] = pair_allreduces(rank, world, dev, params)
+    if params.get("rank_nodes"):
+        out["nodes"] = node_collectives(rank, dev, params, out["errors"])
+    if world >= 2:  # DDP rides on this job's process group: one NCCL initialisation for both
+        out["ddp"] = ddp_step(rank, dev)
+    dist.barrier()
+    return out
+
+
+def ddp_step(rank: int, dev: Any) -> dict[str, Any]:
+    """One DDP step on this rank (different data per rank); parameters must agree afterwards."""
+    torch = common.torch_module()
+    from torch.nn.parallel import DistributedDataParallel  # torch: heavy, needed in the rank processes only
+
+    model = model_for(dev)
+    ddp = DistributedDataParallel(model, device_ids=[dev.index] if dev.type == "cuda" else None)
+    opt = PlainSGD(ddp.parameters(), lr=0.1)
+    gen = torch.Generator().manual_seed(100 + rank)
+    x = torch.randn(64, 64, generator=gen).to(dev)
+    y = torch.randint(0, 10, (64,), generator=gen).to(dev)
+    torch.nn.functional.cross_entropy(ddp(x), y).backward()
+    opt.step()
+    flat = torch.cat([p.detach().double().flatten().cpu() for p in model.parameters()])
+    return {"checksum": f"{float(flat.sum()):.17g}", "finite": bool(torch.isfinite(flat).all())}

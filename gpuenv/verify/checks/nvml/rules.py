@@ -1,0 +1,260 @@
+"""The NVML snapshot judged by the policy: pure, a snapshot (gpuenv.adapters.nvml.snapshot) and the
+policy in, findings out. Every finding names the GPU (index, UUID, PCI bus id)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from gpuenv.verify import catalogue
+from gpuenv.verify.checks.nvml.policy import rule_finding
+from gpuenv.verify.facts import GpuInfo, HostFacts, NvmlSnapshot, visible
+from gpuenv.verify.model import Finding, GpuRef
+
+FABRIC_NOT_SUPPORTED, FABRIC_COMPLETED = 0, 3
+
+
+def ref(gpu: dict[str, Any]) -> GpuRef:
+    return GpuRef(gpu["index"], gpu.get("uuid"), gpu.get("pci_bus_id"))
+
+
+def evaluate(
+    snap: NvmlSnapshot,
+    policy: dict[str, Any],
+    *,
+    expect_gpus: int | None,
+    cuda_visible: str | None,
+    host: HostFacts,
+    own_pids: frozenset[int] = frozenset(),
+) -> list[Finding]:
+    """Pure: the snapshot judged by the policy. `own_pids` are the run's own processes (never
+    leftovers); `host.pci_reference` the bus ids NVML must see (None: not judged here)."""
+    gpus = visible(snap.gpus, cuda_visible)
+    findings = _count_findings(snap, gpus, policy, expect_gpus, host)
+    for gpu in gpus:
+        findings += gpu_findings(gpu, policy, own_pids=own_pids)
+    findings += _fabric_cliques(gpus, policy)
+    return findings
+
+
+def _count_findings(
+    snap: NvmlSnapshot,
+    gpus: list[dict[str, Any]],
+    policy: dict[str, Any],
+    expect_gpus: int | None,
+    host: HostFacts,
+) -> list[Finding]:
+    findings = []
+    if expect_gpus is not None and len(gpus) < expect_gpus:
+        findings.append(
+            rule_finding(
+                policy,
+                "gpu_missing",
+                f"NVML shows {len(gpus)} GPU(s) visible to this process, {expect_gpus} expected",
+                None,
+            )
+        )
+    seen = {_short_bus(g.get("pci_bus_id")) for g in snap.gpus}
+    for bus in host.pci_reference or ():
+        if _short_bus(bus) not in seen:
+            findings.append(
+                rule_finding(
+                    policy,
+                    "gpu_missing",
+                    f"NVIDIA GPU at PCI {bus} is on the bus but NVML cannot see it (fallen off the bus)",
+                    GpuRef(-1, None, bus),
+                )
+            )
+    return findings
+
+
+def _short_bus(bus: str | None) -> str:
+    """PCI bus ids compare without the domain's width: 00000000:17:00.0 ~ 0000:17:00.0."""
+    if not bus:
+        return ""
+    domain, _, rest = bus.lower().partition(":")
+    return f"{int(domain, 16):04x}:{rest}" if rest else bus.lower()
+
+
+def gpu_findings(
+    gpu: dict[str, Any], policy: dict[str, Any], *, own_pids: frozenset[int] = frozenset()
+) -> list[Finding]:
+    g = ref(gpu)
+    label = g.label()
+    out: list[Finding] = []
+    if gpu.get("ecc_uncorrected"):
+        out.append(
+            rule_finding(
+                policy,
+                "ecc_uncorrected",
+                f"{label}: {gpu['ecc_uncorrected']} uncorrectable ECC error(s) since the driver loaded",
+                g,
+            )
+        )
+    if gpu.get("retired_pages_pending"):
+        out.append(rule_finding(policy, "retired_pages_pending", f"{label}: retired pages pending", g))
+    rows = gpu.get("remapped_rows") or {}
+    if rows.get("pending"):
+        out.append(rule_finding(policy, "remapped_rows_pending", f"{label}: row remapping pending", g))
+    if rows.get("failure"):
+        out.append(rule_finding(policy, "remapped_rows_failure", f"{label}: row remapping failed", g))
+    out += _pcie(gpu, policy, g, label) + _clocks(gpu, policy, g, label)
+    if gpu.get("persistence") == 0:
+        out.append(rule_finding(policy, "persistence_off", f"{label}: persistence mode is off", g))
+    out += _thermal(gpu, policy, g, label)
+    if gpu.get("nvlink_down"):
+        links = ", ".join(str(n) for n in gpu["nvlink_down"])
+        out.append(rule_finding(policy, "nvlink_down", f"{label}: NVLink link(s) {links} down", g))
+    leftovers = [p for p in gpu.get("processes") or [] if p not in own_pids]
+    if leftovers:
+        pids = ", ".join(str(p) for p in leftovers)
+        out.append(rule_finding(policy, "leftover_processes", f"{label}: compute processes still running: {pids}", g))
+    out += _memory_held(gpu, policy, g, label)
+    if gpu.get("mig") == 1:
+        out.append(rule_finding(policy, "mig_enabled", f"{label}: MIG mode enabled", g))
+    out += _compute_mode(gpu, policy, g, label)
+    fabric = gpu.get("fabric")
+    if (
+        fabric
+        and fabric["state"] != FABRIC_NOT_SUPPORTED
+        and (fabric["state"] != FABRIC_COMPLETED or fabric["status"] != 0)
+    ):
+        states = {1: "not started", 2: "in progress", 3: "completed"}
+        out.append(
+            rule_finding(
+                policy,
+                "fabric_not_ready",
+                f"{label}: outside the NVSwitch fabric (registration {states.get(fabric['state'], fabric['state'])}, "
+                f"status {fabric['status']})",
+                g,
+            )
+        )
+    return out
+
+
+def _memory_held(gpu: dict[str, Any], policy: dict[str, Any], g: GpuRef, label: str) -> list[Finding]:
+    """Memory in use while NVML lists no compute process at all (not even gpuenv's own): a context
+    the driver kept after its process ended. MIG GPUs list processes per instance: not judged."""
+    used = gpu.get("memory_used_mib")
+    unread = "processes" in (gpu.get("unknown") or {})
+    if used is None or unread or gpu.get("processes") or gpu.get("mig") == 1 or used <= policy["memory_held_mib"]:
+        return []
+    text = f"{label}: {used} MiB of GPU memory in use with no compute process"
+    return [rule_finding(policy, "memory_held", text, g)]
+
+
+def _compute_mode(gpu: dict[str, Any], policy: dict[str, Any], g: GpuRef, label: str) -> list[Finding]:
+    mode = gpu.get("compute_mode")
+    if mode == 3:
+        text = f"{label}: compute mode EXCLUSIVE_PROCESS (one process per GPU at a time)"
+        return [rule_finding(policy, "compute_exclusive", text, g)]
+    if mode == 2:
+        return [
+            rule_finding(policy, "compute_prohibited", f"{label}: compute mode PROHIBITED: no process can use it", g)
+        ]
+    return []
+
+
+def _fabric_cliques(gpus: list[dict[str, Any]], policy: dict[str, Any]) -> list[Finding]:
+    """GPUs whose fabric completed in another clique than the node's other GPUs."""
+    joined = [g for g in gpus if (g.get("fabric") or {}).get("state") == FABRIC_COMPLETED]
+    cliques = [g["fabric"].get("clique") for g in joined]
+    if len(set(cliques)) < 2:
+        return []
+    usual = max(set(cliques), key=cliques.count)
+    return [
+        rule_finding(
+            policy,
+            "fabric_not_ready",
+            f"{ref(g).label()}: in NVSwitch clique {g['fabric'].get('clique')}, the node's other GPUs in {usual}",
+            ref(g),
+        )
+        for g in joined
+        if g["fabric"].get("clique") != usual
+    ]
+
+
+def _pcie(gpu: dict[str, Any], policy: dict[str, Any], g: GpuRef, label: str) -> list[Finding]:
+    """Width is judged always; the generation only when read under load (idle links train down)."""
+    p = gpu.get("pcie") or {}
+    narrow = None not in (p.get("width"), p.get("max_width")) and p["width"] < p["max_width"]
+    slow = p.get("under_load") and None not in (p.get("gen"), p.get("max_gen")) and p["gen"] < p["max_gen"]
+    if not (narrow or slow):
+        return []
+    when = "under load" if p.get("under_load") else "(generation not judged: read at idle)"
+    return [
+        rule_finding(
+            policy,
+            "pcie_downgraded",
+            f"{label}: PCIe link Gen{p.get('gen')} x{p.get('width')}, below its maximum "
+            f"Gen{p.get('max_gen')} x{p.get('max_width')} {when}",
+            g,
+        )
+    ]
+
+
+def _clocks(gpu: dict[str, Any], policy: dict[str, Any], g: GpuRef, label: str) -> list[Finding]:
+    reasons = gpu.get("clock_events")
+    if not reasons:
+        return []
+    named = [name for bit, name in policy["problem_clock_events"].items() if reasons & int(bit, 16)]
+    if not named:
+        return []
+    return [
+        rule_finding(
+            policy, "clock_slowdown", f"{label}: clocks held down by {', '.join(named)} (reasons 0x{reasons:x})", g
+        )
+    ]
+
+
+def _thermal(gpu: dict[str, Any], policy: dict[str, Any], g: GpuRef, label: str) -> list[Finding]:
+    temp, limit = gpu.get("temperature"), gpu.get("slowdown_temperature")
+    if temp is None or not limit or temp < limit - policy["temperature_margin_c"]:
+        return []
+    return [rule_finding(policy, "temperature", f"{label}: {temp} °C, slowdown at {limit} °C", g)]
+
+
+def xid_findings(
+    events: list[tuple[int, int]], gpus: tuple[GpuInfo, ...], policy: dict[str, Any], *, during: str = "the run"
+) -> list[Finding]:
+    """Pure: one finding per XID event (NVML index, XID), fatal ones with their action."""
+    out = []
+    by_index = {g.index: g for g in gpus}
+    fatal = set(policy["fatal_xids"])
+    for index, xid in events:
+        g = by_index[index].ref() if index in by_index else GpuRef(index)
+        message = f"{g.label()}: XID {xid} during {during}"
+        if xid in fatal:
+            action = policy["xid_actions"].get(str(xid), "reset-gpu")
+            rule = catalogue.rules()["nvml.xid"]
+            out.append(
+                catalogue.finding(
+                    "nvml.xid",
+                    message,
+                    gpu=g,
+                    rule=replace(rule, action=action),
+                    xid=xid,
+                    action=action.replace("-", " "),
+                )
+            )
+        else:
+            other = policy["other_xid"]
+            rule = replace(catalogue.rules()["nvml.xid-other"], severity=other["severity"], action=other["action"])
+            out.append(catalogue.finding("nvml.xid-other", message, gpu=g, rule=rule))
+    return out
+
+
+def unknown_findings(snap: NvmlSnapshot) -> list[Finding]:
+    """One info line per item NVML could not report (NOT_SUPPORTED etc.): unknown, not a failure."""
+    items: dict[str, list[str]] = {}
+    for gpu in snap.gpus:
+        for key, why in gpu.get("unknown", {}).items():
+            items.setdefault(f"{key} ({why})", []).append(str(gpu["index"]))
+    return [
+        catalogue.finding("nvml.unknown", f"unknown on GPU {', '.join(idx)}: {what}") for what, idx in items.items()
+    ]
+
+
+def init_finding(message: str, problem: str) -> Finding:
+    known = {"driver-not-loaded": "nvml.driver-not-loaded", "library-not-found": "nvml.library-not-found"}
+    return catalogue.finding(known.get(problem, "nvml.init-failed"), message)

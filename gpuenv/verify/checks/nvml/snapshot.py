@@ -1,0 +1,89 @@
+"""The nvml check as the worker runs it: NVML's snapshot read at idle, the links and clocks re-read
+under load, all judged by the policy (rules.py); the per-GPU figures fleet comparison reads."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from gpuenv.adapters import nvml as adapter
+from gpuenv.verify import catalogue
+from gpuenv.verify.checks.nvml.policy import load_policy, rule_finding
+from gpuenv.verify.checks.nvml.rules import evaluate, init_finding, unknown_findings
+from gpuenv.verify.checks.nvml.under_load import gpu_load, read_links_under_load
+from gpuenv.verify.context import CheckContext
+from gpuenv.verify.facts import NvmlSnapshot, visible
+from gpuenv.verify.model import CheckResult, status_from_findings, summarize
+from gpuenv.verify.procs import own_pids
+
+COMPUTE_MODES = {0: "DEFAULT", 1: "EXCLUSIVE_THREAD", 2: "PROHIBITED", 3: "EXCLUSIVE_PROCESS"}
+
+
+def run(ctx: CheckContext) -> CheckResult:
+    policy = load_policy(Path(ctx.policy) if ctx.policy else None)
+    problem = adapter.init()
+    if problem:
+        return _no_nvml(ctx, policy, problem)
+    snap = NvmlSnapshot.from_dict(adapter.snapshot())  # idle: processes, width, everything else
+    cuda_visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    gpus = visible(snap.gpus, cuda_visible)
+    load_note = read_links_under_load(snap, [g["index"] for g in gpus], gpu_load() if ctx.device == "cuda" else None)
+    findings = evaluate(
+        snap,
+        policy,
+        expect_gpus=ctx.expect_gpus,
+        cuda_visible=cuda_visible,
+        host=ctx.host,
+        own_pids=frozenset(own_pids()),
+    )
+    findings += unknown_findings(snap)
+    if load_note:
+        findings.append(catalogue.finding("nvml.pcie-not-judged", load_note))
+    if ctx.host.pci_reference is None and ctx.host.pci_nvidia:
+        message = f"in a {ctx.host.pci_scope}: GPUs on the host's PCI bus not compared with NVML"
+        findings.append(catalogue.finding("nvml.bus-not-compared", message))
+    names = sorted({g.get("name") or "?" for g in gpus})
+    modes = sorted(
+        {COMPUTE_MODES.get(int(g["compute_mode"]), "unknown") for g in gpus if g.get("compute_mode") is not None}
+    )
+    default = f"{len(gpus)} GPU(s) ({', '.join(names)}), driver {snap.driver}, all healthy"
+    return CheckResult(
+        "nvml",
+        status_from_findings(findings),
+        summary=summarize(findings, default),
+        metrics={
+            "gpus": len(gpus),
+            "driver": snap.driver,
+            "cuda_driver": snap.cuda_driver,
+            "compute_modes": modes,
+            **per_gpu_figures(snap, gpus),
+        },
+        findings=findings,
+        detail={"snapshot": snap.to_dict()},
+    )
+
+
+def per_gpu_figures(snap: NvmlSnapshot, gpus: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Pure: the figures fleet comparison reads (gpuenv/verify/figures.py), by CUDA index: the
+    temperature at the start, and the SM clock under load (absent where no load ran)."""
+    by_nvml = {g["index"]: g for g in snap.gpus}
+    figures: dict[str, dict[str, int]] = {}
+    for metric, key in (("temperature_c", "temperature"), ("sm_clock_mhz", "sm_clock_under_load")):
+        values = {str(g["cuda_index"]): by_nvml[g["index"]].get(key) for g in gpus}
+        present = {i: int(v) for i, v in values.items() if isinstance(v, int) and not isinstance(v, bool)}
+        if present:
+            figures[metric] = present
+    return figures
+
+
+def _no_nvml(ctx: CheckContext, policy: dict[str, Any], problem: str) -> CheckResult:
+    if ctx.expect_gpus:
+        message = f"NVML shows no GPU ({problem}); {ctx.expect_gpus} expected"
+        return CheckResult(
+            "nvml", "fail", summary=message, findings=[rule_finding(policy, "gpu_missing", message, None)]
+        )
+    if ctx.device == "cpu":
+        return CheckResult("nvml", "skip", summary=f"CPU only: NVML {problem}")
+    message = f"NVML cannot start on a GPU node: {problem}"
+    return CheckResult("nvml", "fail", summary=message, findings=[init_finding(message, problem)])

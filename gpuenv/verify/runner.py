@@ -1,0 +1,275 @@
+"""One verify run: decides the device, drives the worker check by check under each check's limit,
+collects the results and the XIDs the NVML probe saw meanwhile.
+
+When a check runs past its limit the whole worker group is killed and the check is `timeout`; when
+the worker dies or a rank crashes the check is a `crash` with the signal and the tail of stderr. A
+fresh worker then runs the remaining checks. SIGTERM and SIGINT stop the run (`Interrupted`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from gpuenv.verify import registry
+from gpuenv.verify.catalogue import finding
+from gpuenv.verify.checks.nvml.policy import load_policy
+from gpuenv.verify.checks.nvml.rules import xid_findings
+from gpuenv.verify.facts import HostFacts, bus_reference, gpu_infos
+from gpuenv.verify.model import CheckResult, DeviceChoice, Level, status_from_findings
+from gpuenv.verify.pci import driver_gpus, nvidia_on_pci, pci_scope
+from gpuenv.verify.worker_handle import Worker, WorkerDied, WorkerTimeout
+
+PROBE_TIMEOUT = 20.0
+WARM_TIMEOUT = 300.0  # a fresh worker imports torch (and its forkserver too) before the first check
+STDERR_TAIL = 3000
+XID_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    level: Level = "quick"
+    checks: tuple[str, ...] = ()
+    device: DeviceChoice = "auto"
+    expect_gpus: int | None = None
+    strict: bool = False
+    artifacts_dir: str | None = None
+    baseline: str | None = None
+    policy: str | None = None
+    kb: str | None = None
+    timeout: float | None = None  # overrides every check's own limit
+    placement: dict[str, Any] | None = None  # a run across nodes (gpuenv.verify.launch.Placement)
+
+
+class Interrupted(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signame = signal.Signals(signum).name
+
+
+@contextlib.contextmanager
+def signals_interrupt(deferred: list[int] | None = None) -> Iterator[None]:
+    """Turn SIGTERM/SIGINT into Interrupted for the duration of the run; with `deferred`, only note
+    the signal there (the caller stops after the running check, which its own limit bounds)."""
+
+    def handler(signum: int, _frame: Any) -> None:
+        if deferred is None:
+            raise Interrupted(signum)
+        deferred.append(signum)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+class Run:
+    """One verify run: decides the device, drives the worker, collects results."""
+
+    def __init__(self, opts: VerifyOptions, on_result: Callable[[CheckResult], None] | None) -> None:
+        self.opts = opts
+        self.on_result = on_result or (lambda _r: None)
+        self.results: list[CheckResult] = []
+        self.host = HostFacts()
+        self.provided: dict[str, Any] = {}
+        self.worker: Worker | None = None
+        self.watcher: Worker | None = None  # the NVML probe, holding the XID event set
+        self.stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (closed in execute)
+        self.device = "cpu"
+        self.cpu_only = True
+        self.device_note = ""
+        self.timings: dict[str, float] = {}
+        self.xid_unwatched: list[str] = []  # GPUs NVML would not register for XID events
+
+    def start_worker(self, *, forkserver: bool) -> Worker:
+        started = time.monotonic()
+        worker = self.worker = Worker(self.stderr)
+        context = {
+            "level": self.opts.level,
+            "device": self.device,
+            "expect_gpus": self.opts.expect_gpus,
+            "artifacts_dir": self.opts.artifacts_dir,
+            "baseline": self.opts.baseline,
+            "policy": self.opts.policy,
+            "kb": self.opts.kb,
+            "host": self.host.to_dict(),
+            "placement": self.opts.placement,
+        }
+        worker.ask({"op": "init", "context": context, "forkserver": forkserver}, PROBE_TIMEOUT)
+        if forkserver:  # importing torch is not the check's time: it has its own limit
+            worker.ask({"op": "warm"}, WARM_TIMEOUT)
+        self.add_time("worker_start", time.monotonic() - started)
+        return worker
+
+    def add_time(self, phase: str, seconds: float) -> None:
+        self.timings[phase] = round(self.timings.get(phase, 0.0) + seconds, 3)
+
+    def decide_device(self) -> None:
+        started = time.monotonic()
+        on_bus = nvidia_on_pci()
+        scope = pci_scope()
+        reference, _why = bus_reference(on_bus, driver_gpus(), scope)
+        probe: dict[str, Any] = {"nvml": "not probed (--device cpu)"}
+        if self.opts.device != "cpu":
+            probe = self.probe_nvml()
+        self.host = HostFacts(
+            nvml=probe["nvml"],
+            driver=probe.get("driver"),
+            cuda_driver=probe.get("cuda_driver"),
+            gpus=gpu_infos(probe.get("gpus", []), os.environ.get("CUDA_VISIBLE_DEVICES")),
+            pci_nvidia=tuple(on_bus),
+            pci_reference=reference,
+            pci_scope=scope,
+        )
+        self.add_time("probe", time.monotonic() - started)
+        if self.opts.device in ("cpu", "cuda"):
+            self.device = self.opts.device
+            self.cpu_only = self.device == "cpu"
+            self.device_note = f"--device {self.device}"
+            return
+        if on_bus or probe["nvml"] == "ok":
+            self.device, self.cpu_only = "cuda", False
+            self.device_note = (
+                f"{len(on_bus)} NVIDIA GPU(s) on the PCI bus" if on_bus else "NVML loads"
+            ) + ": a GPU node, workloads run on CUDA"
+        else:
+            self.device_note = f"no NVIDIA GPU on the PCI bus, NVML: {probe['nvml']}: CPU only"
+
+    def probe_nvml(self) -> dict[str, Any]:
+        """NVML's GPUs and driver, from a helper process that then keeps watching for XIDs."""
+        worker = Worker(self.stderr)
+        try:
+            answer = worker.ask({"op": "probe"}, PROBE_TIMEOUT)
+        except (WorkerTimeout, WorkerDied):
+            worker.kill()
+            return {"nvml": "NVML probe hung or crashed"}
+        if answer.get("nvml") == "ok":
+            self.watcher = worker
+            self.xid_unwatched = list(answer.get("xid_unwatched", []))
+        else:
+            worker.kill()
+        return answer
+
+    def note_unwatched(self, result: CheckResult) -> None:
+        if result.name == "nvml" and self.xid_unwatched:
+            message = f"XID events not watched on {', '.join(self.xid_unwatched)}"
+            result.findings.append(finding("nvml.xid-unwatched", message))
+
+    def drain_xids(self, result: CheckResult) -> None:
+        """XIDs since the last look, named with their action: on the check that just crashed or
+        timed out (they explain it), else on the nvml check when it ran, else on this check."""
+        if self.watcher is None:
+            return
+        try:
+            events = [tuple(e) for e in self.watcher.ask({"op": "xids"}, XID_TIMEOUT)["xids"]]
+        except (WorkerTimeout, WorkerDied):
+            self.watcher.kill()
+            self.watcher = None
+            return
+        if not events:
+            return
+        policy = load_policy(Path(self.opts.policy) if self.opts.policy else None)
+        found = xid_findings(events, self.host.gpus, policy, during=f"the run (while {result.name} ran)")
+        nvml_result = next((r for r in self.results if r.name == "nvml"), None)
+        target = result if result.status in ("crash", "timeout") or nvml_result is None else nvml_result
+        if target.status in ("pass", "warn", "fail", "skip"):
+            before = target.status
+            target.findings.extend(found)
+            target.status = status_from_findings(target.findings)
+            if target.status != before:
+                target.summary = found[0].message
+        else:
+            target.findings.extend(found)
+
+    def run_check(self, spec: registry.CheckSpec, torch_follows: bool) -> CheckResult:
+        limit = self.opts.timeout or spec.timeout(self.opts.level)
+        mark = self.stderr.seek(0, os.SEEK_END)
+        started = time.monotonic()
+        running = False
+        try:
+            worker = self.worker or self.start_worker(forkserver=torch_follows)
+            started, running = time.monotonic(), True
+            answer = worker.ask({"op": "run", "check": spec.name, "limit_s": limit}, limit)
+        except WorkerTimeout:
+            pgid = self.worker.proc.pid if self.worker else None
+            self.replace_worker()
+            what = (
+                f"{spec.name} ran past its {limit:g} s limit"
+                if running
+                else f"the check process could not start (import torch) within {WARM_TIMEOUT:g} s"
+            )
+            return CheckResult(
+                spec.name,
+                "timeout",
+                time.monotonic() - started,
+                summary=f"{what}; killed with every process it started",
+                detail={"limit_s": limit, "killed_process_group": pgid, "stderr_tail": self.stderr_tail(mark)},
+            )
+        except WorkerDied:
+            code = self.worker.proc.wait() if self.worker else None
+            self.replace_worker()
+            sig = signal.Signals(-code).name if code is not None and code < 0 else None
+            return CheckResult(
+                spec.name,
+                "crash",
+                time.monotonic() - started,
+                summary=f"{spec.name} crashed" + (f" ({sig})" if sig else f" (exit {code})"),
+                detail={"signal": sig, "exit_code": code, "stderr_tail": self.stderr_tail(mark)},
+            )
+        result = CheckResult.from_dict(answer["result"])
+        self.provided.update({k: v for k, v in answer.get("provided", {}).items() if k in spec.provides})
+        if result.status == "crash":
+            result.detail["stderr_tail"] = self.stderr_tail(mark)
+            self.replace_worker()  # ranks may linger after a crash: start clean
+        return result
+
+    def replace_worker(self) -> None:
+        if self.worker is not None:
+            self.worker.kill()
+            self.worker = None
+
+    def stderr_tail(self, mark: int) -> str:
+        self.stderr.seek(mark)
+        data = self.stderr.read()
+        self.stderr.seek(0, os.SEEK_END)
+        return data[-STDERR_TAIL:].decode(errors="replace")
+
+    def execute(self, specs: list[registry.CheckSpec]) -> str | None:
+        """Run the checks; returns the name of the signal that interrupted the run, if any."""
+        try:
+            # Across nodes a launcher (torchrun) stops every rank once one exits: the check that
+            # names the hung peer ends first, within its limit, so the report says who it was.
+            deferred: list[int] | None = [] if self.opts.placement else None
+            with signals_interrupt(deferred):
+                self.decide_device()
+                for i, spec in enumerate(specs):
+                    if deferred:
+                        raise Interrupted(deferred[0])
+                    torch_follows = any(s.needs_torch for s in specs[i:])
+                    result = self.run_check(spec, torch_follows)
+                    self.results.append(result)
+                    self.note_unwatched(result)
+                    self.drain_xids(result)
+                    self.add_time(f"check:{spec.name}", result.duration_s)
+                    self.on_result(result)
+                if deferred:
+                    raise Interrupted(deferred[0])
+        except Interrupted as exc:
+            self.replace_worker()
+            return exc.signame
+        finally:
+            if self.worker is not None:
+                self.worker.stop()
+            if self.watcher is not None:
+                self.watcher.stop()
+            self.stderr.close()
+        return None

@@ -11,6 +11,7 @@ from gpuenv import validate
 from gpuenv.cli.output import console, emit_json, table
 from gpuenv.cli.params import checked, choice
 from gpuenv.errors import BadRequest
+from gpuenv.power import service
 from gpuenv.types import DEVICE_CHOICES, LEVELS
 
 EPILOG = """\b
@@ -49,8 +50,6 @@ def tune() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def power(restore: bool, as_json: bool, state_file: Path | None, **options: Any) -> int:
     """Step each GPU's power limit, run the NLP training step at each, report tokens per joule."""
-    from gpuenv.power import service
-
     if restore and options["apply"]:
         raise BadRequest("--restore and --apply exclude each other", hint="--restore puts back; --apply keeps a cap")
     if restore:

@@ -62,10 +62,15 @@ class _FiniteFloatRange(click.FloatRange):
 def _finite(
     number: float, given: Any, kind: click.ParamType[Any], param: click.Parameter | None, ctx: click.Context | None
 ) -> float:
-    """The number, when finite; else a BadParameter naming the option (and its variable, as Click does)."""
+    """The number, when finite; else a bad request naming where it came from: the flag or the variable
+    (a value from the config file is refused before, naming the file and the key)."""
     if math.isfinite(number):
         return number
-    kind.fail(f"{given!r} is not a finite number", param, ctx)
+    if param is None:
+        raise BadRequest(f"invalid {kind.name}: {given!r} is not a finite number", hint="give a number such as 3.5")
+    from_env = ctx is not None and ctx.get_parameter_source(param.name or "") == ParameterSource.ENVIRONMENT
+    name = str(param.envvar) if from_env else max(param.opts, key=len)
+    raise BadRequest(f"invalid {name}: {given!r} is not a finite number", hint="give a number such as 3.5")
 
 
 def finite_float(kind: click.ParamType[Any]) -> click.ParamType[Any]:

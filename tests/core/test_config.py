@@ -266,14 +266,13 @@ def test_each_command_checks_its_own_table_and_config_show_checks_all(tmp_path: 
 def test_a_float_that_is_not_a_finite_number_is_refused_naming_its_source(tmp_path: Path, value: str) -> None:
     """--z nan would switch outlier detection off: from a flag, a variable or the file it is exit 2."""
     report = ["fleet", "report", str(tmp_path / "none.json")]
-    for args, env, names in (
-        (["--z", value], {}, ["'--z'"]),
-        ([], {"GPUENV_FLEET_REPORT_Z": value}, ["'--z'", "GPUENV_FLEET_REPORT_Z"]),
-        (["--min-deviation", value], {}, ["'--min-deviation'"]),  # a range: nan lies within no bounds
+    for args, env, name in (
+        (["--z", value], {}, "--z"),
+        ([], {"GPUENV_FLEET_REPORT_Z": value}, "GPUENV_FLEET_REPORT_Z"),
+        (["--min-deviation", value], {}, "--min-deviation"),  # a range: nan lies within no bounds
     ):
-        usage = run_gpuenv(*report, *args, env=env)
-        assert usage.returncode == 2 and "not a finite number" in usage.stderr, usage.stderr
-        assert all(name in usage.stderr for name in names) and "Traceback" not in usage.stderr
+        error = _one_error(run_gpuenv(*report, *args, env=env))
+        assert f"invalid {name}: '{value}' is not a finite number" in error
     file = _write(tmp_path / "config.toml", f"[fleet.report]\nmin-hosts = 3\nz = {value}\n")
     error = _one_error(run_gpuenv("--config", str(file), *report))
     assert "config.toml:3: [fleet.report] z: expected a finite number, got float" in error

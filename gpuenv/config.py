@@ -2,30 +2,28 @@
 
 Click applies the precedence, flag > environment > config file > default, for every option of every
 command: the file becomes the context's `default_map`, and each option gets the environment variable
-GPUENV_<COMMAND>_<OPTION>, named after its command path and its long name. This module finds and reads
-the file, checks every value against the command's own options (their types and validation callbacks,
-so a value in the file is refused exactly like the same value on the command line), and reports where
-each effective value came from.
+GPUENV_<COMMAND>_<OPTION>, named after its command path and its long name. This module finds, reads and
+checks the file (its tables, the kind of each value, the [prices] table) and presents the settings;
+it knows nothing of Click: gpuenv.cli.config_options holds each value against its option's own type
+and validation callback, so a value in the file is refused exactly like the same value on the command
+line, and says where each effective value came from.
 """
 
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
-import click
-from click.core import ParameterSource
-
-from gpuenv.errors import BadRequest, GpuenvError
-
-if TYPE_CHECKING:
-    from gpuenv.verify.cost import PriceRow
+from gpuenv import validate
+from gpuenv.errors import BadRequest
+from gpuenv.verify.cost import PriceRow
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -142,51 +140,14 @@ def env_name(path: tuple[str, ...], option: str) -> str:
     return "_".join((ENV_PREFIX, *path, option)).upper().replace("-", "_")
 
 
-def is_secret(option: click.Option) -> bool:
-    """An option carrying a secret (or asking for one): only ever given on the command line."""
-    if bool(option.hide_input or option.prompt):
-        return True
-    # a *-file option names a file holding the secret: that may be set (the file's mode is checked where read)
-    return any(_SECRET.search(name) and not name.endswith("-file") for name in long_names(option))
+def is_secret_name(name: str) -> bool:
+    """An option named for a secret (a password, a token): only ever given on the command line.
+    A *-file option names a file holding the secret: that may be set (the file's mode is checked where read)."""
+    return bool(_SECRET.search(name)) and not name.endswith("-file")
 
 
-def long_names(option: click.Option) -> list[str]:
-    return [opt[2:] for opt in option.opts if opt.startswith("--")]
-
-
-def options_of(command: click.Command) -> dict[str, click.Option]:
-    """The settable options of a command by long name (aliases included), in the order of --help."""
-    found: dict[str, click.Option] = {}
-    for param in command.params:
-        if isinstance(param, click.Option) and param.expose_value and not param.is_eager:
-            found.update((name, param) for name in long_names(param))
-    return found
-
-
-def attach_envvars(command: click.Command, path: tuple[str, ...]) -> None:
-    """Give each option of a command (and of its static subcommands) its GPUENV_… variable, shown in --help."""
-    if path[:1] in [(name,) for name in UNCONFIGURED_COMMANDS]:
-        return
-    for option in options_of(command).values():
-        if option.envvar is None and not is_secret(option):
-            option.envvar = env_name(path, long_names(option)[0])
-        option.show_envvar = option.envvar is not None
-    if isinstance(command, click.Group):
-        for name, sub in command.commands.items():
-            attach_envvars(sub, (*path, name))
-
-
-def default_map(
-    config: ConfigFile | None, group: click.Group, ctx: click.Context, names: Iterable[str]
-) -> dict[str, Any]:
-    """Check the file's tables and return Click's default_map (keyed by parameter names) for these commands.
-
-    Every table name is checked; the options of only the commands named (the one about to run), so
-    that a command does not import the others.
-    """
-    if config is None:
-        return {}
-    known = [n for n in group.list_commands(ctx) if n not in UNCONFIGURED_COMMANDS]
+def check_tables(config: ConfigFile, known: list[str]) -> None:
+    """Every top-level name of the file is a command with options (or a reserved table)."""
     for key, value in config.data.items():
         if key in RESERVED_TABLES:
             check_prices(config, value)
@@ -198,96 +159,66 @@ def default_map(
         elif key not in known:
             raise BadRequest(
                 f"{config.where((key,))}: [{key}] is not a gpuenv command with options",
-                hint=_suggest(key, [*known, *RESERVED_TABLES], "tables"),
+                hint=suggest(key, [*known, *RESERVED_TABLES], "tables"),
             )
-    wanted = [n for n in names if n in config.data and n in known]
-    return {name: _table(config, group, ctx, (name,)) for name in wanted}
 
 
-def _table(config: ConfigFile, group: click.Group, ctx: click.Context, path: tuple[str, ...]) -> dict[str, Any]:
-    command = group.get_command(ctx, path[-1])
-    assert command is not None  # the name was checked against the group's commands
-    sub_ctx = click.Context(command, info_name=path[-1], parent=ctx)
-    options = options_of(command)
-    subcommands = command.list_commands(sub_ctx) if isinstance(command, click.Group) else []
-    table: dict[str, Any] = {}
-    for key, value in _table_data(config, path).items():
-        if key in subcommands and isinstance(value, dict) and isinstance(command, click.Group):
-            table[key] = _table(config, command, sub_ctx, (*path, key))
-            continue
-        option = options.get(key)
-        if option is None:
-            raise BadRequest(
-                f"{config.where((*path, key))}: [{'.'.join(path)}] {key!r} is not an option of gpuenv {' '.join(path)}",
-                hint=_suggest(key, [*options, *subcommands], "options"),
-            )
-        assert option.name is not None
-        table[option.name] = _checked_value(config, sub_ctx, option, (*path, key), _expand_home(option, value))
-    return table
-
-
-def _expand_home(option: click.Option, value: Any) -> Any:
-    """A leading ~ in a file's path value means the home folder, as it would on a command line."""
-    if not isinstance(option.type, click.Path):
-        return value
-    if isinstance(value, list):
-        return [_expand_home(option, v) for v in value]
-    return os.path.expanduser(value) if isinstance(value, str) and value.startswith("~") else value
-
-
-def _table_data(config: ConfigFile, path: tuple[str, ...]) -> Mapping[str, Any]:
+def table_data(config: ConfigFile, path: tuple[str, ...]) -> Mapping[str, Any]:
     data: Any = config.data
     for key in path:
         data = data[key]
     return data  # type: ignore[no-any-return]
 
 
-def _checked_value(
-    config: ConfigFile, ctx: click.Context, option: click.Option, keys: tuple[str, ...], value: Any
-) -> Any:
-    """The value as given, after the option's own type and validation callback accepted it."""
-    where = f"{config.where(keys)}: [{'.'.join(keys[:-1])}] {keys[-1]}"
-    if is_secret(option):
-        raise BadRequest(
-            f"{where}: an option that carries or asks for a secret is only taken from the command line",
-            hint="put it in a file readable only by you (chmod 600) and name that file, e.g. --become-password-file",
-        )
-    problem = _type_problem(option, value)
-    if problem:
-        raise BadRequest(f"{where}: {problem}", hint=f"see gpuenv {' '.join(keys[:-1])} --help")
-    try:
-        option.process_value(ctx, value)
-    except click.ClickException as exc:  # a BadParameter's bare message: the value did not come from a flag
-        raise BadRequest(f"{where}: {exc.message}", hint=f"see gpuenv {' '.join(keys[:-1])} --help") from exc
-    except GpuenvError as exc:
-        raise BadRequest(f"{where}: {exc.message}", hint=exc.hint) from exc
-    return value
+def file_key(config: ConfigFile | None, path: tuple[str, ...], names: list[str]) -> str | None:
+    """The first of an option's names under which the file sets it in the table at path, if any."""
+    data: Any = config.data if config else {}
+    for key in path:
+        data = data.get(key) if isinstance(data, dict) else None
+    return next((n for n in names if isinstance(data, dict) and n in data), None)
 
 
-def _type_problem(option: click.Option, value: Any) -> str | None:
-    if option.multiple or option.nargs != 1:
+def expand_home(value: Any) -> Any:
+    """A leading ~ in a file's path value means the home folder, as it would on a command line."""
+    if isinstance(value, list):
+        return [expand_home(v) for v in value]
+    return os.path.expanduser(value) if isinstance(value, str) and value.startswith("~") else value
+
+
+# What an option takes, as the file must spell it: "string" also takes a whole number (port = 22) but
+# not a float (cuda = 12.10 would read 12.1); "text" is a string only (choices, paths).
+Kind = Literal["integer", "boolean", "number", "string", "text"]
+_WANT = {
+    "integer": "an integer",
+    "boolean": "true or false",
+    "number": "a number",
+    "string": 'a string (quote it: "...")',
+    "text": "a string",
+}
+
+
+def value_problem(kind: Kind, value: Any, *, many: bool) -> str | None:
+    """What is wrong with a value from the file for an option of this kind (a list when many), or None."""
+    if many:
         if not isinstance(value, list):
             return f"expected a list, got {_toml_type(value)}"
-        return next((p for p in (_scalar_problem(option, v) for v in value) if p), None)
-    return _scalar_problem(option, value)
+        return next((p for p in (value_problem(kind, v, many=False) for v in value) if p), None)
+    if _is_kind(kind, value):
+        return None
+    finite = "a finite number" if kind == "number" and isinstance(value, float) else _WANT[kind]
+    return f"expected {finite}, got {_toml_type(value)} {value!r}"
 
 
-def _scalar_problem(option: click.Option, value: Any) -> str | None:
-    kind = option.type
-    if option.count:
-        ok, want = isinstance(value, int) and not isinstance(value, bool), "an integer"
-    elif option.is_flag or isinstance(kind, click.types.BoolParamType):
-        ok, want = isinstance(value, bool), "true or false"
-    elif isinstance(kind, click.types.IntParamType):
-        ok, want = isinstance(value, int) and not isinstance(value, bool), "an integer"
-    elif isinstance(kind, click.types.FloatParamType):
-        ok, want = isinstance(value, (int, float)) and not isinstance(value, bool), "a number"
-    elif isinstance(kind, click.types.StringParamType):  # a whole number is fine (port = 22), a float is
-        # not: cuda = 12.10 would read 12.1
-        ok, want = isinstance(value, (str, int)) and not isinstance(value, bool), 'a string (quote it: "...")'
-    else:  # choices, paths
-        ok, want = isinstance(value, str), "a string"
-    return None if ok else f"expected {want}, got {_toml_type(value)} {value!r}"
+def _is_kind(kind: Kind, value: Any) -> bool:
+    if isinstance(value, bool):
+        return kind == "boolean"
+    if kind == "integer":
+        return isinstance(value, int)
+    if kind == "number":  # nan, inf and 1e309 (inf to TOML) are no setting: they switch a judgement off
+        return isinstance(value, (int, float)) and math.isfinite(value)
+    if kind == "string":
+        return isinstance(value, (str, int))
+    return isinstance(value, str)
 
 
 def _toml_type(value: Any) -> str:
@@ -298,8 +229,6 @@ def _toml_type(value: Any) -> str:
 def check_prices(config: ConfigFile, value: Any) -> dict[str, float]:
     """The reserved [prices] table: a GPU model (price per GPU-hour) or an instance type (price per
     node-hour) -> dollars, a positive finite number."""
-    from gpuenv import validate
-
     if not isinstance(value, dict):
         raise BadRequest(f"{config.where(('prices',))}: prices must be a table", hint="[prices]\nH100 = 2.5")
     for name, price in value.items():
@@ -315,56 +244,21 @@ def check_prices(config: ConfigFile, value: Any) -> dict[str, float]:
 
 def price_rows(config: ConfigFile | None) -> tuple[PriceRow, ...]:
     """The [prices] table as cost.PriceRow entries, each with the line it is on (none without a file)."""
-    from gpuenv.verify.cost import PriceRow
-
     if config is None or "prices" not in config.data:
         return ()
     prices = check_prices(config, config.data["prices"])
     return tuple(PriceRow(name, value, config.where(("prices", name))) for name, value in prices.items())
 
 
-def _suggest(word: str, choices: list[str], what: str) -> str:
+def suggest(word: str, choices: list[str], what: str) -> str:
     close = difflib.get_close_matches(word, choices, n=1)
     return f"did you mean {close[0]!r}?" if close else f"the {what}: {', '.join(sorted(choices)) or 'none'}"
 
 
-def effective(ctx: click.Context, config: ConfigFile | None, path: tuple[str, ...]) -> list[Setting]:
-    """Every option of the command parsed into ctx, with its value and the source that set it."""
-    settings = []
-    for name, option in options_of(ctx.command).items():
-        if name != long_names(option)[0] or option.name is None:
-            continue  # an alias
-        source = ctx.get_parameter_source(option.name)
-        file_key = _file_key(config, path, option)
-        keys = (*path, file_key or name)
-        env_value = os.environ.get(option.envvar) if isinstance(option.envvar, str) else None
-        lost: list[tuple[str, str, Any]] = []
-        if source == ParameterSource.COMMANDLINE and env_value:
-            lost.append(("env", str(option.envvar), env_value))
-        if source in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT) and config and file_key:
-            lost.append(("file", config.where(keys), _table_data(config, path)[file_key]))
-        origin = {
-            ParameterSource.COMMANDLINE: ("flag", f"--{name}"),
-            ParameterSource.ENVIRONMENT: ("env", str(option.envvar)),
-            ParameterSource.DEFAULT_MAP: ("file", config.where(keys) if config else None),
-        }.get(source or ParameterSource.DEFAULT, ("default", None))
-        value = ctx.params.get(option.name)
-        settings.append(Setting(" ".join(path), name, _plain(value), origin[0], origin[1], tuple(lost)))
-    return settings
-
-
-def _file_key(config: ConfigFile | None, path: tuple[str, ...], option: click.Option) -> str | None:
-    """The name (or alias) under which the file sets this option, if it does."""
-    data: Any = config.data if config else {}
-    for key in path:
-        data = data.get(key) if isinstance(data, dict) else None
-    return next((n for n in long_names(option) if isinstance(data, dict) and n in data), None)
-
-
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """A JSON-friendly copy of a parsed value (paths as strings, tuples as lists)."""
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, Path):
         return str(value)
     return value

@@ -14,11 +14,13 @@ Writing (`check_output` before any work, `write_output` at the end):
   when it belongs to the caller or to the folder's owner; anyone else's is refused (exit 2).
 
 Reading (`read_text`): every input file is read through a size cap per kind, so `/dev/zero` or
-a runaway file is a bad request instead of a hang.
+a runaway file is a bad request instead of a hang. A file root acts on (`read_own_file`) must be a
+regular file, not a symlink, the running user's and writable by nobody else.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -172,17 +174,60 @@ def read_bytes(path: Path | str, what: str, *, kind: str | None = None, hint: st
         with open(path, "rb") as handle:
             if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode) and not _is_stream(handle.fileno()):
                 raise BadRequest(f"{what} {path} is not a file", hint=hint)
-            chunks, size = [], 0
-            while size <= limit:
-                chunk = handle.read(min(_CHUNK, limit + 1 - size))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
+            data = _read_capped(handle.fileno(), limit)
     except OSError as exc:
         raise BadRequest(f"cannot read {what} {path}: {exc.strerror or exc}", hint=hint) from exc
-    if size > limit:
+    if len(data) > limit:
         raise BadRequest(f"{what} {path} is larger than {limit // MiB} MiB", hint="give the right file")
+    return data
+
+
+def read_own_file(path: Path | str, what: str, *, hint: str) -> bytes:
+    """Read a file whose content root may act on (the power state): a regular file, not a symlink,
+    owned by the user running gpuenv and writable by nobody else; read without waiting (a FIFO in its
+    place is refused, not waited on) and at most the default cap. Anything else is a BadRequest saying why."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        why = (
+            "is a symlink (gpuenv follows none here)" if exc.errno == errno.ELOOP else f"cannot be read: {exc.strerror}"
+        )
+        raise BadRequest(f"{what} {path} {why}", hint=hint) from exc
+    try:
+        info = os.fstat(fd)
+        problem = _not_own_file(info)
+        if problem:
+            raise BadRequest(f"{what} {path} {problem}", hint=hint)
+        data = _read_capped(fd, DEFAULT_LIMIT)
+    except OSError as exc:
+        raise BadRequest(f"cannot read {what} {path}: {exc.strerror or exc}", hint=hint) from exc
+    finally:
+        os.close(fd)
+    if len(data) > DEFAULT_LIMIT:
+        raise BadRequest(f"{what} {path} is larger than {DEFAULT_LIMIT // MiB} MiB", hint=hint)
+    return data
+
+
+def _not_own_file(info: os.stat_result) -> str | None:
+    """Why a file is not one only the running user could have written, or None."""
+    if not stat.S_ISREG(info.st_mode):
+        return "is not a regular file"
+    if info.st_uid != os.geteuid():
+        return f"belongs to another user (uid {info.st_uid}, not {os.geteuid()})"
+    if info.st_mode & 0o022:
+        return f"may be written by others (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None
+
+
+def _read_capped(fd: int, limit: int) -> bytes:
+    """At most limit + 1 bytes (one more than allowed tells the caller the file is too large)."""
+    chunks, size = [], 0
+    while size <= limit:
+        chunk = os.read(fd, min(_CHUNK, limit + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
     return b"".join(chunks)
 
 

@@ -7,6 +7,7 @@ Patterns use re.ASCII so that look-alike digits (fullwidth '９') are rejected.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 from pathlib import Path
@@ -28,6 +29,10 @@ _HOSTNAME = re.compile(
     r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*",
     re.ASCII,
 )
+# One Slurm node name: no hostlist syntax (',' and whitespace separate names, '[1-4]' is a range),
+# no '=' (scontrol would read a second field), no '/', no control characters.
+_SLURM_NODE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}", re.ASCII)
+SLURM_KEYWORDS = ("all",)  # scontrol's name for every node
 _IPV6 = re.compile(r"[0-9A-Fa-f:]{2,39}", re.ASCII)
 _USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}", re.ASCII)
 _REF_SEP = r"(\.|_{1,2}|-+)"  # Docker's separators: one dot, one or two underscores, dashes ('..' is none)
@@ -123,9 +128,18 @@ def hostname(value: str) -> str:
     )
 
 
-def _is_ipv6(value: str) -> bool:
-    import ipaddress
+def slurm_node(value: str, what: str = "--node") -> str:
+    """One Slurm node name, as scontrol takes it: never a list, a range or the keyword ALL."""
+    hint = "one node name as slurm.conf's NodeName gives it, e.g. gpu01 (no lists, ranges or ALL)"
+    _basic(value, what)
+    if value.lower() in SLURM_KEYWORDS:
+        raise BadRequest(f"{what} {value!r} is Slurm's name for every node, not one node", hint=hint)
+    if not _SLURM_NODE.fullmatch(value):
+        raise BadRequest(f"{what} {value[:60]!r} is not one Slurm node name", hint=hint)
+    return value
 
+
+def _is_ipv6(value: str) -> bool:
     try:
         ipaddress.IPv6Address(value)
     except ValueError:

@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from gpuenv import __version__, config, interrupt
+from gpuenv.cli import config_options
 from gpuenv.errors import EXIT_BAD_REQUEST, EXIT_CANNOT_RUN, BadRequest, GpuenvError
 
 # name -> "module:function"; a command is listed here only once it works.
@@ -79,7 +80,7 @@ class LazyGroup(click.Group):
             return None
         module, attr = target.split(":")
         command: click.Command = getattr(import_module(module), attr)
-        config.attach_envvars(command, (cmd_name,))
+        config_options.prepare_options(command, (cmd_name,))
         return command
 
 
@@ -121,7 +122,7 @@ def cli(
     settings_file = None if no_config else config.load(config_file, os.environ)
     assert isinstance(ctx.command, click.Group)
     # the file's settings become Click's default_map: below the command line and the environment
-    ctx.default_map = config.default_map(settings_file, ctx.command, ctx, [ctx.invoked_subcommand or ""])
+    ctx.default_map = config_options.default_map(settings_file, ctx.command, ctx, [ctx.invoked_subcommand or ""])
     ctx.obj = Settings(debug=debug, verbose=verbose, quiet=quiet, data=data, config=settings_file)
     level = logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
     logging.basicConfig(level=logging.ERROR if quiet else level, format="gpuenv: %(message)s")

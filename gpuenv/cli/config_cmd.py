@@ -8,6 +8,7 @@ import click
 
 from gpuenv import config
 from gpuenv.cli import settings as settings_of
+from gpuenv.cli.config_options import default_map, effective
 from gpuenv.cli.output import emit_json
 from gpuenv.errors import BadRequest
 
@@ -59,7 +60,7 @@ def show(ctx: click.Context, as_json: bool, command: str | None, args: tuple[str
         raise BadRequest(f"{command!r} is not a gpuenv command with settings", hint=f"one of: {', '.join(names)}")
     chosen = [command] if command else names
     file = settings_of(ctx).config
-    defaults = config.default_map(file, group, root, chosen)
+    defaults = default_map(file, group, root, chosen)
     parent = click.Context(group, info_name=root.info_name, obj=root.obj, default_map=defaults)
     settings: list[config.Setting] = []
     for name in chosen:
@@ -74,9 +75,9 @@ def _settings(
     command = group.get_command(parent, path[-1])
     assert command is not None
     if not isinstance(command, click.Group):
-        return config.effective(command.make_context(path[-1], args or _stand_ins(command), parent=parent), file, path)
+        return effective(command.make_context(path[-1], args or _stand_ins(command), parent=parent), file, path)
     ctx = command.make_context(path[-1], [], parent=parent, resilient_parsing=True)
-    found = config.effective(ctx, file, path)
+    found = effective(ctx, file, path)
     subcommands = command.list_commands(ctx)
     chosen = [args[0]] if args and args[0] in subcommands else subcommands
     for name in chosen:

@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from gpuenv import validate
+from gpuenv.cli.params import checked
 from gpuenv.errors import BadRequest
 from gpuenv.slurm import core
 from gpuenv.slurm.service import HookRequest, run_hook
@@ -52,7 +54,12 @@ def _hook_command(hook: str) -> click.Command:
     @click.option("--reports-dir", type=click.Path(file_okay=False, exists=True, path_type=Path), metavar="DIR")
     @click.option("--expect-gpus", type=click.IntRange(min=1), metavar="N", help="Fail when fewer GPUs are visible.")
     @click.option("--no-drain-on-error", is_flag=True, help="Exit 3 without draining when verify could not run.")
-    @click.option("--node", metavar="NAME", help="The node name [default: SLURMD_NODENAME, else the host name].")
+    @click.option(
+        "--node",
+        metavar="NAME",
+        callback=checked(validate.slurm_node),
+        help="The node's NodeName [default: SLURMD_NODENAME, else the host name].",
+    )
     def command(**opts: Any) -> int:
         opts["checks"] = tuple(opts["checks"]) or checks
         req = HookRequest(hook=hook, drain_on_error=not opts.pop("no_drain_on_error"), **opts)

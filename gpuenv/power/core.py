@@ -130,6 +130,37 @@ class SavedLimit:
     applied_mw: int | None = None  # the cap --apply kept
 
 
+MAX_GPUS = 1024
+MAX_PID = 1 << 22  # Linux's pid_max ceiling
+MAX_MW = 10_000_000  # 10 kW: no GPU's limit is near it; a larger figure is not one gpuenv wrote
+
+
+def _saved_limit(gpu: Any, where: str) -> SavedLimit:
+    if not isinstance(gpu, dict):
+        raise ValueError(f"{where}: expected an object, got {_shown(gpu)}")
+    uuid = gpu.get("uuid")
+    if uuid is not None and not isinstance(uuid, str):
+        raise ValueError(f"{where}.uuid: expected a string or null, got {_shown(uuid)}")
+    applied = None if gpu.get("applied_mw") is None else _whole(gpu, "applied_mw", where, 1, MAX_MW)
+    return SavedLimit(
+        _whole(gpu, "index", where, 0, MAX_GPUS - 1), uuid, _whole(gpu, "original_mw", where, 1, MAX_MW), applied
+    )
+
+
+def _whole(data: dict[str, Any], key: str, where: str, least: int, most: int) -> int:
+    """data[key], a whole number from least to most (never a bool, a float, NaN or Infinity)."""
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+        name = f"{where}.{key}" if where else key
+        raise ValueError(f"{name}: expected a whole number from {least} to {most}, got {_shown(value)}")
+    return value
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 @dataclass(frozen=True)
 class PowerState:
     phase: Phase  # "tuning": a run is (or was, until it died) changing limits; "applied": a cap was kept
@@ -142,20 +173,18 @@ class PowerState:
 
     @classmethod
     def from_dict(cls, data: Any) -> PowerState:
-        """Raises ValueError when the content is not a state this gpuenv wrote."""
+        """Raises ValueError, naming the field, when the content is not a state this gpuenv wrote."""
         if not isinstance(data, dict) or data.get("schema") != STATE_SCHEMA:
             raise ValueError(f"not a {STATE_SCHEMA} file")
-        try:
-            gpus = tuple(
-                SavedLimit(int(g["index"]), g.get("uuid"), int(g["original_mw"]), g.get("applied_mw"))
-                for g in data["gpus"]
-            )
-            phase = data["phase"]
-            if phase not in ("tuning", "applied") or not gpus:
-                raise ValueError("bad phase or no GPU")
-            return cls(phase, int(data["pid"]), str(data["started"]), gpus)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"malformed {STATE_SCHEMA} file: {exc}") from exc
+        gpus = data.get("gpus")
+        if not isinstance(gpus, list) or not gpus or len(gpus) > MAX_GPUS:
+            raise ValueError(f"gpus: expected a list of 1 to {MAX_GPUS} GPUs, got {_shown(gpus)}")
+        if data.get("phase") not in ("tuning", "applied"):
+            raise ValueError(f"phase: expected 'tuning' or 'applied', got {_shown(data.get('phase'))}")
+        if not isinstance(data.get("started"), str):
+            raise ValueError(f"started: expected a string, got {_shown(data.get('started'))}")
+        saved = tuple(_saved_limit(g, f"gpus[{i}]") for i, g in enumerate(gpus))
+        return cls(data["phase"], _whole(data, "pid", "", 1, MAX_PID), data["started"], saved)
 
     def describe(self) -> str:
         changed = ", ".join(

@@ -26,9 +26,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gpuenv import interrupt
+from gpuenv.adapters import nvml as nvml_adapter
 from gpuenv.errors import BadRequest, BadResult, CannotRun, Interrupted
 from gpuenv.power import state
 from gpuenv.power.core import (
+    RESULT_SCHEMA,
     GpuLimits,
     GpuTuning,
     PowerState,
@@ -37,7 +39,10 @@ from gpuenv.power.core import (
     caps,
     choose,
 )
+from gpuenv.power.workload import PARENT_ENV
 from gpuenv.types import DeviceChoice, Level
+from gpuenv.verify import faults
+from gpuenv.verify.facts import visible
 
 HELLO_TIMEOUT = 300.0  # the workload process imports torch (and initialises CUDA) first
 HELD_TOLERANCE_MW = 1000
@@ -66,8 +71,6 @@ class TuneOutcome:
     note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        from gpuenv.power.core import RESULT_SCHEMA
-
         return {
             "schema": RESULT_SCHEMA,
             "device": self.device,
@@ -104,8 +107,6 @@ class WorkloadProcess:
         self.stderr = tempfile.TemporaryFile()  # noqa: SIM115
 
     def start(self, device: DeviceChoice) -> dict[str, Any]:
-        from gpuenv.power.workload import PARENT_ENV
-
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gpuenv.power.workload"],
             stdin=subprocess.PIPE,
@@ -167,12 +168,10 @@ class WorkloadProcess:
 
 
 def _nvml() -> Any:
-    from gpuenv.adapters import nvml as adapter
-
-    problem = adapter.init()
+    problem = nvml_adapter.init()
     if problem:
         raise CannotRun(f"NVML cannot be used here: {problem}", hint="tune power needs the NVIDIA driver and a GPU")
-    return adapter
+    return nvml_adapter
 
 
 def _watts(milliwatts: int | None) -> float | None:
@@ -275,8 +274,6 @@ def refuse_if_changed(path: Path) -> None:
 
 
 def tune(request: TuneRequest, *, workload: Workload | None = None) -> TuneOutcome:
-    from gpuenv.verify import faults
-
     faults.check_setting()
     if request.apply and request.device == "cpu":
         raise BadRequest("--apply with --device cpu", hint="a cap is chosen from a GPU's own figures only")
@@ -330,8 +327,6 @@ def _start(workload: Workload, request: TuneRequest, gpus: list[GpuLimits]) -> s
 
 
 def _cuda_index(gpu: GpuLimits) -> int:
-    from gpuenv.verify.facts import visible
-
     listed = visible([{"index": gpu.index, "uuid": gpu.uuid}], os.environ.get("CUDA_VISIBLE_DEVICES"))
     return int(listed[0]["cuda_index"]) if listed else gpu.index
 

@@ -10,13 +10,15 @@ but the owner can plant the limits root will put back.
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from gpuenv.errors import BadRequest
-from gpuenv.files import read_text, write_atomic
+from gpuenv.files import read_own_file, write_atomic
 from gpuenv.power.core import PowerState
 
 NAME = "power-state.json"
@@ -49,15 +51,49 @@ def _safe_folder(folder: Path) -> None:
 
 
 def read(path: Path) -> PowerState | None:
-    """The state in the file, None when there is none; an unreadable file is a bad request."""
+    """The state in the file, None when there is none. Root puts back the limits it holds, so the
+    file must be ours alone (a regular file, no symlink, nobody else may write it) and hold a state
+    this gpuenv wrote, every figure finite; anything else is a bad request and nothing is set."""
     if not path.exists() and not path.is_symlink():
         return None
     hint = f"look at it; if every GPU is at the limit you want, remove {path}"
-    text = read_text(path, "power state file", hint=hint)
+    raw = read_own_file(path, "power state file", hint=hint)
     try:
-        return PowerState.from_dict(json.loads(text))
-    except ValueError as exc:
-        raise BadRequest(f"power state file {path}: {exc}", hint=hint) from exc
+        data = json.loads(raw.decode("utf-8"), parse_float=_finite_or_marked, parse_constant=_NotFinite)
+        where = _not_finite_at(data, "")
+        if where is not None:
+            raise ValueError(f"{where}: not a finite number (strict JSON: no NaN, Infinity or 1e400)")
+        return PowerState.from_dict(data)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise BadRequest(f"power state file {path}: {why}", hint=hint) from exc
+
+
+class _NotFinite:
+    """A number JSON has no place for (NaN, Infinity) or none a float can hold (1e400), as written."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _finite_or_marked(text: str) -> float | _NotFinite:
+    value = float(text)
+    return value if math.isfinite(value) else _NotFinite(text)
+
+
+def _not_finite_at(data: Any, where: str) -> str | None:
+    """The field (e.g. gpus[0].original_mw) of the first number that is not finite, or None."""
+    if isinstance(data, _NotFinite):
+        return where or "the file"
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for key, value in items:
+        found = _not_finite_at(value, f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}".lstrip("."))
+        if found is not None:
+            return found
+    return None
 
 
 def write(path: Path, state: PowerState) -> None:

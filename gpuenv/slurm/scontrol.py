@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -21,17 +22,37 @@ class NodeState:
         return "drain" in self.state
 
 
-def _run(args: list[str], *, timeout: float = TIMEOUT) -> str:
+def _call(args: list[str], *, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
     if shutil.which(args[0]) is None:
         raise CannotRun(f"{args[0]} not found", hint="run this on a Slurm node (Debian: apt-get install slurm-client)")
     try:
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=False)
+        return subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired as exc:
         raise CannotRun(f"{' '.join(args[:3])} did not answer within {timeout:.0f} s", hint="is slurmctld up?") from exc
+
+
+def _failed(args: list[str], proc: subprocess.CompletedProcess[str]) -> CannotRun:
+    detail = (proc.stderr or proc.stdout).strip().splitlines()
+    return CannotRun(f"{' '.join(args[:3])} failed: {detail[-1] if detail else f'exit {proc.returncode}'}")
+
+
+def _run(args: list[str], *, timeout: float = TIMEOUT) -> str:
+    proc = _call(args, timeout=timeout)
     if proc.returncode != 0:
-        detail = (proc.stderr or proc.stdout).strip().splitlines()
-        raise CannotRun(f"{' '.join(args[:3])} failed: {detail[-1] if detail else f'exit {proc.returncode}'}")
+        raise _failed(args, proc)
     return proc.stdout
+
+
+def node_name(node: str) -> str | None:
+    """The NodeName slurmctld has for `node` (`scontrol show node`), or None when it knows no such node."""
+    args = ["scontrol", "-o", "show", "node", node]
+    proc = _call(args)
+    if proc.returncode != 0:
+        if "not found" in (proc.stderr + proc.stdout).lower():
+            return None
+        raise _failed(args, proc)
+    names = re.findall(r"^NodeName=(\S+)", proc.stdout, re.MULTILINE)
+    return names[0] if len(names) == 1 else None
 
 
 def node_state(node: str) -> NodeState | None:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuenv.errors import CannotRun
+from gpuenv import validate
+from gpuenv.errors import BadRequest, CannotRun
 from gpuenv.slurm import core, kernel_xids, scontrol
 from gpuenv.verify import reportfile
 from gpuenv.verify.checks.nvml.policy import load_policy
@@ -60,16 +61,37 @@ class VerifyRun:
 
 
 def find_node(explicit: str | None) -> str:
-    """The node name as slurmd knows it: --node, SLURMD_NODENAME, else the host name slurmctld knows."""
+    """The node name as slurmd knows it: --node, SLURMD_NODENAME, else the host name slurmctld knows.
+
+    A given name must be one Slurm node name (never a list, a range or ALL: the hook drains what it
+    names) and is replaced by the NodeName `scontrol show node` confirms for it."""
     if explicit:
-        return explicit
-    env = dict(os.environ)
-    if env.get("SLURMD_NODENAME"):
-        return env["SLURMD_NODENAME"]
-    for name in core.candidate_node_names(env, socket.gethostname()):
-        if scontrol.node_state(name) is not None:
+        return _confirmed(validate.slurm_node(explicit, "--node"), "--node")
+    given = os.environ.get("SLURMD_NODENAME", "")
+    if given:
+        return _confirmed(validate.slurm_node(given, "SLURMD_NODENAME"), "SLURMD_NODENAME")
+    for name in core.candidate_node_names({}, socket.gethostname()):
+        if _is_node_name(name) and scontrol.node_state(name) is not None:
             return name
     raise CannotRun(f"slurmctld knows no node named {socket.gethostname()!r}", hint="give the node name with --node")
+
+
+def _confirmed(name: str, source: str) -> str:
+    known = scontrol.node_name(name)
+    if known is None or not _is_node_name(known):
+        raise BadRequest(
+            f"slurmctld knows no node named {name!r} (from {source})",
+            hint="give the node's NodeName as slurm.conf has it (scontrol show nodes lists them)",
+        )
+    return known
+
+
+def _is_node_name(name: str) -> bool:
+    try:
+        validate.slurm_node(name)
+    except BadRequest:
+        return False
+    return True
 
 
 def run_hook(req: HookRequest) -> HookResult:

@@ -125,26 +125,51 @@ def _number(env: Mapping[str, str], name: str, default: int | None = None) -> in
         raise BadRequest(f"{name}={value!r} is not a number", hint="is the launcher's environment intact?") from None
 
 
+def _within(
+    env: Mapping[str, str], name: str, size_name: str, *, default: int | None = None, default_size: int | None = None
+) -> tuple[int, int]:
+    """(env[name], env[size_name]): a size of at least 1 and a rank from 0 below it, else a bad
+    request naming the variable, before any rendezvous (a rank no peer expects waits out the timeout)."""
+    size = _number(env, size_name, default_size)
+    if size < 1:
+        raise BadRequest(f"{size_name}={size} is not a number of processes", hint=_INTACT)
+    value = _number(env, name, default)
+    if not 0 <= value < size:
+        raise BadRequest(f"{name}={value} is outside 0..{size - 1} ({size_name}={size})", hint=_INTACT)
+    return value, size
+
+
+_INTACT = "the launcher's variables disagree: start verify with the launcher itself, or check what set them"
+
+
 def _torchrun(env: Mapping[str, str], explicit: Explicit) -> Placement:
-    rank, world = _number(env, "RANK"), _number(env, "WORLD_SIZE")
-    local_world = _number(env, "LOCAL_WORLD_SIZE", 1)
+    rank, world = _within(env, "RANK", "WORLD_SIZE")
+    local_rank, local_world = _within(env, "LOCAL_RANK", "LOCAL_WORLD_SIZE", default=0, default_size=1)
+    default_nodes = max(1, world // local_world)
+    if env.get("GROUP_RANK"):
+        node_rank, nnodes = _within(env, "GROUP_RANK", "GROUP_WORLD_SIZE", default_size=default_nodes)
+    else:
+        node_rank, nnodes = rank // local_world, _number(env, "GROUP_WORLD_SIZE", default_nodes)
     restart = env.get("TORCHELASTIC_RESTART_COUNT", "0")
     return Placement(
         launcher="torchrun",
         job=f"{env.get('TORCHELASTIC_RUN_ID', 'none')}.{restart}",
         node=explicit.node_name or socket.gethostname(),
-        node_rank=_number(env, "GROUP_RANK", rank // max(local_world, 1)),
-        nnodes=_number(env, "GROUP_WORLD_SIZE", max(1, world // max(local_world, 1))),
+        node_rank=node_rank,
+        nnodes=nnodes,
         master_addr=env["MASTER_ADDR"],
         master_port=_port(env["MASTER_PORT"], "MASTER_PORT"),
         rank=rank,
         world=world,
-        local_rank=_number(env, "LOCAL_RANK", 0),
+        local_rank=local_rank,
         agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE") == "True",
     )
 
 
 def _srun(env: Mapping[str, str], explicit: Explicit) -> Placement:
+    tasks = "SLURM_STEP_NUM_TASKS" if env.get("SLURM_STEP_NUM_TASKS") else "SLURM_NTASKS"
+    rank, world = _within(env, "SLURM_PROCID", tasks, default_size=1)
+    local_rank, _ = _within(env, "SLURM_LOCALID", tasks, default=0, default_size=1)
     nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
     if not nodelist:
         raise BadRequest("SLURM_STEP_NODELIST is not set", hint="run verify as an srun step")
@@ -161,9 +186,9 @@ def _srun(env: Mapping[str, str], explicit: Explicit) -> Placement:
         nnodes=len(nodes),
         master_addr=env.get("MASTER_ADDR") or nodes[0],
         master_port=port or job_port(job_id, step),
-        rank=_number(env, "SLURM_PROCID"),
-        world=_number(env, "SLURM_STEP_NUM_TASKS", _number(env, "SLURM_NTASKS", 1)),
-        local_rank=_number(env, "SLURM_LOCALID", 0),
+        rank=rank,
+        world=world,
+        local_rank=local_rank,
     )
 
 

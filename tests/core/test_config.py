@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import click
 import pytest
 
 from gpuenv import config
-from gpuenv.cli import COMMANDS
+from gpuenv.cli import COMMANDS, config_options
 from gpuenv.errors import BadRequest
 from tests.conftest import run_gpuenv
 
@@ -211,20 +212,20 @@ def test_a_later_nested_command_gets_its_table_and_variables(
 
     fleet = click.Group("fleet", commands={"verify": fleet_verify})
     root = click.Group("gpuenv", commands={"fleet": fleet})
-    config.attach_envvars(fleet, ("fleet",))
+    config_options.prepare_options(fleet, ("fleet",))
     assert fleet_verify.params[0].envvar == "GPUENV_FLEET_VERIFY_BASELINE_DIR"
     assert fleet_verify.params[2].envvar is None  # a secret gets no variable
     file = _write(tmp_path / "c.toml", '[fleet.verify]\nbaseline-dir = "/srv/b"\nforks = 7\n')
     loaded = config.read(file, "--config")
     ctx = click.Context(root, info_name="gpuenv")
-    defaults = config.default_map(loaded, root, ctx, ["fleet"])
+    defaults = config_options.default_map(loaded, root, ctx, ["fleet"])
     assert defaults == {"fleet": {"verify": {"baseline_dir": "/srv/b", "forks": 7}}}
     monkeypatch.setenv("GPUENV_FLEET_VERIFY_FORKS", "9")
     root.main(["fleet", "verify"], default_map=defaults, standalone_mode=False)
     assert capsys.readouterr().out == "/srv/b 9\n"  # the file's baseline-dir, the variable's forks
     bad = _write(tmp_path / "bad.toml", '[fleet.verify]\nvault-password = "x"\n')
     with pytest.raises(BadRequest, match=r"bad.toml:2: \[fleet.verify\] vault-password"):
-        config.default_map(config.read(bad, "--config"), root, ctx, ["fleet"])
+        config_options.default_map(config.read(bad, "--config"), root, ctx, ["fleet"])
 
 
 def test_key_lines_follow_tables_quoted_and_dotted_keys() -> None:
@@ -259,3 +260,27 @@ def test_each_command_checks_its_own_table_and_config_show_checks_all(tmp_path: 
     assert run_gpuenv("--config", str(file), "matrix").stdout.lstrip().startswith("{")  # [resolve] not read
     assert ":2: [resolve] cuda: expected a string" in _one_error(run_gpuenv("--config", str(file), "resolve"))
     assert ":2: [resolve] cuda" in _one_error(run_gpuenv("--config", str(file), "config", "show"))
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e309"])
+def test_a_float_that_is_not_a_finite_number_is_refused_naming_its_source(tmp_path: Path, value: str) -> None:
+    """--z nan would switch outlier detection off: from a flag, a variable or the file it is exit 2."""
+    report = ["fleet", "report", str(tmp_path / "none.json")]
+    for args, env, name in (
+        (["--z", value], {}, "--z"),
+        ([], {"GPUENV_FLEET_REPORT_Z": value}, "GPUENV_FLEET_REPORT_Z"),
+        (["--min-deviation", value], {}, "--min-deviation"),  # a range: nan lies within no bounds
+    ):
+        error = _one_error(run_gpuenv(*report, *args, env=env))
+        assert f"invalid {name}: '{value}' is not a finite number" in error
+    file = _write(tmp_path / "config.toml", f"[fleet.report]\nmin-hosts = 3\nz = {value}\n")
+    error = _one_error(run_gpuenv("--config", str(file), *report))
+    assert "config.toml:3: [fleet.report] z: expected a finite number, got float" in error
+
+
+def test_config_is_free_of_click() -> None:
+    """The CLI converts between Click's options and the settings; gpuenv.config reads the file alone."""
+    tree = ast.parse(Path(config.__file__).read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not {m for m in imported if m.split(".")[0] == "click" or m.startswith("gpuenv.cli")}

@@ -241,3 +241,30 @@ def test_every_stack_the_resolver_makes_passes_the_stack_schema() -> None:
             schema.check(stack.to_dict(), "stack")
             checked += 1
     assert checked > 50
+
+
+# --- issue 28, item 11: launcher variables that disagree ----------------------------------------
+
+TORCHRUN = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"}
+TORCHRUN |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29511"}
+SRUN = {"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_LOCALID": "0", "SLURM_JOB_NODELIST": "localhost"}
+
+
+@pytest.mark.parametrize(
+    ("env", "needle"),
+    [
+        (TORCHRUN | {"WORLD_SIZE": "-4"}, "WORLD_SIZE=-4 is not a number of processes"),
+        (TORCHRUN | {"RANK": "2"}, "RANK=2 is outside 0..1 (WORLD_SIZE=2)"),
+        (TORCHRUN | {"RANK": "-1"}, "RANK=-1 is outside 0..1 (WORLD_SIZE=2)"),
+        (TORCHRUN | {"LOCAL_RANK": "2"}, "LOCAL_RANK=2 is outside 0..1 (LOCAL_WORLD_SIZE=2)"),
+        (SRUN | {"SLURM_PROCID": "2"}, "SLURM_PROCID=2 is outside 0..1 (SLURM_NTASKS=2)"),
+        (SRUN | {"SLURM_NTASKS": "0"}, "SLURM_NTASKS=0 is not a number of processes"),
+    ],
+)
+def test_launcher_variables_that_disagree_are_a_bad_request_before_any_rendezvous(
+    env: dict[str, str], needle: str
+) -> None:
+    """WORLD_SIZE=-4 certified as a run on this node; a rank no peer expects waited out the rendezvous
+    timeout and blamed the node. Both are a bad request, named, at once."""
+    result = run_gpuenv("verify", "--check", "allreduce", "--device", "cpu", "--timeout", "60", env=env, timeout=60)
+    bad_request(result, needle)

@@ -83,7 +83,8 @@ def test_explicit_flags_win_and_must_come_together() -> None:
 
 def test_no_launcher_one_rank_or_none_is_a_run_on_this_node() -> None:
     assert detect({}, Explicit()) is None
-    assert detect({**SRUN, "SLURM_STEP_NUM_TASKS": "1", "SLURM_NTASKS": "1"}, Explicit()) is None
+    one_task = {"SLURM_STEP_NUM_TASKS": "1", "SLURM_NTASKS": "1", "SLURM_PROCID": "0", "SLURM_LOCALID": "0"}
+    assert detect({**SRUN, **one_task}, Explicit()) is None
     assert detect(SRUN, Explicit(), choice="none") is None
     with pytest.raises(BadRequest, match="not inside an srun step"):
         detect(TORCHRUN | {"SLURM_PROCID": ""}, Explicit(), choice="srun")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.utils import make_default_short_help
 
 from gpuenv import __version__, config, interrupt
 from gpuenv.cli import config_options
@@ -33,6 +34,20 @@ COMMANDS: dict[str, str] = {
     "slurm": "gpuenv.cli.slurm_cmd:slurm",
     "fleet": "gpuenv.cli.fleet_cmd:fleet",
     "tune": "gpuenv.cli.tune_cmd:tune",
+}
+# name -> the first line of the command's help, so `gpuenv --help` lists the commands without importing
+# them (a command module imports its service at its top); tests/core/test_cli.py keeps the two equal.
+SUMMARIES: dict[str, str] = {
+    "resolve": "Work out a fully pinned, matched stack, and explain each choice.",
+    "matrix": "Show the compatibility knowledge base as tables.",
+    "provision": "Install the NVIDIA driver, PyTorch and gpuenv on HOSTS, then certify them.",
+    "build-image": "Render a Dockerfile matched to the stack and build the image through Docker.",
+    "verify": "Certify this node (or, with --image, an image) for PyTorch work.",
+    "kb": "The compatibility knowledge base.",
+    "config": "The config file in use and where each setting comes from (see docs/configuration.md).",
+    "slurm": "Slurm hooks that drain a bad node with a `gpuenv:` reason and resume only gpuenv's drains.",
+    "fleet": "Many nodes: verify them over Ansible, compare them, remember every GPU.",
+    "tune": "Tune this node's GPUs for efficiency (see docs/power.md).",
 }
 
 EPILOG = """\b
@@ -82,6 +97,20 @@ class LazyGroup(click.Group):
         command: click.Command = getattr(import_module(module), attr)
         config_options.prepare_options(command, (cmd_name,))
         return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands and their summaries, from the registry: listing them imports none of them."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = [(name, self._summary(ctx, name, limit)) for name in names]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def _summary(self, ctx: click.Context, name: str, limit: int) -> str:
+        if name in SUMMARIES:
+            return make_default_short_help(SUMMARIES[name], limit)
+        command = self.get_command(ctx, name)  # registered by a test or a plugin: ask the command itself
+        return command.get_short_help_str(limit) if command is not None else ""
 
 
 @click.group(cls=LazyGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})

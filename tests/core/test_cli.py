@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
 
 import pytest
 
+from gpuenv.cli import COMMANDS, SUMMARIES
 from gpuenv.resources import data_file
 from tests.conftest import run_gpuenv
 
@@ -36,6 +38,23 @@ def test_version_and_help() -> None:
     assert run_gpuenv("--version").stdout.startswith("gpuenv, version")
     out = run_gpuenv("--help")
     assert out.returncode == 0 and "resolve" in out.stdout and "Exit codes" in out.stdout
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_the_registry_summary_is_the_first_line_of_the_commands_help(name: str) -> None:
+    module, attr = COMMANDS[name].split(":")
+    command = getattr(importlib.import_module(module), attr)
+    assert SUMMARIES[name] == (command.help or "").splitlines()[0]
+
+
+def test_help_lists_the_commands_without_importing_them() -> None:
+    code = (
+        "import sys\nfrom gpuenv.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.endswith('_cmd')), file=sys.stderr)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "verify" in out.stdout and "Certify this node" in out.stdout
+    assert out.stderr.strip() == "[]"
 
 
 def test_resolve_json_contract() -> None:

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from click.utils import make_default_short_help
 
 from gpuenv import __version__, config, interrupt
 from gpuenv.cli import config_options
@@ -108,7 +107,7 @@ class LazyGroup(click.Group):
 
     def _summary(self, ctx: click.Context, name: str, limit: int) -> str:
         if name in SUMMARIES:
-            return make_default_short_help(SUMMARIES[name], limit)
+            return click.Command(name, help=SUMMARIES[name]).get_short_help_str(limit)
         command = self.get_command(ctx, name)  # registered by a test or a plugin: ask the command itself
         return command.get_short_help_str(limit) if command is not None else ""
 

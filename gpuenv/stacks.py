@@ -11,6 +11,7 @@ from datetime import date
 from pathlib import Path
 
 from gpuenv import validate
+from gpuenv.adapters import nvml
 from gpuenv.compat import OsInfo, load_kb, staleness_warning
 from gpuenv.errors import BadRequest, CannotRun
 from gpuenv.resolve import Request, resolve
@@ -62,8 +63,6 @@ def os_facts(stack: Stack, *, kb_path: Path | None) -> OsInfo:
 
 def local_driver_version() -> str:
     """This machine's NVIDIA driver version, read through NVML."""
-    from gpuenv.adapters import nvml  # adapter: only --driver auto reads NVML (ctypes, libnvidia-ml)
-
     problem = nvml.init()
     driver = None if problem else nvml.driver_versions()["driver"]
     if driver is None:

@@ -16,6 +16,7 @@ from gpuenv import validate
 from gpuenv.cli import settings
 from gpuenv.cli.output import console, emit_json, printable, warn
 from gpuenv.cli.params import checked, choice, grammar, stack_options, stack_request
+from gpuenv.image.build import build, prepare, write_rendered
 from gpuenv.image.plan import DEFAULTS, BuildRequest, plan_image
 from gpuenv.render.dockerfile import FLAVORS
 
@@ -97,8 +98,6 @@ def build_image(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
     Exit codes: 0 built, 1 a build step, push or verification failed, 2 bad request,
     3 Docker unreachable.
     """
-    from gpuenv.image.build import build, prepare, write_rendered
-
     for name in SPEC_OVERRIDABLE:  # flag > environment > config file > spec > default
         if ctx.get_parameter_source(name) == ParameterSource.DEFAULT:
             params[name] = None

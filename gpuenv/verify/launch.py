@@ -246,7 +246,7 @@ def _port(value: str, name: str) -> int:
 def expand_nodelist(text: str) -> list[str]:
     """A Slurm node list (`gpu[001-004,010]`, `a[1-2]-b[3-4]`) as host names, by python-hostlist."""
     try:
-        import hostlist
+        import hostlist  # extra slurm: only a node list needs it
     except ImportError:
         raise CannotRun("expanding SLURM_NODELIST needs python-hostlist", hint="pip install 'gpuenv[slurm]'") from None
     try:

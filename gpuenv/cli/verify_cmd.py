@@ -114,6 +114,11 @@ def multi_node_options(func: Callable[..., Any]) -> Callable[..., Any]:
 )
 @click.option("--expect-gpus", type=click.IntRange(min=1), metavar="N", help="Fail when fewer GPUs are visible.")
 @click.option("--strict", is_flag=True, help="Treat warnings as failures (exit 1).")
+@click.option(
+    "--passive",
+    is_flag=True,
+    help="With --check nvml: read NVML in this process, without load, torch or a worker (the Slurm epilog).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @output_option("--report", "Write the JSON report here (atomically, also when interrupted; - for stdout).")
 @output_option("--junit", "Write JUnit XML here (one testcase per check; - for stdout).")

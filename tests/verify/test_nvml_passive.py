@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gpuenv.errors import BadRequest
+from gpuenv.slurm.service import HookRequest, _verify_args
 from gpuenv.verify.service import VerifyRequest, verify
 from tests.verify.conftest import check, scenario_env, verify_json
 
@@ -84,3 +85,11 @@ def test_passive_writes_the_report_file(fake_nvml_dir: Path, tmp_path: Path) -> 
     out = tmp_path / "report.json"
     code, _, _ = verify_json("--check", "nvml", "--passive", "--report", str(out), env=env)
     assert code == 0 and json.loads(out.read_text())["checks"][0]["name"] == "nvml"
+
+
+def test_the_slurm_epilog_runs_the_passive_check_and_the_others_do_not() -> None:
+    epilog = _verify_args(HookRequest("epilog", "quick", 30.0, checks=("nvml",)), None)
+    assert epilog[-3:] == ["--check", "nvml", "--passive"]
+    assert "--passive" not in _verify_args(HookRequest("epilog", "quick", 30.0, checks=("nvml", "stack")), None)
+    assert "--passive" not in _verify_args(HookRequest("health-check", "quick", 50.0), None)
+    assert "--passive" not in _verify_args(HookRequest("prolog", "quick", 30.0, checks=("nvml",)), None)

@@ -19,6 +19,8 @@ from gpuenv.files import STDOUT
 from gpuenv.verify.launch import LAUNCHER_CHOICES, Explicit
 from gpuenv.verify.model import DEVICE_CHOICES, LEVELS
 from gpuenv.verify.registry import CHECKS
+from gpuenv.verify.service import VerifyRequest
+from gpuenv.verify.service import verify as run
 
 EPILOG = """\b
 Examples:
@@ -160,9 +162,6 @@ def multi_node_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.pass_context
 def verify(ctx: click.Context, /, as_json: bool, **options: Any) -> int:
     """Certify this node (or, with --image, an image) for PyTorch work."""
-    from gpuenv.verify.service import VerifyRequest
-    from gpuenv.verify.service import verify as run
-
     settings = settings_of(ctx)
     on_stdout = _one_stdout(as_json=as_json, **{k: options[k] for k in ("report", "junit", "prometheus")})
     explicit = Explicit(**{k: options.pop(k) for k in EXPLICIT_KEYS})

@@ -145,6 +145,13 @@ def _gpu(nv: Any, index: int) -> dict[str, Any]:
         "mig": (read("mig", lambda: nv.nvmlDeviceGetMigMode(h)) or [None])[0],
         "compute_mode": read("compute_mode", lambda: nv.nvmlDeviceGetComputeMode(h)),
         "fabric": _fabric(nv, h, unknown),
+        "power": {
+            "enforced_mw": read("power_enforced", partial(nv.nvmlDeviceGetEnforcedPowerLimit, h)),
+            "default_mw": read("power_default", partial(nv.nvmlDeviceGetPowerManagementDefaultLimit, h)),
+            "usage_mw": read("power_usage", partial(nv.nvmlDeviceGetPowerUsage, h)),
+        },
+        "sm_clock": read("sm_clock", partial(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM)),
+        "sm_clock_max": read("sm_clock_max", partial(nv.nvmlDeviceGetMaxClockInfo, h, nv.NVML_CLOCK_SM)),
     }
     gpu["unknown"] = unknown
     return gpu
@@ -182,16 +189,49 @@ def pcie_generations(indices: list[int]) -> dict[int, int | None]:
     }
 
 
-def sm_clocks(indices: list[int]) -> dict[int, int | None]:
-    """The current SM clock (MHz) of these GPUs (NVML index); needs init()."""
+def load_sample(indices: list[int]) -> dict[int, dict[str, Any]]:
+    """One reading under load of these GPUs (NVML index): clock-event reasons, SM clock (MHz),
+    temperature (°C) and power draw (mW); an item the GPU cannot give is None. Needs init()."""
     nv = _pynvml()
     unknown: dict[str, str] = {}
-    return {
-        i: _read(
-            unknown, "sm_clock", partial(nv.nvmlDeviceGetClockInfo, nv.nvmlDeviceGetHandleByIndex(i), nv.NVML_CLOCK_SM)
-        )
-        for i in indices
-    }
+    found = {}
+    for i in indices:
+        h = nv.nvmlDeviceGetHandleByIndex(i)
+        found[i] = {
+            "clock_events": _read(unknown, "clock_events", partial(nv.nvmlDeviceGetCurrentClocksEventReasons, h)),
+            "sm_clock": _read(unknown, "sm_clock", partial(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM)),
+            "temperature": _read(
+                unknown, "temperature", partial(nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU)
+            ),
+            "power_mw": _read(unknown, "power", partial(nv.nvmlDeviceGetPowerUsage, h)),
+        }
+    return found
+
+
+# NVML's violation counters (nvmlDeviceGetViolationStatus): the time, in ns, a limit held the clocks down
+VIOLATION_POLICIES = {
+    "power": 0,
+    "thermal": 1,
+    "sync_boost": 2,
+    "board_limit": 3,
+    "low_utilization": 4,
+    "reliability": 5,
+}
+
+
+def violation_times_ns(indices: list[int]) -> dict[int, dict[str, int]]:
+    """The violation counters of these GPUs (NVML index), by policy name; a counter the GPU does
+    not keep is left out. Needs init()."""
+    nv = _pynvml()
+    found: dict[int, dict[str, int]] = {}
+    for i in indices:
+        h = nv.nvmlDeviceGetHandleByIndex(i)
+        found[i] = {}
+        for name, policy in VIOLATION_POLICIES.items():
+            status = _read({}, name, partial(nv.nvmlDeviceGetViolationStatus, h, policy))
+            if status is not None:
+                found[i][name] = int(status.violationTime)
+    return found
 
 
 def _fabric(nv: Any, h: Any, unknown: dict[str, str]) -> dict[str, int] | None:

@@ -19,6 +19,8 @@ from gpuenv.files import STDOUT
 from gpuenv.verify.launch import LAUNCHER_CHOICES, Explicit
 from gpuenv.verify.model import DEVICE_CHOICES, LEVELS
 from gpuenv.verify.registry import CHECKS
+from gpuenv.verify.service import VerifyRequest
+from gpuenv.verify.service import verify as run
 
 EPILOG = """\b
 Examples:
@@ -114,6 +116,11 @@ def multi_node_options(func: Callable[..., Any]) -> Callable[..., Any]:
 )
 @click.option("--expect-gpus", type=click.IntRange(min=1), metavar="N", help="Fail when fewer GPUs are visible.")
 @click.option("--strict", is_flag=True, help="Treat warnings as failures (exit 1).")
+@click.option(
+    "--passive",
+    is_flag=True,
+    help="With --check nvml: read NVML in this process, without load, torch or a worker (the Slurm epilog).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @output_option("--report", "Write the JSON report here (atomically, also when interrupted; - for stdout).")
 @output_option("--junit", "Write JUnit XML here (one testcase per check; - for stdout).")
@@ -155,9 +162,6 @@ def multi_node_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.pass_context
 def verify(ctx: click.Context, /, as_json: bool, **options: Any) -> int:
     """Certify this node (or, with --image, an image) for PyTorch work."""
-    from gpuenv.verify.service import VerifyRequest
-    from gpuenv.verify.service import verify as run
-
     settings = settings_of(ctx)
     on_stdout = _one_stdout(as_json=as_json, **{k: options[k] for k in ("report", "junit", "prometheus")})
     explicit = Explicit(**{k: options.pop(k) for k in EXPLICIT_KEYS})

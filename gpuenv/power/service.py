@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from gpuenv import interrupt
 from gpuenv.adapters import nvml as nvml_adapter
 from gpuenv.errors import BadRequest, BadResult, CannotRun, Interrupted
-from gpuenv.power import state
+from gpuenv.power import record, state
 from gpuenv.power.core import (
     RESULT_SCHEMA,
     GpuLimits,
@@ -369,7 +369,14 @@ def _apply(adapter: Any, path: Path, tunings: list[GpuTuning], started: str) -> 
     state.write(path, PowerState("applied", os.getpid(), started, saved))
     for gpu, watts in chosen:
         _set(adapter, gpu.index, watts)
+    record.write(record_path(path), [record.AppliedCap(s.index, s.uuid, s.applied_mw or 0) for s in saved])
     return True
+
+
+def record_path(state_file: Path) -> Path:
+    """Where verify learns which caps tune power applied: GPUENV_POWER_RECORD, else beside the
+    state file (root's: /var/lib/gpuenv/power-applied.json, where verify looks by default)."""
+    return record.location() if os.environ.get(record.ENV) else state_file.parent / record.DEFAULT.name
 
 
 # --- restore --------------------------------------------------------------------------------------
@@ -403,4 +410,5 @@ def restore(state_file: Path | None = None) -> RestoreOutcome:
             f"could not put back: {'; '.join(problems)}", hint=f"{path} is kept; nvidia-smi -i N -pl W by hand"
         )
     state.remove(path)
+    record.remove(record_path(path))
     return RestoreOutcome(str(path), found.gpus)

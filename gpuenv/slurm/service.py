@@ -220,6 +220,8 @@ def _verify_args(req: HookRequest, report: Path | None) -> list[str]:
     args = ["--level", req.level, "--timeout", f"{per_check:.0f}"]
     for name in req.checks:
         args += ["--check", name]
+    if req.hook == "epilog" and req.checks == ("nvml",):
+        args.append("--passive")  # what the job left, read in one process: no torch, no load
     if req.expect_gpus:
         args += ["--expect-gpus", str(req.expect_gpus)]
     return args + (["--report", str(report)] if report else [])

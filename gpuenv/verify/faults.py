@@ -5,6 +5,9 @@ GPUENV_TEST_FAULT is a comma-separated list of CHECK:KIND[:rankN]. KIND is
   hang     the rank (or the check's process) sleeps forever
   abort    the rank (or the check's process) calls os.abort()
   stop     the rank (or the check's process) stops itself with SIGSTOP: a frozen peer
+  standin  (nvml only) the load the nvml check reads the GPUs under becomes a short sleep without
+           torch: it touches the file GPUENV_TEST_LOAD_MARKER names while it "runs" (a fake NVML
+           answers its under-load values meanwhile), so the under-load path runs on a CPU machine
 Without :rankN a fault hits the check's process itself (or every rank for corrupt).
 `gpuenv tune power` answers to the CHECK name tune-power, where rankN is its (N+1)th measurement;
 `gpuenv fleet report` to fleet-read (hang: every process reading reports sleeps forever).
@@ -21,7 +24,8 @@ from dataclasses import dataclass
 from gpuenv.errors import BadRequest
 
 ENV = "GPUENV_TEST_FAULT"
-KINDS = ("corrupt", "hang", "abort", "stop")
+KINDS = ("corrupt", "hang", "abort", "stop", "standin")
+LOAD_MARKER_ENV = "GPUENV_TEST_LOAD_MARKER"
 
 
 @dataclass(frozen=True)

@@ -11,15 +11,20 @@ LIMIT_S passes. Run as `python -m gpuenv.verify.gpuload PARENT_PID`.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import threading
 import time
+from pathlib import Path
 
+from gpuenv.verify import faults
 from gpuenv.verify.procs import die_with_parent
 
 LIMIT_S = 60.0
 READY_S = 30.0
 SIZE = 4096
+STANDIN_LIMIT_S = 30.0
 
 
 def _load(index: int, started: threading.Barrier, stop: threading.Event) -> None:
@@ -39,8 +44,28 @@ def _load(index: int, started: threading.Barrier, stop: threading.Event) -> None
         torch.cuda.synchronize(dev)
 
 
+def stand_in() -> int:
+    """The test seam's load (GPUENV_TEST_FAULT=nvml:standin): no torch, no GPU; the marker file
+    exists while it "runs", until stdin closes or STANDIN_LIMIT_S passes."""
+    marker = os.environ.get(faults.LOAD_MARKER_ENV)
+    if marker:
+        Path(marker).touch()
+    try:
+        print("ready 0 (stand-in load)", flush=True)
+        watcher = threading.Thread(target=sys.stdin.read, daemon=True)
+        watcher.start()
+        watcher.join(timeout=STANDIN_LIMIT_S)
+    finally:
+        if marker:
+            with contextlib.suppress(OSError):
+                os.unlink(marker)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     die_with_parent(int(argv[0]))
+    if faults.active("nvml") == "standin":
+        return stand_in()
     try:
         import torch  # heavy (~1 s): only the workload needs it
     except ImportError as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from gpuenv.verify.cost import PriceRow, report_cost, resolve_price
 from gpuenv.verify.engine import run_verify
 from gpuenv.verify.launch import Explicit, LauncherChoice, Placement, detect
 from gpuenv.verify.model import CheckResult, DeviceChoice, Level, Report, readable
+from gpuenv.verify.passive import run_passive
 from gpuenv.verify.runner import VerifyOptions
 
 IMAGE_BUDGET = 10  # inside an image: this many times the per-check limit for the whole run
@@ -52,6 +54,7 @@ class VerifyRequest:
     price_per_hour: float | None = None  # what the measured devices cost per hour, as the user gave it
     instance_type: str | None = None  # this node's kind, for [prices] and fleet tables
     prices: tuple[PriceRow, ...] = ()  # the config file's [prices] table
+    passive: bool = False  # --check nvml --passive: NVML read in this process, no load, no torch
 
 
 @dataclass(frozen=True)
@@ -67,12 +70,20 @@ class VerifyOutcome:
 def verify(request: VerifyRequest, *, on_result: Callable[[CheckResult], None] | None = None) -> VerifyOutcome:
     """Certify this node (or request.image); writes the requested output files."""
     faults.check_setting()
+    _passive_alone(request)
     placement = placement_of(request)
     if request.image is not None:
         if placement is not None:
             raise BadRequest("--image runs on this node alone, not across nodes", hint="drop --image or the launcher")
         return _in_image(request)
     return _on_this_node(request, on_result, placement)
+
+
+def _passive_alone(request: VerifyRequest) -> None:
+    if request.passive and (request.checks != ("nvml",) or request.image is not None):
+        raise BadRequest(
+            "--passive reads NVML on this node only", hint="use it as: gpuenv verify --check nvml --passive"
+        )
 
 
 def placement_of(request: VerifyRequest, env: dict[str, str] | None = None) -> Placement | None:
@@ -112,7 +123,8 @@ def _on_this_node(
         placement=placement.to_dict() if placement else None,
     )
     leads_node = placement is None or placement.leads_node
-    report = run_verify(opts, on_result=on_result if leads_node else None)
+    run = run_passive if request.passive else partial(run_verify, on_result=on_result if leads_node else None)
+    report = run(opts)
     notes = _add_cost(request, report)
     files = [
         ("--report", request.report if leads_node else None, "json"),

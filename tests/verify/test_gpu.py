@@ -66,6 +66,29 @@ def test_the_fabric_is_read_without_crashing(standard: dict[str, Any]) -> None:
     assert check(standard, "nvml")["metrics"]["compute_modes"]
 
 
+def test_clocks_reasons_and_violation_counters_are_sampled_under_load(standard: dict[str, Any]) -> None:
+    nvml = check(standard, "nvml")
+    visible = {g["index"] for g in standard["host"]["gpus"]}
+    for gpu in (g for g in nvml["detail"]["snapshot"]["gpus"] if g["index"] in visible):
+        reading = gpu["under_load"]
+        assert reading["samples"] == 20 and reading["reasons_read"] == 20  # standard: 20 x 0.25 s
+        assert reading["sm_clock_median"] and gpu["sm_clock_max"]
+        assert reading["sm_clock_median"] > gpu["sm_clock"] or gpu["sm_clock"] == gpu["sm_clock_max"]  # busy
+        assert {"power", "thermal"} <= set(reading["violation_s"]) or "violation" in json.dumps(gpu["unknown"])
+        assert gpu["power"]["enforced_mw"] and gpu["power"]["default_mw"]
+    assert not [f for f in nvml["findings"] if f["code"] == "nvml.throttled_under_load"]
+
+
+def test_the_passive_check_reads_a_gpu_node_without_load() -> None:
+    proc = run_gpuenv("verify", "--check", "nvml", "--passive", "--json", timeout=120)
+    report = json.loads(proc.stdout)
+    nvml = check(report, "nvml")
+    assert report["options"]["passive"] and nvml["status"] in ("pass", "warn"), nvml["summary"]
+    gpus = nvml["detail"]["snapshot"]["gpus"]
+    assert len(gpus) >= cuda_gpus() and not any("under_load" in g for g in gpus)
+    assert all(g["power"]["enforced_mw"] for g in gpus)
+
+
 def test_matmul_figures_by_shape_and_collectives_by_size(standard: dict[str, Any]) -> None:
     amp = check(standard, "amp")["metrics"]
     assert set(amp["matmul_tflops_by_shape"]) == {"4096x4096x4096", "8192x8192x8192"}

@@ -13,8 +13,15 @@
  * limit; the energy counter integrates usage over time); power_set_denied makes a set call NO_PERMISSION, as for a non-root user. The driver keeps
  * a limit across processes: a set call appends "gpuN <milliwatts> <pid>" to FAKE_NVML_POWER_LOG,
  * and every read of the limit takes the GPU's last line there (else power_limit), so a test reads
- * what every process set, in order. */
+ * what every process set, in order.
+ * Under load: while the file FAKE_NVML_LOAD_MARKER names exists (the stand-in load of
+ * GPUENV_TEST_FAULT=nvml:standin makes it), clock_events_load (default: the idle reasons less
+ * GPU idle), sm_clock_load and temp_load (default: the idle temp) answer instead of the idle values,
+ * and each violation counter (viol_power, viol_thermal, viol_reliability: ns) grows by its _load
+ * figure (ns per second) for every second since the marker was made. sm_clock_max is the maximum SM clock; power_default and power_limit (the enforced
+ * limit) model a cap. */
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <unistd.h>
 #include <stdlib.h>
@@ -45,6 +52,10 @@ typedef struct {
     int fabric_state, fabric_status, fabric_clique, compute_mode, pcie_gen_idle, pcie_idle_reads, proc_self;
     int gen_reads, mem_used_mib;
     unsigned power_min, power_max, power_default, power_limit, power_draw, power_set_denied;
+    long long clock_events_load;
+    int sm_clock, sm_clock_load, sm_clock_max, temp_load;
+    unsigned long long viol_power, viol_thermal, viol_reliability;
+    unsigned long long viol_power_load, viol_thermal_load, viol_reliability_load;
 } gpu_t;
 
 typedef struct { void *device; unsigned long long type, data; unsigned gi, ci; } event_t;
@@ -75,6 +86,7 @@ static void defaults(void) {
         g->nvlink_down = -1; g->clock_events = 0x1; g->energy = 1000000;
         g->fabric_state = -1; g->pcie_gen_idle = 1;
         g->power_min = 200000; g->power_max = g->power_default = g->power_limit = 700000; g->power_draw = 450000;
+        g->clock_events_load = -1; g->sm_clock = 345; g->sm_clock_load = g->sm_clock_max = 1980; g->temp_load = -1;
     }
 }
 
@@ -92,6 +104,10 @@ static void set(gpu_t *g, const char *key, const char *val) {
     INT(fabric_state) INT(fabric_status) INT(fabric_clique) INT(compute_mode) INT(pcie_gen_idle)
     INT(pcie_idle_reads) INT(proc_self) INT(mem_used_mib)
     INT(power_min) INT(power_max) INT(power_default) INT(power_limit) INT(power_draw) INT(power_set_denied)
+    ULL(viol_power) ULL(viol_thermal) ULL(viol_reliability)
+    ULL(viol_power_load) ULL(viol_thermal_load) ULL(viol_reliability_load)
+    INT(sm_clock) INT(sm_clock_load) INT(sm_clock_max) INT(temp_load)
+    else if (!strcmp(key, "clock_events_load")) g->clock_events_load = (long long)n;
 }
 
 static void load(void) {
@@ -168,9 +184,44 @@ int nvmlDeviceGetCurrPcieLinkGeneration(void *h, unsigned *v) {
 int nvmlDeviceGetMaxPcieLinkGeneration(void *h, unsigned *v) { GPU(h) *v = g->pcie_max_gen; return OK; }
 int nvmlDeviceGetCurrPcieLinkWidth(void *h, unsigned *v) { GPU(h) *v = g->pcie_width; return OK; }
 int nvmlDeviceGetMaxPcieLinkWidth(void *h, unsigned *v) { GPU(h) *v = g->pcie_max_width; return OK; }
-int nvmlDeviceGetCurrentClocksEventReasons(void *h, unsigned long long *v) { GPU(h) *v = g->clock_events; return OK; }
+static int under_load(void) {
+    const char *marker = getenv("FAKE_NVML_LOAD_MARKER");
+    return marker && access(marker, F_OK) == 0;
+}
+/* Seconds since the load marker was made (0 without a load). */
+static double loaded_s(void) {
+    const char *marker = getenv("FAKE_NVML_LOAD_MARKER");
+    struct stat st;
+    struct timespec now;
+    if (!marker || stat(marker, &st) != 0) return 0;
+    clock_gettime(CLOCK_REALTIME, &now);
+    double s = (double)(now.tv_sec - st.st_mtim.tv_sec) + (double)(now.tv_nsec - st.st_mtim.tv_nsec) / 1e9;
+    return s > 0 ? s : 0;
+}
+int nvmlDeviceGetCurrentClocksEventReasons(void *h, unsigned long long *v) {
+    GPU(h) if (!under_load()) *v = g->clock_events;
+    else *v = g->clock_events_load < 0 ? g->clock_events & ~1ULL : (unsigned long long)g->clock_events_load;
+    return OK;
+}
+int nvmlDeviceGetClockInfo(void *h, int type, unsigned *mhz) {
+    GPU(h) (void)type; *mhz = (unsigned)(under_load() ? g->sm_clock_load : g->sm_clock); return OK;
+}
+int nvmlDeviceGetMaxClockInfo(void *h, int type, unsigned *mhz) { GPU(h) (void)type; *mhz = (unsigned)g->sm_clock_max; return OK; }
+typedef struct { unsigned long long reference, violation; } violation_t;
+int nvmlDeviceGetViolationStatus(void *h, int policy, violation_t *v) {
+    GPU(h) double s = loaded_s();
+    v->reference = 1000000000ULL;
+    switch (policy) {
+    case 0: v->violation = g->viol_power + (unsigned long long)(s * (double)g->viol_power_load); return OK;
+    case 1: v->violation = g->viol_thermal + (unsigned long long)(s * (double)g->viol_thermal_load); return OK;
+    case 5: v->violation = g->viol_reliability + (unsigned long long)(s * (double)g->viol_reliability_load); return OK;
+    default: v->violation = 0; return OK;
+    }
+}
 int nvmlDeviceGetPersistenceMode(void *h, int *v) { GPU(h) *v = g->persistence; return OK; }
-int nvmlDeviceGetTemperature(void *h, int sensor, unsigned *v) { GPU(h) (void)sensor; *v = g->temp; return OK; }
+int nvmlDeviceGetTemperature(void *h, int sensor, unsigned *v) {
+    GPU(h) (void)sensor; *v = (unsigned)(under_load() && g->temp_load >= 0 ? g->temp_load : g->temp); return OK;
+}
 int nvmlDeviceGetTemperatureThreshold(void *h, int which, unsigned *v) { GPU(h) (void)which; *v = g->slowdown_temp; return OK; }
 int nvmlDeviceGetNvLinkState(void *h, unsigned link, unsigned *active) {
     GPU(h) if (g->nvlinks == 0) return E_NOT_SUPPORTED;

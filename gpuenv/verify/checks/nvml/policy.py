@@ -52,6 +52,11 @@ def load_policy(path: Path | None = None) -> dict[str, Any]:
         "problem_clock_events",
         "temperature_margin_c",
         "memory_held_mib",
+        "load_sampling",
+        "failing_violations",
+        "violation_min_s",
+        "low_clock_fraction",
+        "power_cap_tolerance_w",
     ):
         if key in user:
             policy[key] = user[key]

@@ -6,7 +6,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from gpuenv.power.record import AppliedCap
 from gpuenv.verify import catalogue
+from gpuenv.verify.checks.nvml.load_rules import load_findings, power_findings
 from gpuenv.verify.checks.nvml.policy import rule_finding
 from gpuenv.verify.facts import GpuInfo, HostFacts, NvmlSnapshot, visible
 from gpuenv.verify.model import Finding, GpuRef
@@ -26,13 +28,15 @@ def evaluate(
     cuda_visible: str | None,
     host: HostFacts,
     own_pids: frozenset[int] = frozenset(),
+    applied: list[AppliedCap] | None = None,
 ) -> list[Finding]:
     """Pure: the snapshot judged by the policy. `own_pids` are the run's own processes (never
-    leftovers); `host.pci_reference` the bus ids NVML must see (None: not judged here)."""
+    leftovers); `host.pci_reference` the bus ids NVML must see (None: not judged here); `applied`
+    the power caps `gpuenv tune power` recorded."""
     gpus = visible(snap.gpus, cuda_visible)
     findings = _count_findings(snap, gpus, policy, expect_gpus, host)
     for gpu in gpus:
-        findings += gpu_findings(gpu, policy, own_pids=own_pids)
+        findings += gpu_findings(gpu, policy, own_pids=own_pids, applied=applied)
     findings += _fabric_cliques(gpus, policy)
     return findings
 
@@ -77,7 +81,11 @@ def _short_bus(bus: str | None) -> str:
 
 
 def gpu_findings(
-    gpu: dict[str, Any], policy: dict[str, Any], *, own_pids: frozenset[int] = frozenset()
+    gpu: dict[str, Any],
+    policy: dict[str, Any],
+    *,
+    own_pids: frozenset[int] = frozenset(),
+    applied: list[AppliedCap] | None = None,
 ) -> list[Finding]:
     g = ref(gpu)
     label = g.label()
@@ -102,6 +110,7 @@ def gpu_findings(
     if gpu.get("persistence") == 0:
         out.append(rule_finding(policy, "persistence_off", f"{label}: persistence mode is off", g))
     out += _thermal(gpu, policy, g, label)
+    out += load_findings(gpu, policy, g) + power_findings(gpu, policy, g, applied)
     if gpu.get("nvlink_down"):
         links = ", ".join(str(n) for n in gpu["nvlink_down"])
         out.append(rule_finding(policy, "nvlink_down", f"{label}: NVLink link(s) {links} down", g))

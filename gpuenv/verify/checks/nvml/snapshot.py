@@ -1,5 +1,7 @@
-"""The nvml check as the worker runs it: NVML's snapshot read at idle, the links and clocks re-read
-under load, all judged by the policy (rules.py); the per-GPU figures fleet comparison reads."""
+"""The nvml check as the worker runs it: NVML's snapshot read at idle, the links re-read and the
+clocks, reasons, temperature and power sampled under load, all judged by the policy (rules.py);
+the per-GPU figures fleet comparison reads. `judge` is the same check without load, in the
+calling process (`gpuenv verify --check nvml --passive`)."""
 
 from __future__ import annotations
 
@@ -8,19 +10,28 @@ from pathlib import Path
 from typing import Any
 
 from gpuenv.adapters import nvml as adapter
+from gpuenv.power import record
 from gpuenv.verify import catalogue
 from gpuenv.verify.checks.nvml.policy import load_policy, rule_finding
 from gpuenv.verify.checks.nvml.rules import evaluate, init_finding, unknown_findings
 from gpuenv.verify.checks.nvml.under_load import gpu_load, read_links_under_load
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.facts import NvmlSnapshot, visible
-from gpuenv.verify.model import CheckResult, status_from_findings, summarize
+from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
 from gpuenv.verify.procs import own_pids
 
 COMPUTE_MODES = {0: "DEFAULT", 1: "EXCLUSIVE_THREAD", 2: "PROHIBITED", 3: "EXCLUSIVE_PROCESS"}
 
 
+PASSIVE_NOTE = "passive: read without load; PCIe generation, clocks and throttling under load not judged"
+
+
 def run(ctx: CheckContext) -> CheckResult:
+    return judge(ctx, passive=False)
+
+
+def judge(ctx: CheckContext, *, passive: bool) -> CheckResult:
+    """Read NVML, under load unless `passive` (or on the CPU path), and judge it by the policy."""
     policy = load_policy(Path(ctx.policy) if ctx.policy else None)
     problem = adapter.init()
     if problem:
@@ -28,14 +39,22 @@ def run(ctx: CheckContext) -> CheckResult:
     snap = NvmlSnapshot.from_dict(adapter.snapshot())  # idle: processes, width, everything else
     cuda_visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     gpus = visible(snap.gpus, cuda_visible)
-    load_note = read_links_under_load(snap, [g["index"] for g in gpus], gpu_load() if ctx.device == "cuda" else None)
-    findings = evaluate(
+    if passive:
+        load_note: str | None = PASSIVE_NOTE
+    else:
+        load = gpu_load() if ctx.device == "cuda" else None
+        sampling = policy["load_sampling"].get(ctx.level) or policy["load_sampling"]["quick"]
+        load_note = read_links_under_load(snap, [g["index"] for g in gpus], load, sampling)
+        gpus = visible(snap.gpus, cuda_visible)  # with the readings under load
+    applied, findings = power_record()
+    findings += evaluate(
         snap,
         policy,
         expect_gpus=ctx.expect_gpus,
         cuda_visible=cuda_visible,
         host=ctx.host,
         own_pids=frozenset(own_pids()),
+        applied=applied,
     )
     findings += unknown_findings(snap)
     if load_note:
@@ -75,6 +94,15 @@ def per_gpu_figures(snap: NvmlSnapshot, gpus: list[dict[str, Any]]) -> dict[str,
         if present:
             figures[metric] = present
     return figures
+
+
+def power_record() -> tuple[list[record.AppliedCap] | None, list[Finding]]:
+    """The caps `gpuenv tune power` recorded; a record that cannot be trusted is ignored, with a warning."""
+    path = record.location()
+    try:
+        return record.read(path), []
+    except record.RecordIgnored as exc:
+        return None, [catalogue.finding("nvml.power-record-ignored", f"power record {path} ignored: it {exc}")]
 
 
 def _no_nvml(ctx: CheckContext, policy: dict[str, Any], problem: str) -> CheckResult:

@@ -1,0 +1,97 @@
+"""Speed of `gpuenv verify --check nvml --passive`, against the floor of pynvml doing the same reads.
+
+Over 8 GPUs of the fake libnvidia-ml.so.1 (tests/verify/fake_nvml, built here with gcc, scenario
+healthy-8xh100), measured interleaved in one run, medians compared:
+  passive  gpuenv verify --check nvml --passive --json
+  floor    python -c: import pynvml, nvmlInit, and the same reads for every GPU
+  full     gpuenv verify --check nvml --json (the worker, the probe, the load process): reported
+           beside it, not a target
+Target: passive / floor <= 3. Usage: .venv/bin/python bench/bench_nvml_passive.py [--rounds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import report, wall
+
+ROOT = Path(__file__).resolve().parent.parent
+FAKE = ROOT / "tests" / "verify" / "fake_nvml"
+TARGET = 3.0
+
+FLOOR = r"""
+import pynvml as nv
+nv.nvmlInit()
+def read(call, *args):
+    try:
+        return call(*args)
+    except nv.NVMLError:
+        return None
+nv.nvmlSystemGetDriverVersion(); nv.nvmlSystemGetCudaDriverVersion()
+for i in range(nv.nvmlDeviceGetCount()):
+    h = nv.nvmlDeviceGetHandleByIndex(i)
+    for call, args in (
+        (nv.nvmlDeviceGetName, ()), (nv.nvmlDeviceGetUUID, ()), (nv.nvmlDeviceGetSerial, ()),
+        (nv.nvmlDeviceGetPciInfo, ()), (nv.nvmlDeviceGetCudaComputeCapability, ()),
+        (nv.nvmlDeviceGetTotalEccErrors, (nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC)),
+        (nv.nvmlDeviceGetRetiredPagesPendingStatus, ()), (nv.nvmlDeviceGetRemappedRows, ()),
+        (nv.nvmlDeviceGetCurrPcieLinkGeneration, ()), (nv.nvmlDeviceGetMaxPcieLinkGeneration, ()),
+        (nv.nvmlDeviceGetCurrPcieLinkWidth, ()), (nv.nvmlDeviceGetMaxPcieLinkWidth, ()),
+        (nv.nvmlDeviceGetCurrentClocksEventReasons, ()), (nv.nvmlDeviceGetPersistenceMode, ()),
+        (nv.nvmlDeviceGetTemperature, (nv.NVML_TEMPERATURE_GPU,)),
+        (nv.nvmlDeviceGetTemperatureThreshold, (nv.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN,)),
+        (nv.nvmlDeviceGetComputeRunningProcesses, ()), (nv.nvmlDeviceGetMemoryInfo, (nv.nvmlMemory_v2,)),
+        (nv.nvmlDeviceGetMigMode, ()), (nv.nvmlDeviceGetComputeMode, ()),
+        (nv.nvmlDeviceGetEnforcedPowerLimit, ()), (nv.nvmlDeviceGetPowerManagementDefaultLimit, ()),
+        (nv.nvmlDeviceGetPowerUsage, ()), (nv.nvmlDeviceGetClockInfo, (nv.NVML_CLOCK_SM,)),
+        (nv.nvmlDeviceGetMaxClockInfo, (nv.NVML_CLOCK_SM,)),
+    ):
+        read(call, h, *args)
+    for link in range(18):
+        if read(nv.nvmlDeviceGetNvLinkState, h, link) is None:
+            break
+"""
+
+
+def build_fake(folder: Path) -> None:
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-O1", "-o", str(folder / "libnvidia-ml.so.1"), str(FAKE / "fake_nvml.c")],
+        check=True,
+        timeout=120,
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        build_fake(Path(tmp))
+        env = {
+            **os.environ,
+            "LD_LIBRARY_PATH": tmp,
+            "FAKE_NVML_SCENARIO": str(FAKE / "healthy-8xh100.scenario"),
+            "GPUENV_POWER_RECORD": str(Path(tmp) / "power-applied.json"),
+        }
+        gpuenv = [sys.executable, "-m", "gpuenv", "verify", "--check", "nvml", "--json"]
+        commands = {"floor": [sys.executable, "-c", FLOOR], "passive": [*gpuenv, "--passive"], "full": gpuenv}
+        samples: dict[str, list[float]] = {name: [] for name in commands}
+        for cmd in commands.values():  # warm-up: page cache, .pyc files
+            wall(cmd, env=env)
+        for _ in range(args.rounds):
+            for name, cmd in commands.items():
+                if name != "full" or len(samples["full"]) < 3:  # the full check: a few runs suffice
+                    samples[name].append(wall(cmd, env=env))
+    med = {name: sorted(values)[len(values) // 2] for name, values in samples.items()}
+    print(f"full nvml check (not a target): {med['full']:.3f}s, {med['full'] / med['floor']:.1f}x the floor")
+    return 0 if report("verify --check nvml --passive", med["passive"], med["floor"], TARGET) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

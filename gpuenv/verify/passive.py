@@ -1,0 +1,105 @@
+"""`gpuenv verify --check nvml --passive`: the nvml check's idle reading, judged by the same
+policy, in this process: no torch, no worker process, no load, no CUDA context. What it reads:
+ECC, retired pages and row remaps, XIDs during the read, NVLink and the NVSwitch fabric, PCIe
+width, processes and memory held, persistence, compute and MIG mode, temperature, power limits
+and the clock-event reasons at idle. The Slurm epilog runs it after every job."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from gpuenv import __version__
+from gpuenv.adapters import nvml as adapter
+from gpuenv.verify.checks.nvml.policy import load_policy
+from gpuenv.verify.checks.nvml.rules import xid_findings
+from gpuenv.verify.checks.nvml.snapshot import judge
+from gpuenv.verify.context import CheckContext
+from gpuenv.verify.facts import HostFacts, bus_reference, gpu_infos
+from gpuenv.verify.model import CheckResult, Report, decide, status_from_findings
+from gpuenv.verify.pci import driver_gpus, nvidia_on_pci, pci_scope
+from gpuenv.verify.runner import VerifyOptions
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def run_passive(opts: VerifyOptions) -> Report:
+    """The passive nvml check as a whole report (one check)."""
+    started, clock = _now(), time.monotonic()
+    host = host_facts(opts)
+    device = "cpu" if opts.device == "cpu" else "cuda" if opts.device == "cuda" or _gpu_node(host) else "cpu"
+    ctx = CheckContext(level=opts.level, device=device, expect_gpus=opts.expect_gpus, policy=opts.policy, host=host)
+    watch: dict[str, Any] = {}
+    if host.nvml == "ok":
+        adapter.register_xids(watch, len(host.gpus))
+    result = judge(ctx, passive=True)
+    _add_xids(result, adapter.drain_xids(watch) if watch else [], host, opts)
+    result.duration_s = time.monotonic() - clock
+    return Report(
+        level=opts.level,
+        device=device,
+        cpu_only=device == "cpu",
+        started=started,
+        finished=_now(),
+        gpuenv_version=__version__,
+        host={
+            "hostname": socket.gethostname(),
+            "device_decision": f"passive: NVML {host.nvml}, {len(host.pci_nvidia)} NVIDIA GPU(s) on the PCI bus",
+            "gpus": [asdict(g) for g in host.gpus],
+            "pci_nvidia": list(host.pci_nvidia),
+            "pci_scope": host.pci_scope,
+        },
+        stack={},
+        checks=[result],
+        verdict=decide([result], strict=opts.strict, cpu_only=device == "cpu", interrupted=None),
+        options={
+            "checks": ["nvml"],
+            "passive": True,
+            "strict": opts.strict,
+            "expect_gpus": opts.expect_gpus,
+            "device": opts.device,
+            "timeout_s": opts.timeout,
+        },
+        timings={"total": round(time.monotonic() - clock, 3)},
+    )
+
+
+def host_facts(opts: VerifyOptions) -> HostFacts:
+    """The engine's probe, in this process: the PCI bus, and NVML's GPUs unless --device cpu."""
+    on_bus, scope = nvidia_on_pci(), pci_scope()
+    reference, _why = bus_reference(on_bus, driver_gpus(), scope)
+    nvml, found, versions = "not probed (--device cpu)", [], {}
+    if opts.device != "cpu":
+        nvml = adapter.init() or "ok"
+        if nvml == "ok":
+            found = adapter.identities()
+            versions = adapter.driver_versions()
+            nvml = "ok" if found else "no GPU"
+    return HostFacts(
+        nvml=nvml,
+        driver=versions.get("driver"),
+        cuda_driver=versions.get("cuda_driver"),
+        gpus=gpu_infos(found, os.environ.get("CUDA_VISIBLE_DEVICES")),
+        pci_nvidia=tuple(on_bus),
+        pci_reference=reference,
+        pci_scope=scope,
+    )
+
+
+def _gpu_node(host: HostFacts) -> bool:
+    return bool(host.pci_nvidia) or host.nvml == "ok"
+
+
+def _add_xids(result: CheckResult, events: list[tuple[int, int]], host: HostFacts, opts: VerifyOptions) -> None:
+    if not events:
+        return
+    policy = load_policy(Path(opts.policy) if opts.policy else None)
+    result.findings.extend(xid_findings(events, host.gpus, policy, during="the passive read"))
+    result.status = status_from_findings(result.findings)

@@ -50,7 +50,11 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def standard(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One standard-level run on this node, shared by the tests that read it."""
+    """One standard-level run on this node, shared by the tests that read it (or the report of one
+    that scripts/gpu-run.sh just made, named by GPUENV_TEST_STANDARD_REPORT)."""
+    given = os.environ.get("GPUENV_TEST_STANDARD_REPORT")
+    if given:
+        return dict(json.loads(Path(given).read_text()))
     report_path = tmp_path_factory.mktemp("gpu") / "verify.json"
     run_gpuenv("verify", "--level", "standard", "--device", "cuda", "--report", str(report_path), timeout=900)
     report: dict[str, Any] = json.loads(report_path.read_text())

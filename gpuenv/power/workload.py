@@ -17,6 +17,9 @@ import traceback
 from typing import Any
 
 from gpuenv.verify import faults
+from gpuenv.verify.checks.common import EnergyMeter
+from gpuenv.verify.procs import die_with_parent
+from gpuenv.verify.workloads import nlp
 
 PARENT_ENV = "GPUENV_TUNE_PARENT"
 FAULT_NAME = "tune-power"  # GPUENV_TEST_FAULT=tune-power:abort|hang[:rankN], for gpuenv's own tests
@@ -24,7 +27,7 @@ MEASURED = [0]  # measurements so far: a fault's rankN hits the (N+1)th, so a te
 
 
 def hello(device: str) -> dict[str, Any]:
-    import torch
+    import torch  # torch: heavy, loaded only in the workload process
 
     cuda = bool(torch.cuda.is_available())
     answer: dict[str, Any] = {"torch": torch.__version__, "cuda_devices": torch.cuda.device_count() if cuda else 0}
@@ -38,9 +41,6 @@ def hello(device: str) -> dict[str, Any]:
 def measure(request: dict[str, Any]) -> dict[str, Any]:
     """The NLP step at the cap in force: its own untimed warm-up, then the timed steps, with the
     GPU's joules read around exactly those (verify's models check measures the same way)."""
-    from gpuenv.verify.checks.common import EnergyMeter
-    from gpuenv.verify.workloads import nlp
-
     faults.inject(FAULT_NAME, rank=MEASURED[0])
     MEASURED[0] += 1
     device = f"cuda:{request['cuda_index']}" if request["device"] == "cuda" else "cpu"
@@ -75,8 +75,6 @@ def serve(answers: Any) -> None:
 
 
 def main() -> None:
-    from gpuenv.verify.procs import die_with_parent
-
     die_with_parent(int(os.environ[PARENT_ENV]))
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)

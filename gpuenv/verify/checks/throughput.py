@@ -167,7 +167,7 @@ def evaluate(
     for shape, per_gpu in metrics["matmul_tflops_by_shape"].items():
         values = {int(i): v for i, v in per_gpu.items()}
         model = expectations.matmul(gpu_name, dtype, shape)
-        findings += _against_model(values, model, ctx, "amp.tflops")
+        findings += _against_model(values, model, ctx, "matmul")
         passed = {i: v for i, v in values.items() if model is None or model.verdict(v) == "pass"}
         findings += _against_baseline(passed, ctx, baselines, gpu_name, shape, dtype)
         findings += outlier_findings(values, ctx, below=expectations.spread, shape=shape)
@@ -175,19 +175,28 @@ def evaluate(
             message = f"no {dtype} matmul expectation for {gpu_name} at {shape}: figures recorded, not judged"
             findings.append(finding("amp.no-tflops-baseline", message))
     copy = {int(i): v for i, v in metrics["copy_gbps"].items()}
-    findings += _against_model(copy, expectations.copy(gpu_name), ctx, "amp.copy-bw")
+    findings += _against_model(copy, expectations.copy(gpu_name), ctx, "copy")
     findings += _copy_outliers(copy, ctx, expectations.spread)
     return findings
 
 
-def _against_model(values: dict[int, float], expected: Expected | None, ctx: CheckContext, code: str) -> list[Finding]:
+def _against_model(values: dict[int, float], expected: Expected | None, ctx: CheckContext, kind: str) -> list[Finding]:
     out = []
     for i, v in values.items():
         verdict = expected.verdict(v) if expected is not None else "pass"
         if expected is not None and verdict != "pass":
-            suffix = "below-model" if verdict == "fail" else "under-model"
-            out.append(finding(f"{code}-{suffix}", f"{ctx.gpu_ref(i).label()}: {expected.text(v)}", gpu=ctx.gpu_ref(i)))
+            out.append(_model_finding(kind, verdict, f"{ctx.gpu_ref(i).label()}: {expected.text(v)}", ctx.gpu_ref(i)))
     return out
+
+
+def _model_finding(kind: str, verdict: str, message: str, gpu: Any) -> Finding:
+    if kind == "matmul":
+        if verdict == "fail":
+            return finding("amp.tflops-below-model", message, gpu=gpu)
+        return finding("amp.tflops-under-model", message, gpu=gpu)
+    if verdict == "fail":
+        return finding("amp.copy-bw-below-model", message, gpu=gpu)
+    return finding("amp.copy-bw-under-model", message, gpu=gpu)
 
 
 def _against_baseline(

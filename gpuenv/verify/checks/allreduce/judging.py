@@ -149,7 +149,10 @@ class Judge:
                 verdict = model.verdict(row["busbw_gbps"])
                 if verdict != "pass":
                     text = f"{row['collective']} {row['bytes'] // MiB} MiB: {model.text(row['busbw_gbps'])}"
-                    findings.append(finding(f"allreduce.busbw-{'below' if verdict == 'fail' else 'under'}-model", text))
+                    if verdict == "fail":
+                        findings.append(finding("allreduce.busbw-below-model", text))
+                    else:
+                        findings.append(finding("allreduce.busbw-under-model", text))
                     continue
             expected = self.baselines.expected_busbw(self.gpu_name, self.world, row["collective"], row["bytes"])
             if expected is not None:

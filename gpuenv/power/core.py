@@ -77,6 +77,26 @@ class Choice:
     reason: str
     loss: float | None = None  # throughput given up against the fastest cap, a fraction
     saving: float | None = None  # energy per token saved against the original limit, a fraction
+    refused: str | None = None  # why no cap can be judged at all ("launch-bound"), else None
+
+
+# At its highest cap a GPU that the NLP step loads draws most of its limit (BERT-base training in
+# bf16 runs near the board power). Under this share the step is bound by kernel launches or the
+# host, not the GPU: a lower cap would "save energy" by measuring nothing, so none is chosen.
+LAUNCH_BOUND_SHARE = 0.5
+
+
+def launch_bound(results: list[CapResult]) -> str | None:
+    """Pure: why the sweep cannot choose a cap because the workload did not load the GPU, or None."""
+    top = max(results, key=lambda r: r.limit_w)
+    if top.watts is None or top.watts >= LAUNCH_BOUND_SHARE * top.limit_w:
+        return None
+    return (
+        f"launch-bound: the GPU drew {top.watts:g} W under the workload at its {top.limit_w:g} W limit "
+        f"({top.watts / top.limit_w:.0%}, under {LAUNCH_BOUND_SHARE:.0%}): the NLP step does not load it "
+        "(kernel launches or the host set its pace), so no cap is chosen; run at --level standard or deep, "
+        "check that nothing else holds the GPU (nvidia-smi), and run gpuenv verify on this node"
+    )
 
 
 def choose(results: list[CapResult], *, max_loss: float, original_w: float) -> Choice:
@@ -85,6 +105,9 @@ def choose(results: list[CapResult], *, max_loss: float, original_w: float) -> C
         return Choice(None, "nothing was measured")
     if any(r.tokens_per_j is None for r in results):
         return Choice(None, "tokens per joule unknown at some cap (CPU workload, or no energy reading): no cap chosen")
+    bound = launch_bound(results)
+    if bound is not None:
+        return Choice(None, bound, refused="launch-bound")
     peak = max(r.tokens_per_s for r in results)
     allowed = [r for r in results if r.tokens_per_s >= (1 - max_loss) * peak]
     best = max(allowed, key=lambda r: (r.tokens_per_j or 0.0, r.tokens_per_s))

@@ -27,7 +27,7 @@ MEASURED = [0]  # measurements so far: a fault's rankN hits the (N+1)th, so a te
 
 
 def hello(device: str) -> dict[str, Any]:
-    import torch  # heavy (~1 s): only the workload needs it
+    import torch  # torch: heavy, loaded only in the workload process
 
     cuda = bool(torch.cuda.is_available())
     answer: dict[str, Any] = {"torch": torch.__version__, "cuda_devices": torch.cuda.device_count() if cuda else 0}

@@ -16,6 +16,7 @@ from typing import Any
 
 from gpuenv import __version__
 from gpuenv.verify import registry
+from gpuenv.verify.gpucount import run_findings
 from gpuenv.verify.launch import comm_environment
 from gpuenv.verify.model import CheckResult, Report, decide
 from gpuenv.verify.runner import Run, VerifyOptions
@@ -32,6 +33,13 @@ def run_verify(opts: VerifyOptions, *, on_result: Callable[[CheckResult], None] 
     run = Run(opts, on_result)
     started_at = time.monotonic()
     interrupted = run.execute(specs)
+    if not interrupted:
+        own = run_findings(
+            expect_gpus=opts.expect_gpus, baseline=opts.baseline, checks=[s.name for s in specs], host=run.host
+        )
+        if own is not None:
+            run.results.insert(0, own)
+            run.on_result(own)
     run.add_time("total", time.monotonic() - started_at)
     done = {r.name for r in run.results}
     if interrupted:

@@ -46,6 +46,7 @@ FIGURES: tuple[Figure, ...] = (
     Figure("nvml", "temperature_c", "°C", "lower", mad_floor=1.0),
     Figure("nvml", "sm_clock_mhz", "MHz", "higher"),  # read under load; idle clocks say nothing
     Figure("models", "cv_images_per_s", "images/s", "higher"),
+    Figure("models", "cv_compute_images_per_s", "images/s", "higher"),  # each rank's own, without the allreduce
     Figure("models", "cv_images_per_s_total", "images/s", "higher", per_gpu=False),
     Figure("models", "cv_scaling_efficiency", "ratio", "higher", per_gpu=False),
     Figure("models", "nlp_tokens_per_s", "tokens/s", "higher"),

@@ -93,3 +93,13 @@ def test_max_loss_reads_percentages(text: str, fraction: float) -> None:
 def test_a_bad_max_loss_is_a_bad_request(text: str) -> None:
     with pytest.raises(BadRequest):
         percent(text)
+
+
+def test_a_launch_bound_workload_is_refused_not_tuned() -> None:
+    # 150 W of a 700 W limit at full power: lower caps change nothing and "save" only noise
+    sweep = [result(700, 1000, 150), result(575, 1000, 148), result(450, 1001, 140), result(325, 999, 130)]
+    picked = choose(sweep, max_loss=0.05, original_w=700)
+    assert picked.limit_w is None and picked.refused == "launch-bound"
+    assert "150 W" in picked.reason and "700 W" in picked.reason and "no cap is chosen" in picked.reason
+    loaded = [result(700, 1000, 600), result(450, 960, 450)]
+    assert choose(loaded, max_loss=0.05, original_w=700).refused is None

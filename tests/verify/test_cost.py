@@ -203,6 +203,7 @@ def test_every_registered_throughput_figure_is_costed_or_named_as_not() -> None:
     from gpuenv.verify.figures import FIGURES
 
     not_work = {"models.nlp_tokens_per_j", "models.cv_images_per_j"}  # efficiency: per joule, not per second
+    not_work |= {"models.cv_compute_images_per_s"}  # a diagnostic (no allreduce), not work a job gets done
     costed = {r.figure for r in RULES}
     throughput = {f.name for f in FIGURES if f.better == "higher" and f.unit.endswith("/s")} - not_work
     bandwidth = {f.name for f in FIGURES if f.unit == "GB/s"}  # a link's speed, not work done

@@ -10,7 +10,7 @@ import pytest
 from gpuenv.compat import load_kb
 from gpuenv.verify import catalogue
 from gpuenv.verify.baselines import load_baselines
-from gpuenv.verify.checks import amp, common, profiler
+from gpuenv.verify.checks import amp, common, profiler, throughput
 from gpuenv.verify.checks.allreduce import judging
 from gpuenv.verify.checks.stack import evaluate as stack_evaluate
 from gpuenv.verify.checks.stack import runs_as_ptx, runs_natively
@@ -35,10 +35,12 @@ def ctx(gpus: int = 4) -> CheckContext:
 
 
 def test_a_throttled_gpu_fails_against_its_peers_without_any_baseline() -> None:
-    found = amp.outlier_findings({0: 700.0, 1: 690.0, 2: 420.0, 3: 705.0}, ctx(), below=0.75, shape="4096x4096x4096")
+    found = throughput.outlier_findings(
+        {0: 700.0, 1: 690.0, 2: 420.0, 3: 705.0}, ctx(), below=0.75, shape="4096x4096x4096"
+    )
     assert [(f.code, f.gpu.index if f.gpu else None) for f in found] == [("amp.tflops-outlier", 2)]
     assert "GPU-2" in found[0].message and "4096x4096x4096" in found[0].message
-    assert amp.outlier_findings({0: 700.0}, ctx(1), below=0.75, shape="4096x4096x4096") == []
+    assert throughput.outlier_findings({0: 700.0}, ctx(1), below=0.75, shape="4096x4096x4096") == []
 
 
 def test_matmul_baselines_are_keyed_by_shape_and_part() -> None:
@@ -53,7 +55,7 @@ def test_matmul_baselines_are_keyed_by_shape_and_part() -> None:
 def test_cpu_matmul_figure_and_work_count() -> None:
     import torch
 
-    tflops, done = amp.matmul_tflops(torch.device("cpu"), False, (128, 64, 32))
+    tflops, done = throughput.matmul_tflops(torch.device("cpu"), False, (128, 64, 32))
     assert 0 < tflops < 1000 and done == 4  # one warm-up product and three timed
 
 

@@ -17,12 +17,13 @@ from gpuenv.verify.context import CheckContext
 from gpuenv.verify.figures import BY_NAME, readings
 from gpuenv.verify.model import GpuRef
 
-REFS = [GpuRef(i) for i in range(4)]
+REFS = [GpuRef(i, f"GPU-{i}") for i in range(8)]
 
 
 def rank_result(rank: int, **over: Any) -> dict[str, Any]:
     result: dict[str, Any] = {
         "cv_images_per_s": 1000.0,
+        "cv_compute_images_per_s": 1200.0,
         "nlp_tokens_per_s": 50_000.0,
         "cv_step_j": 30.0,
         "nlp_step_j": 40.0,
@@ -105,6 +106,19 @@ def test_shards_that_disagree_and_slow_gpus_are_named() -> None:
 def test_the_cpu_does_not_judge_latency_or_outliers() -> None:
     _, codes = judged([rank_result(0, rec_ms=[50.0] * 10), rank_result(1, cv_images_per_s=1.0)], cuda=False)
     assert codes == []
+    _, codes = judged([rank_result(r, cv_compute_images_per_s=1.0 if r == 3 else 1200.0) for r in range(8)], cuda=False)
+    assert codes == []
+
+
+def test_one_gpu_of_eight_at_60_percent_of_the_others_compute_is_named() -> None:
+    # Under DDP every rank's images/s is the same (the allreduce waits for the slowest): the judged
+    # figure is each rank's own compute, measured in no_sync steps.
+    results = [rank_result(r, cv_compute_images_per_s=720.0 if r == 6 else 1200.0) for r in range(8)]
+    metrics, _ = models.collect(results, world=8)
+    found = models.evaluate(metrics, {**models.collect(results, world=8)[1]}, cuda=True, world=8, refs=REFS)
+    [outlier] = [f for f in found if f.code == "models.gpu-outlier"]
+    assert outlier.gpu == REFS[6] and "GPU-6" in outlier.message and "cv_compute_images_per_s" in outlier.message
+    assert metrics["cv_images_per_s"]["6"] == metrics["cv_images_per_s"]["0"]  # the DDP figure cannot tell
 
 
 def test_percentile_is_nearest_rank() -> None:

@@ -2,8 +2,9 @@
 
 Also: the same seeded step on every GPU giving identical checksums (silent data corruption;
 repeated on one device where there is only one), gradient checkpointing matching plain backward,
-matmul TFLOP/s by shape (CUDA events, after a warm-up from idle clocks) against the GPU model's
-expected figure and the node's other GPUs, and energy per matmul from NVML. (The DDP step runs
+matmul TFLOP/s by shape and device memory copy bandwidth (throughput.py: CUDA events, after a
+warm-up from idle clocks) against the GPU model's expected figures and the node's other GPUs, and
+energy per matmul from NVML. (The DDP step runs
 in the allreduce check's ranks: one NCCL initialisation.)
 An item that cannot truly run here is skipped on the CPU path and fails on a GPU node.
 """
@@ -11,13 +12,10 @@ An item that cannot truly run here is skipped on the CPU path and fails on a GPU
 from __future__ import annotations
 
 import math
-import statistics
-import time
 from typing import Any
 
-from gpuenv.verify.baselines import load_baselines
 from gpuenv.verify.catalogue import finding
-from gpuenv.verify.checks import common
+from gpuenv.verify.checks import common, throughput
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
 
@@ -207,79 +205,6 @@ def checksum_findings(sums: dict[int, str], ctx: CheckContext) -> list[Finding]:
     ]
 
 
-SHAPES = {"quick": [(4096, 4096, 4096)], "standard": [(4096, 4096, 4096), (8192, 8192, 8192)]}
-SHAPES["deep"] = SHAPES["standard"]
-CPU_SHAPE = (1024, 1024, 1024)
-WARMUP_S = 0.3  # clocks ramp up from idle: time nothing before this much work
-SAMPLE_S = 0.1  # each timed sample covers at least this much GPU work
-SAMPLES = 3  # the median of these is the figure
-
-
-def shape_key(shape: tuple[int, int, int]) -> str:
-    return "x".join(str(n) for n in shape)
-
-
-def matmul_tflops(dev: Any, cuda: bool, shape: tuple[int, int, int]) -> tuple[float, int]:
-    """TFLOP/s of (m,k) @ (k,n) on one device: the median of SAMPLES timed runs, each of at
-    least SAMPLE_S of work, after WARMUP_S of warm-up; CUDA events time the GPU itself.
-    Returns (TFLOP/s, the number of matmuls run, warm-up included)."""
-    torch = common.torch_module()
-
-    m, k, n = shape
-    dtype = torch.bfloat16 if cuda else torch.float32
-    a = torch.randn(m, k, device=dev, dtype=dtype)
-    b = torch.randn(k, n, device=dev, dtype=dtype)
-    done, started = 0, time.perf_counter()
-    while True:  # on the CPU one product is warm-up enough
-        a @ b
-        common.sync(dev)
-        done += 1
-        if not cuda or time.perf_counter() - started >= WARMUP_S:
-            break
-    per_matmul = (time.perf_counter() - started) / done
-    iters = max(1, int(SAMPLE_S / per_matmul) + 1) if cuda else 3
-    samples = []
-    for _ in range(SAMPLES if cuda else 1):
-        samples.append(_timed(torch, dev, cuda, lambda: a @ b, iters))
-        done += iters
-    return 2 * m * k * n * iters / statistics.median(samples) / 1e12, done
-
-
-def _timed(torch: Any, dev: Any, cuda: bool, work: Any, iters: int) -> float:
-    """Seconds for `iters` runs of `work` on this device."""
-    if cuda:
-        with torch.cuda.device(dev):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(iters):
-                work()
-            end.record()
-            end.synchronize()
-            return float(start.elapsed_time(end)) / 1000
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        work()
-    return time.perf_counter() - t0
-
-
-def outlier_findings(per_device: dict[int, float], ctx: CheckContext, *, below: float, shape: str) -> list[Finding]:
-    """Pure: a GPU far under the node's median for the same shape is throttled or faulty, with
-    or without a baseline for its model."""
-    if len(per_device) < 2:
-        return []
-    median = statistics.median(per_device.values())
-    return [
-        finding(
-            "amp.tflops-outlier",
-            f"{ctx.gpu_ref(i).label()}: {v:.0f} TFLOP/s at {shape}, "
-            f"under {below:.0%} of the node's median {median:.0f}",
-            gpu=ctx.gpu_ref(i),
-        )
-        for i, v in per_device.items()
-        if v < below * median
-    ]
-
-
 def run(ctx: CheckContext) -> CheckResult:
     torch = common.torch_module()
 
@@ -309,7 +234,7 @@ def run(ctx: CheckContext) -> CheckResult:
     default = (
         f"fp32{'/fp16' if not any('fp16' in s for s in skipped) else ''}/bf16 training on "
         f"{len(devices)} {'GPU' if cuda else 'CPU'} device(s); {metrics['matmul_tflops_min']:.2f} TFLOP/s "
-        f"{metrics['matmul_dtype']}"
+        f"{metrics['matmul_dtype']}, {metrics['copy_gbps_min']:.0f} GB/s memory copy"
     )
     return CheckResult(
         "amp",
@@ -322,55 +247,5 @@ def run(ctx: CheckContext) -> CheckResult:
 
 
 def _performance(ctx: CheckContext, devices: list[Any], cuda: bool) -> tuple[dict[str, Any], list[Finding]]:
-    shapes = SHAPES[ctx.level] if cuda else [CPU_SHAPE]
-    by_shape: dict[str, dict[int, float]] = {}
-    energy: dict[str, float] = {}
-    for i, d in enumerate(devices):  # one GPU at a time, each with its own energy reading
-        nvml_index = ctx.host.nvml_index(i)
-        before = common.energy_mj([nvml_index]).get(nvml_index) if cuda else None
-        count = 0
-        for shape in shapes:
-            by_shape.setdefault(shape_key(shape), {})[i], done = matmul_tflops(d, cuda, shape)
-            count += done
-        after = common.energy_mj([nvml_index]).get(nvml_index) if cuda else None
-        if before is not None and after is not None:
-            energy[str(i)] = round((after - before) / 1000 / count, 3)
-    headline = by_shape[shape_key(shapes[-1])]
-    metrics: dict[str, Any] = {
-        "matmul_tflops": {str(i): round(v, 3) for i, v in headline.items()},
-        "matmul_tflops_by_shape": {k: {str(i): round(v, 3) for i, v in row.items()} for k, row in by_shape.items()},
-        "matmul_tflops_min": min(headline.values()),
-        "matmul_dtype": "bf16" if cuda else "fp32",
-        "matmul_shape": shape_key(shapes[-1]),
-    }
-    if energy:  # NVML's energy counter around each GPU's matmuls, per matmul
-        metrics["energy_per_step_j"] = energy
-    if not cuda:
-        return metrics, [finding("amp.no-tflops-baseline", "CPU matmul throughput: no baseline")]
-    baselines = load_baselines(common.path_or_none(ctx.baseline))
-    torch = common.torch_module()
-
-    name = str(torch.cuda.get_device_name(0))
-    findings: list[Finding] = []
-    for key, per_device in by_shape.items():
-        findings += outlier_findings(per_device, ctx, below=baselines.fail_below, shape=key)
-        findings += _against_baseline(per_device, ctx, baselines, name, key)
-    return metrics, findings
-
-
-def _against_baseline(
-    per_device: dict[int, float], ctx: CheckContext, baselines: Any, name: str, shape: str
-) -> list[Finding]:
-    expected = baselines.expected_tflops(name, "bf16", shape)
-    if expected is None:
-        message = f"no bf16 matmul baseline for {name} at {shape}: figures recorded, not judged"
-        return [finding("amp.no-tflops-baseline", message)]
-    findings = []
-    for i, v in per_device.items():
-        verdict = baselines.judge(v, expected)
-        text = f"{ctx.gpu_ref(i).label()}: {v:.0f} TFLOP/s bf16 matmul at {shape} vs {expected:.0f} expected"
-        if verdict == "fail":
-            findings.append(finding("amp.tflops-low", text, gpu=ctx.gpu_ref(i)))
-        elif verdict == "warn":
-            findings.append(finding("amp.tflops-under-expected", text, gpu=ctx.gpu_ref(i)))
-    return findings
+    metrics = throughput.measure(ctx, devices, cuda)
+    return metrics, throughput.judge(metrics, ctx, common.gpu_model(ctx), cuda=cuda)

@@ -15,7 +15,8 @@ from typing import Any
 
 from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks import common
-from gpuenv.verify.checks.amp import SAMPLE_S, SAMPLES, WARMUP_S, _timed
+from gpuenv.verify.checks.throughput import SAMPLE_S, SAMPLES, WARMUP_S
+from gpuenv.verify.checks.throughput import timed as _timed
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
 

@@ -19,7 +19,6 @@ import contextlib
 import dataclasses
 import importlib.util
 import math
-import statistics
 import time
 from typing import Any
 
@@ -27,13 +26,18 @@ from gpuenv.verify import ranks
 from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks import common
 from gpuenv.verify.context import CheckContext
+from gpuenv.verify.expectations import load_expectations
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
+from gpuenv.verify.outliers import beyond_spread
 from gpuenv.verify.workloads import cv, nlp, rec
 
 ACCUMULATION_TOLERANCE = 1e-3  # relative gradient gap, fp32 without TF32: only summation order differs
-STEPS = {"cpu": {"cv": 4, "cv_warmup": 1, "nlp": 2}, "cuda": {"cv": 30, "cv_warmup": 8, "nlp": 10}}
+STEPS = {
+    "cpu": {"cv": 4, "cv_warmup": 1, "cv_compute": 2, "nlp": 2},
+    "cuda": {"cv": 30, "cv_warmup": 8, "cv_compute": 10, "nlp": 10},
+}
 PER_GPU = (
-    *("cv_images_per_s", "nlp_tokens_per_s", "cv_step_j", "nlp_step_j", "rec_batch_j"),
+    *("cv_images_per_s", "cv_compute_images_per_s", "nlp_tokens_per_s", "cv_step_j", "nlp_step_j", "rec_batch_j"),
     *("cv_images_per_j", "nlp_tokens_per_j"),
 )
 REC_WARMUP = 5  # untimed lookup batches first
@@ -48,7 +52,8 @@ def run(ctx: CheckContext) -> CheckResult:
         "gpuenv.verify.checks.models:rank_workload", check="models", world=world, device=ctx.device, params=params
     )
     metrics, detail = collect(results, world=world)
-    findings = evaluate(metrics, detail, cuda=cuda, world=world, refs=[ctx.gpu_ref(i) for i in range(world)])
+    refs = [ctx.gpu_ref(i) for i in range(world)]
+    findings = evaluate(metrics, detail, cuda=cuda, world=world, refs=refs, spread=load_expectations().spread)
     if cuda:
         findings += baseline_findings(common.judge_figures("models", metrics, ctx, gpus=world), ctx)
     else:
@@ -110,10 +115,16 @@ def percentile(ordered: list[float], q: float) -> float:
 
 
 def evaluate(
-    metrics: dict[str, Any], detail: dict[str, Any], *, cuda: bool, world: int, refs: list[Any]
+    metrics: dict[str, Any],
+    detail: dict[str, Any],
+    *,
+    cuda: bool,
+    world: int,
+    refs: list[Any],
+    spread: float = 0.75,
 ) -> list[Finding]:
-    """Pure: the correctness proofs hold, the recommender meets its target on a GPU, no GPU is
-    far under the node's median."""
+    """Pure: the correctness proofs hold, the recommender meets its target on a GPU, no GPU's
+    own compute is beyond the node's spread (on GPUs only: CPU speeds are reported, not judged)."""
     out: list[Finding] = []
     if not detail["losses_finite"]:
         out.append(finding("models.non-finite", "a CV or NLP training loss went non-finite"))
@@ -135,8 +146,8 @@ def evaluate(
         message = f"recommender: lookup batch p99 {p99:.2f} ms over the {rec.TARGET_MS:g} ms target"
         out.append(finding("models.rec-latency-high", message))
     if cuda:
-        for key in ("cv_images_per_s", "nlp_tokens_per_s"):
-            out += outliers(metrics.get(key, {}), key, refs)
+        for key in ("cv_compute_images_per_s", "nlp_tokens_per_s"):  # each rank's own work, no collective
+            out += outliers(metrics.get(key, {}), key, refs, spread=spread)
     return out
 
 
@@ -156,22 +167,18 @@ def baseline_findings(verdicts: list[common.FigureVerdict], ctx: CheckContext) -
     return out
 
 
-OUTLIER_BELOW = 0.8  # a GPU under this share of the node's median for the same work
-
-
-def outliers(per_gpu: dict[str, float], key: str, refs: list[Any]) -> list[Finding]:
-    """Pure: a GPU far under the node's median on the same model is throttled or faulty."""
-    if len(per_gpu) < 2:
-        return []
-    median = statistics.median(per_gpu.values())
+def outliers(per_gpu: dict[str, float], key: str, refs: list[Any], *, spread: float) -> list[Finding]:
+    """Pure: a GPU whose own compute is under the spread x the node's median is throttled or faulty.
+    (Under DDP every rank's images/s is the slowest rank's: the figures judged are each rank's
+    steps without the gradient allreduce, and the NLP model, which runs on each GPU alone.)"""
     return [
         finding(
             "models.gpu-outlier",
-            f"{refs[int(i)].label()}: {key} {v:.0f}, under {OUTLIER_BELOW:.0%} of the node's median {median:.0f}",
-            gpu=refs[int(i)],
+            f"{refs[int(o.member)].label()}: {key} {o.value:.0f}, {o.share:.0%} of the node's median "
+            f"{o.reference:.0f} (under {spread:.0%})",
+            gpu=refs[int(o.member)],
         )
-        for i, v in per_gpu.items()
-        if v < OUTLIER_BELOW * median
+        for o in beyond_spread(per_gpu, spread=spread)
     ]
 
 
@@ -206,6 +213,7 @@ def _cv(rank: int, world: int, dev: Any, level: str, steps: dict[str, int], nvml
     meter = _meter(nvml)
     images, seconds, sampler = _cv_train(size, dev, steps, ddp=True, rank=rank, world=world, meter=meter)
     out["cv_images_per_s"] = round(images / seconds, 2)
+    out["cv_compute_images_per_s"] = sampler.pop("compute_images_per_s", None)
     out["losses_finite"] = sampler.pop("finite")
     out["sampler"] = sampler
     _energy_figures(out, meter, "cv_step_j", "cv_images_per_j", steps=steps["cv"], work=images)
@@ -277,8 +285,22 @@ def _cv_train(
         common.sync(dev)
         seconds = time.perf_counter() - started
     sampled = _sampler_share(run.sampler, len(run.x), world, dev) if ddp else {}
+    if ddp:
+        sampled["compute_images_per_s"] = _own_compute(run, dev, steps["cv_compute"])
     sampled["finite"] = run.finite()
     return size.batch * steps["cv"], seconds, sampled
+
+
+def _own_compute(run: CvTraining, dev: Any, steps: int) -> float:
+    """This rank's images/s with DDP's gradient allreduce switched off (`no_sync`): its own compute,
+    which under DDP the slowest rank sets for every rank. All ranks start together."""
+    common.torch_module().distributed.barrier()
+    with run.model.no_sync():
+        started = time.perf_counter()
+        for k in range(steps):
+            run.step(k)
+        common.sync(dev)
+    return round(run.size.batch * steps / (time.perf_counter() - started), 2)
 
 
 def _sampler_share(sampler: Any, pool: int, world: int, dev: Any) -> dict[str, Any]:
@@ -337,10 +359,15 @@ def _rec(rank: int, world: int, dev: Any, level: str, nvml: int | None) -> dict[
     top = rec.tower(size, dev)
     slots = math.ceil(size.tables / world)
 
+    # Every batch's ids made and copied to the GPU before the clock starts: host-side randint and
+    # the H2D copy are the data loader's time, not the lookup's.
+    queries = [rec.query_ids(size, step, dev) for step in range(REC_WARMUP + size.batches)]
+    offsets = torch.arange(0, size.batch * size.bag, size.bag, device=dev)
+    common.sync(dev)
+
     def batch(step: int) -> Any:
-        ids = rec.query_ids(size, step, dev)
+        ids = queries[step]
         local = torch.zeros(slots, size.batch, size.dim, device=dev)
-        offsets = torch.arange(0, size.batch * size.bag, size.bag, device=dev)
         for slot, t in enumerate(mine):
             local[slot] = tables[slot](ids[t], offsets)
         gathered = [torch.empty_like(local) for _ in range(world)]

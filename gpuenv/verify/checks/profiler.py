@@ -8,14 +8,18 @@ and, when `nsys` is on the PATH of a GPU node, a short Nsight Systems capture of
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from gpuenv.interrupt import descendants
 from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks import common
 from gpuenv.verify.context import CheckContext
@@ -146,15 +150,35 @@ def nsys_capture(output: Path) -> dict[str, Any]:
     """`nsys profile` of a short CUDA matmul in a fresh Python: exit 0 and a .nsys-rep file."""
     command = ["nsys", "profile", "--force-overwrite", "true", "--trace", "cuda", "--output", str(output)]
     report = output.with_suffix(".nsys-rep")
+    # The profiled python ends itself shortly after the timeout (SIGALRM), whatever nsys does.
+    work = f"import signal; signal.alarm({NSYS_TIMEOUT + 10}); {NSYS_WORK}"
+    proc = subprocess.Popen(
+        [*command, sys.executable, "-c", work],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own group: a timeout ends nsys and everything it started
+    )
     try:
-        proc = subprocess.run(
-            [*command, sys.executable, "-c", NSYS_WORK], capture_output=True, text=True, timeout=NSYS_TIMEOUT
-        )
+        out, err = proc.communicate(timeout=NSYS_TIMEOUT)
     except subprocess.TimeoutExpired:
+        kill_tree(proc)
         return {"ok": False, "error": f"no result within {NSYS_TIMEOUT} s", "report": str(report)}
     ok = proc.returncode == 0 and report.is_file()
-    error = "" if ok else f"exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-300:]}"
+    error = "" if ok else f"exit {proc.returncode}: {(err or out).strip()[-300:]}"
     return {"ok": ok, "error": error, "report": str(report)}
+
+
+def kill_tree(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL a child started in its own session, its group and every descendant (the profiled
+    python may sit in another group), then reap it."""
+    tree = [proc.pid, *descendants(proc.pid)]
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    for pid in tree:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    proc.communicate()
 
 
 def _is(event: Any, kind: str) -> bool:

@@ -11,6 +11,7 @@ from gpuenv.verify.checks import common
 from gpuenv.verify.checks.allreduce.collectives import MiB
 from gpuenv.verify.checks.allreduce.judging import across_nodes, evaluate
 from gpuenv.verify.context import CheckContext
+from gpuenv.verify.expectations import load_expectations
 from gpuenv.verify.model import CheckResult, GpuRef, status_from_findings
 from gpuenv.verify.spread import Hung, Spread
 
@@ -51,7 +52,7 @@ def run(ctx: CheckContext) -> CheckResult:
         raise common.CudaUnusable("CUDA reports no GPU visible to this process")
     spread = spread_of(ctx, here) if ctx.placement else None
     world = spread.world if spread else here
-    plan = {**PLANS[(ctx.device, ctx.level)], "bisect": ctx.level != "quick" and world >= 3}
+    plan = {**PLANS[(ctx.device, ctx.level)], **pair_plan(ctx.level, world, across_nodes=spread is not None)}
     try:
         results = ranks.launch(
             "gpuenv.verify.checks.allreduce.workload:rank_workload",
@@ -65,10 +66,16 @@ def run(ctx: CheckContext) -> CheckResult:
         ctx.provided["multi_node"] = {"hung": [{"rank": r, "node": n, "why": w} for r, n, w in exc.who]}
         return CheckResult("allreduce", "timeout", summary=str(exc), findings=nodes.hung_finding(exc.who))
     baselines = load_baselines(common.path_or_none(ctx.baseline))
-    gpu_name = common.device_name(ctx.device)
+    gpu_name = common.gpu_model(ctx) if ctx.device == "cuda" else "cpu"
     refs = [_ref(ctx, spread, r) for r in range(world)]
     findings, metrics = evaluate(
-        results, world=world, device=ctx.device, gpu_name=gpu_name, baselines=baselines, refs=refs
+        results,
+        world=world,
+        device=ctx.device,
+        gpu_name=gpu_name,
+        baselines=baselines,
+        refs=refs,
+        expectations=load_expectations(),
     )
     summary_nodes = ""
     if spread is not None:
@@ -90,6 +97,15 @@ def run(ctx: CheckContext) -> CheckResult:
         )
     summary += summary_nodes
     return CheckResult("allreduce", status, summary=summary.lstrip("; "), metrics=metrics, findings=findings)
+
+
+def pair_plan(level: str, world: int, *, across_nodes: bool) -> dict[str, Any]:
+    """Pairs from three ranks on: ring neighbours at quick, every pair at standard and deep on one
+    node (across nodes, ring neighbours at standard and deep only: every pair of hundreds of ranks
+    is too many)."""
+    if across_nodes:
+        return {"bisect": world >= 3 and level != "quick", "pairs": "ring"}
+    return {"bisect": world >= 3, "pairs": "ring" if level == "quick" else "all"}
 
 
 def spread_of(ctx: CheckContext, here: int) -> Spread:

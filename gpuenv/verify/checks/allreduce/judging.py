@@ -3,15 +3,19 @@ bytes / time; busbw = algbw x the nccl-tests factor, compared with the baseline 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from gpuenv.verify import nodes
 from gpuenv.verify.baselines import Baselines
 from gpuenv.verify.catalogue import finding
-from gpuenv.verify.checks.allreduce.collectives import MiB
+from gpuenv.verify.checks.allreduce.collectives import PAIR_BYTES, MiB
+from gpuenv.verify.expectations import Expectations, Expected
 from gpuenv.verify.model import Finding, GpuRef
+from gpuenv.verify.outliers import beyond_spread
 from gpuenv.verify.spread import Spread
 
+SATURATES = 512 * MiB  # busbw only saturates with large messages: smaller sizes measure latency
 FACTORS = {
     "allreduce": lambda n: 2 * (n - 1) / n,
     "allgather": lambda n: (n - 1) / n,
@@ -28,11 +32,23 @@ def bandwidth(coll: str, nbytes: int, seconds: float, world: int) -> tuple[float
 
 
 def evaluate(
-    results: list[dict[str, Any]], *, world: int, device: str, gpu_name: str, baselines: Baselines, refs: list[GpuRef]
+    results: list[dict[str, Any]],
+    *,
+    world: int,
+    device: str,
+    gpu_name: str,
+    baselines: Baselines,
+    refs: list[GpuRef],
+    expectations: Expectations | None = None,
 ) -> tuple[list[Finding], dict[str, Any]]:
+    """Correctness always; speeds (against the GPU model, the recorded baseline and the node's
+    other pairs) on GPUs only: on the CPU they measure a shared host's scheduler."""
     findings = _correctness(results, refs) + _pair_findings(results, refs) + ddp_findings(results)
+    if device == "cuda" and expectations is not None:
+        findings += slow_pairs(results, refs, spread=expectations.spread)
     table = _bandwidth_table(results, world) if world >= 2 else []
-    findings += _judge_bandwidth(table, world=world, device=device, gpu_name=gpu_name, baselines=baselines)
+    judge = Judge(world=world, device=device, gpu_name=gpu_name, baselines=baselines, expectations=expectations)
+    findings += judge.bandwidth(table)
     for coll, why in results[0].get("skipped", {}).items():
         findings.append(finding("allreduce.not-supported", f"{coll} not supported by this backend: {why}", item=coll))
     if world < 2:
@@ -108,35 +124,85 @@ def _bandwidth_table(results: list[dict[str, Any]], world: int) -> list[dict[str
     return table
 
 
-def _judge_bandwidth(
-    table: list[dict[str, Any]], *, world: int, device: str, gpu_name: str, baselines: Baselines
-) -> list[Finding]:
-    if world < 2:
-        return [finding("allreduce.one-rank", "one rank: a collective is a no-op, no bandwidth to measure")]
-    findings = []
-    judged = False
-    for row in table:
-        expected = (
-            baselines.expected_busbw(gpu_name, world, row["collective"], row["bytes"]) if device == "cuda" else None
-        )
-        if expected is None:
-            continue
-        judged = True
-        verdict = baselines.judge(row["busbw_gbps"], expected)
+@dataclass(frozen=True)
+class Judge:
+    world: int
+    device: str
+    gpu_name: str
+    baselines: Baselines
+    expectations: Expectations | None
+
+    def bandwidth(self, table: list[dict[str, Any]]) -> list[Finding]:
+        """Each size's busbw against the GPU model's figure for this count (first line; large
+        messages only, where busbw saturates), then the recorded baseline (second, tighter line)."""
+        if self.world < 2:
+            return [finding("allreduce.one-rank", "one rank: a collective is a no-op, no bandwidth to measure")]
+        if self.device != "cuda":
+            message = "no baseline for CPU (gloo): bandwidth reported, not judged; correctness judged"
+            return [finding("allreduce.no-baseline", message)]
+        findings: list[Finding] = []
+        judged = False
+        for row in table:
+            model = self._model(row)
+            if model is not None:
+                judged = True
+                verdict = model.verdict(row["busbw_gbps"])
+                if verdict != "pass":
+                    text = f"{row['collective']} {row['bytes'] // MiB} MiB: {model.text(row['busbw_gbps'])}"
+                    if verdict == "fail":
+                        findings.append(finding("allreduce.busbw-below-model", text))
+                    else:
+                        findings.append(finding("allreduce.busbw-under-model", text))
+                    continue
+            expected = self.baselines.expected_busbw(self.gpu_name, self.world, row["collective"], row["bytes"])
+            if expected is not None:
+                judged = True
+                findings += self._against_baseline(row, expected)
+        if not judged:
+            where = f"{self.world}x {self.gpu_name} at these sizes"
+            message = f"no baseline or model expectation for {where}: bandwidth reported, correctness judged"
+            findings.append(finding("allreduce.no-baseline", message))
+        return findings
+
+    def _model(self, row: dict[str, Any]) -> Expected | None:
+        if self.expectations is None or row["collective"] != "allreduce" or row["bytes"] < SATURATES:
+            return None
+        return self.expectations.busbw(self.gpu_name, self.world)
+
+    def _against_baseline(self, row: dict[str, Any], expected: float) -> list[Finding]:
+        verdict = self.baselines.judge(row["busbw_gbps"], expected)
         text = (
             f"{row['collective']} {row['bytes'] // MiB} MiB busbw {row['busbw_gbps']:.1f} GB/s "
-            f"vs {expected:.0f} expected for {world}x {gpu_name}"
+            f"vs {expected:.0f} recorded for {self.world}x {self.gpu_name}"
         )
         if verdict == "fail":
-            findings.append(finding("allreduce.busbw-low", text + f" (under {baselines.fail_below:.0%})"))
-        elif verdict == "warn":
-            message = text + f" (under {baselines.warn_below:.0%})"
-            findings.append(finding("allreduce.busbw-under-expected", message))
-    if not judged:
-        where = "CPU (gloo)" if device == "cpu" else f"{world}x {gpu_name} at these sizes"
-        message = f"no baseline for {where}: bandwidth reported, correctness judged"
-        findings.append(finding("allreduce.no-baseline", message))
-    return findings
+            return [finding("allreduce.busbw-low", text + f" (under {self.baselines.fail_below:.0%})")]
+        if verdict == "warn":
+            return [finding("allreduce.busbw-under-expected", text + f" (under {self.baselines.warn_below:.0%})")]
+        return []
+
+
+def slow_pairs(results: list[dict[str, Any]], refs: list[GpuRef], *, spread: float) -> list[Finding]:
+    """Pure: a pair whose allreduce takes longer than the node's median pair time / spread is
+    named, with the GPU two slow pairs share."""
+    times = {tuple(p["pair"]): p["time"] for r in results for p in r.get("pairs", []) if not p["wrong"]}
+    slow = beyond_spread(times, spread=spread, better="lower")
+    shared = [g for g in {g for o in slow for g in o.member} if sum(g in o.member for o in slow) > 1]
+    out = []
+    for o in slow:
+        a, b = o.member
+        suspect = [g for g in (a, b) if g in shared]
+        blame = (
+            f"suspect {refs[suspect[0]].label()}"
+            if len(suspect) == 1
+            else f"the link between {refs[a].label()} and {refs[b].label()}"
+        )
+        message = (
+            f"pair {a}-{b}: allreduce of {PAIR_BYTES // MiB} MiB takes {o.value * 1e3:.3f} ms, "
+            f"{1 / o.share:.1f}x the node's median pair {o.reference * 1e3:.3f} ms: {blame}"
+        )
+        out.append(finding("allreduce.pair-slow", message, gpu=refs[suspect[0]] if len(suspect) == 1 else None))
+    return out
 
 
 def across_nodes(

@@ -17,14 +17,13 @@ from typing import Any
 from gpuenv.compat import KnowledgeBase
 from gpuenv.provision.perhost import HostPlan
 from gpuenv.provision.variables import ProvisionOptions, driver_branch, kb_facts
+from gpuenv.resources import shipped_dir
 
 CUDA_REPO_BASE = "https://developer.download.nvidia.com/compute/cuda/repos"
 
 
 @functools.cache
 def _filters() -> ModuleType:
-    from gpuenv.resources import shipped_dir
-
     path = shipped_dir("playbooks") / "filter_plugins" / "gpuenv_filters.py"
     spec = importlib.util.spec_from_file_location("gpuenv_playbook_filters", path)
     assert spec is not None and spec.loader is not None

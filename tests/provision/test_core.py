@@ -9,16 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
+from gpuenv.ansible.events import HostTally, Progress, progress_from_event
+from gpuenv.ansible.runner import BECOME_PROMPT, RunRequest, runner_arguments
 from gpuenv.compat import load_kb
 from gpuenv.errors import BadRequest
-from gpuenv.provision.runner import (
-    BECOME_PROMPT,
-    HostTally,
-    Progress,
-    RunRequest,
-    progress_from_event,
-    runner_arguments,
-)
 from gpuenv.provision.variables import ProvisionOptions, kb_facts, render_variables
 from gpuenv.resolve import Request, resolve
 from tests.conftest import REPO

@@ -204,7 +204,7 @@ def become_prompt(text: str) -> str:
 def stack_request(params: dict[str, Any]) -> StackRequest:
     """Take the stack options out of a command's parameters, as one request."""
     from gpuenv.resolve import Request  # start-up: only the commands that resolve load the knowledge base's code
-    from gpuenv.stacks import StackRequest  # start-up: as above
+    from gpuenv.stacks import StackRequest  # start-up: as above (the TYPE_CHECKING import is for annotations)
 
     values = {key: params.pop(key) for key in STACK_KEYS}
     stack_file: Path | None = values.pop("stack_file")

@@ -167,7 +167,7 @@ class ProgressView:
 
     def __enter__(self) -> ProgressView:
         if self.enabled and sys.stderr.isatty():
-            from rich.live import Live
+            from rich.live import Live  # start-up: rich is loaded only when something is drawn (cli.output)
 
             self.live = Live(self._table(), console=console(stderr=True), refresh_per_second=4, transient=False)
             self.live.__enter__()

@@ -36,7 +36,6 @@ from gpuenv.files import read_text, write_atomic
 from gpuenv.fleet import report, stats
 from gpuenv.fleet.history import connect, gpu_events, ingest_files
 from gpuenv.fleet.report import FleetReport
-from gpuenv.provision.apply import report_verdict
 from gpuenv.types import DeviceChoice, Level
 from gpuenv.verify.launch import comm_environment
 
@@ -344,6 +343,9 @@ def _run_request(plan: FleetPlan, work: Path) -> RunRequest:
 def _judge(
     plan: FleetPlan, summaries: dict[str, HostSummary], *, run_status: str, since: float
 ) -> tuple[HostOutcome, ...]:
+    # start-up: provision's planning code (the knowledge base's) stays out of every `gpuenv fleet` command
+    from gpuenv.provision.apply import report_verdict
+
     targeted = [*summaries, *(n for n in plan.targets if n not in summaries)]
     outcomes = []
     for host in targeted:

@@ -4,7 +4,7 @@ gpuenv loads inventories through `ansible-inventory --list` (plus a libyaml pre-
 validation), so Ansible's own time is the floor. Measured interleaved in one run, for an INI and a
 YAML inventory of 100,000 hosts each with an address and a port:
 
-- loading (`gpuenv.provision.inventory.load_inventory`, in a fresh interpreter): target ≤ 1.3×;
+- loading (`gpuenv.ansible.loader.load_inventory`, in a fresh interpreter): target ≤ 1.3×;
 - `gpuenv provision -i FILE --render-only DIR` (resolve, load, validate, render the project):
   target ≤ 2×.
 
@@ -28,7 +28,7 @@ from gpuenv.selfwheel import build_own_wheel  # noqa: E402
 
 STACK = ["--os", "debian12", "--python", "3.11", "--torch", "2.13.0"]
 LOAD = (
-    "import sys; from pathlib import Path; from gpuenv.provision.inventory import load_inventory; "
+    "import sys; from pathlib import Path; from gpuenv.ansible.loader import load_inventory; "
     "assert len(load_inventory(Path(sys.argv[1])).hosts) == int(sys.argv[2])"
 )
 

@@ -14,14 +14,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpuenv import interrupt
+from gpuenv.ansible.events import HostTally, Progress, progress_from_event
+from gpuenv.ansible.runner import BECOME_PROMPT, controller_path
 from gpuenv.errors import BadRequest, CannotRun
-from gpuenv.provision.runner import BECOME_PROMPT, HostTally, Progress, progress_from_event
 
 _INSTALL_HINT = "install it on this machine: pip install 'gpuenv[ansible]'"
 STOP_GRACE_S = 5.0  # SIGTERM, then this long for Ansible to stop its workers and ssh, then SIGKILL
@@ -43,9 +45,9 @@ def run_playbook(
     become_password: str | None = None,
     on_progress: Callable[[Progress], None] | None = None,
 ) -> RunOutcome:
-    """Run a playbook with ansible-runner; `args` comes from provision.runner.runner_arguments."""
+    """Run a playbook with ansible-runner; `args` comes from gpuenv.ansible.runner.runner_arguments."""
     try:
-        import ansible_runner
+        import ansible_runner  # heavy, and an optional extra (gpuenv[ansible])
     except ImportError as exc:
         raise CannotRun(f"ansible-runner is not installed ({exc})", hint=_INSTALL_HINT) from exc
     if shutil.which("ansible-playbook", path=args["envvars"]["PATH"]) is None:
@@ -119,10 +121,7 @@ def list_inventory(path: Path, *, timeout_s: float) -> dict[str, Any]:
     Missing ansible-core is CannotRun (exit 3); an inventory Ansible cannot read, or one whose
     script does not answer in time, is a bad request (exit 2) with Ansible's own message.
     """
-    import subprocess
-    import sys
-
-    search = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    search = controller_path()
     program = shutil.which("ansible-inventory", path=search)
     if program is None:
         raise CannotRun("ansible-inventory is not on PATH", hint=_INSTALL_HINT)

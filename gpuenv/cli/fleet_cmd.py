@@ -7,16 +7,21 @@ from typing import Any
 
 import click
 
-from gpuenv import output, validate
+from gpuenv import output
+from gpuenv.ansible.events import Progress
 from gpuenv.cli import settings
 from gpuenv.cli.fleet_report_cmd import baseline, report
 from gpuenv.cli.output import console, draw, emit_json, printable, table, warn
-from gpuenv.cli.params import become_prompt, checked, choice, grammar, history_options, history_path, host_options
+from gpuenv.cli.params import (
+    become_prompt,
+    history_options,
+    history_path,
+    host_options,
+    hosts_request,
+    verify_option,
+)
 from gpuenv.fleet import history as store
 from gpuenv.fleet.run import HINTS, FleetBoard, FleetVerifyRequest, FleetVerifyResult, prepare, run
-from gpuenv.provision.runner import Progress
-from gpuenv.types import DEVICE_CHOICES, LEVELS
-from gpuenv.verify.registry import CHECKS
 
 VERIFY_EPILOG = """\b
 Examples:
@@ -43,20 +48,14 @@ def fleet() -> None:
 
 @fleet.command("verify", epilog=VERIFY_EPILOG)
 @host_options
-@click.option("--level", **choice(LEVELS, DEFAULT.level), help="How thorough each host's verify is.")
-@click.option(
-    "--check",
-    "checks",
-    multiple=True,
-    type=click.Choice([c.name for c in CHECKS]),
-    help="Only this check (repeatable).",
-)
-@click.option("--device", **choice(DEVICE_CHOICES, DEFAULT.device), help="Device verify certifies on the hosts.")
-@click.option("--expect-gpus", type=click.IntRange(min=1), metavar="N", help="Fail a host with fewer GPUs.")
-@click.option("--strict", is_flag=True, help="Warnings make a host not certified.")
+@verify_option("level", "How thorough each host's verify is.")
+@verify_option("check", "Only this check (repeatable).")
+@verify_option("device", "Device verify certifies on the hosts.")
+@verify_option("expect-gpus", "Fail a host with fewer GPUs.")
+@verify_option("strict", "Warnings make a host not certified.")
 @click.option("--baseline", type=FILE, help="Baseline file, copied to each host for verify --baseline.")
 @click.option("--policy", type=FILE, help="NVML policy file, copied to each host for verify --policy.")
-@click.option("--image", callback=grammar(validate.image_ref, "--image"), metavar="TAG", help="Certify this image.")
+@verify_option("image", "Certify this image.")
 @click.option(
     "--timeout",
     "timeout_s",
@@ -73,13 +72,8 @@ def fleet() -> None:
     show_default=True,
     help="Seconds one host's verify may take.",
 )
-@click.option(
-    "--check-timeout",
-    "check_timeout_s",
-    type=float,
-    callback=checked(lambda v: validate.seconds(v, "--check-timeout")),
-    metavar="SECONDS",
-    help="Seconds one check may take (verify --timeout) [default: per check and level].",
+@verify_option(
+    "timeout", "Seconds one check may take (verify --timeout) [default: per check and level].", flag="--check-timeout"
 )
 @click.option(
     "--multi-node",
@@ -102,7 +96,8 @@ def fleet() -> None:
 @click.pass_context
 def verify(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
     """Certify HOSTS (or an inventory's) with the gpuenv installed on each; collect the reports."""
-    plan = prepare(FleetVerifyRequest(history=history_path(params), **params), prompt=become_prompt)
+    request = FleetVerifyRequest(hosts=hosts_request(params), history=history_path(params), **params)
+    plan = prepare(request, prompt=become_prompt)
     board = FleetBoard(total=len(plan.targets))
     quiet = settings(ctx).quiet
     click.echo(f"fleet verify: {board.total} hosts, reports in {plan.reports_dir}", err=True)

@@ -1,4 +1,5 @@
-"""Click glue shared by the commands: validating callbacks and the stack options."""
+"""Click glue shared by the commands: validating callbacks, and the options several commands share
+(the stack, the hosts, the verify options)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import functools
 import math
 import sys
 from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -13,9 +15,13 @@ import click
 from click.core import ParameterSource
 
 from gpuenv import validate
+from gpuenv.ansible.hosts import Hosts
+from gpuenv.ansible.runner import check_limit
 from gpuenv.errors import BadRequest
 from gpuenv.files import check_output
-from gpuenv.provision.runner import check_limit
+from gpuenv.fleet.history import default_path
+from gpuenv.types import DEVICE_CHOICES, LEVELS
+from gpuenv.verify.registry import CHECKS
 
 if TYPE_CHECKING:  # resolving pulls in the knowledge base's code: only the commands that resolve pay for it
     from gpuenv.stacks import StackRequest
@@ -23,6 +29,8 @@ if TYPE_CHECKING:  # resolving pulls in the knowledge base's code: only the comm
 F = TypeVar("F", bound=Callable[..., Any])
 # The parameters stack_options adds: the fields of resolve.Request, and the stack file.
 STACK_KEYS = ("torch", "cuda", "driver", "python", "gpu", "os", "stack_file")
+# The parameters host_options adds besides the HOSTS arguments: the other fields of ansible.hosts.Hosts.
+HOST_KEYS = tuple(f.name for f in fields(Hosts) if f.name != "names")
 
 
 def checked(check: Callable[[Any], Any]) -> Callable[[click.Context, click.Parameter, Any], Any]:
@@ -168,6 +176,36 @@ def host_options(func: F) -> F:
     return functools.reduce(lambda f, opt: opt(f), reversed(options), func)
 
 
+def hosts_request(params: dict[str, Any]) -> Hosts:
+    """Take the host options out of a command's parameters, as one value."""
+    return Hosts(names=params.pop("hosts"), **{key: params.pop(key) for key in HOST_KEYS})
+
+
+def _verify_declarations(flag: str) -> dict[str, dict[str, Any]]:
+    """gpuenv verify's options that fleet verify and provision pass on to it, by their name in verify."""
+    return {
+        "level": choice(LEVELS, "quick"),
+        "check": {"multiple": True, "type": click.Choice([c.name for c in CHECKS])},
+        "device": choice(DEVICE_CHOICES, "auto"),
+        "expect-gpus": {"type": click.IntRange(min=1), "metavar": "N"},
+        "strict": {"is_flag": True},
+        "timeout": {"type": float, "callback": checked(lambda v: validate.seconds(v, flag)), "metavar": "SECONDS"},
+        "image": {"metavar": "TAG", "callback": grammar(validate.image_ref, "--image")},
+    }
+
+
+def verify_option(key: str, help_text: str | None = None, *, flag: str | None = None) -> Callable[[F], F]:
+    """One of gpuenv verify's options, declared here once for verify, fleet verify and provision.
+
+    key: its name in verify (level, check, device, expect-gpus, strict, timeout, image); flag: its
+    name where another command calls it otherwise (--verify-level, --check-timeout); each command
+    words the help for what the option does there.
+    """
+    name = flag or f"--{key}"
+    dest = {"check": ("checks",), "--check-timeout": ("check_timeout_s",)}
+    return click.option(name, *dest.get(key, dest.get(name, ())), help=help_text, **_verify_declarations(name)[key])
+
+
 def history_options(func: F) -> F:
     """Add --history FILE and --no-history (fleet verify and fleet report record every report they read)."""
     options = [
@@ -192,8 +230,6 @@ def history_path(params: dict[str, Any]) -> Path | None:
     if given is not None:
         validate.safe_path(str(given), "--history")
         return given
-    from gpuenv.fleet.history import default_path
-
     return default_path()
 
 
@@ -208,8 +244,8 @@ def become_prompt(text: str) -> str:
 
 def stack_request(params: dict[str, Any]) -> StackRequest:
     """Take the stack options out of a command's parameters, as one request."""
-    from gpuenv.resolve import Request
-    from gpuenv.stacks import StackRequest
+    from gpuenv.resolve import Request  # start-up: only the commands that resolve load the knowledge base's code
+    from gpuenv.stacks import StackRequest  # start-up: as above (the TYPE_CHECKING import is for annotations)
 
     values = {key: params.pop(key) for key in STACK_KEYS}
     stack_file: Path | None = values.pop("stack_file")

@@ -10,14 +10,23 @@ from typing import Any
 import click
 
 from gpuenv import validate
+from gpuenv.ansible.events import Progress, ProgressBoard
 from gpuenv.cli import settings
 from gpuenv.cli.output import console, emit_json, table, warn
-from gpuenv.cli.params import become_prompt, choice, grammar, host_options, stack_options, stack_request
+from gpuenv.cli.params import (
+    become_prompt,
+    choice,
+    grammar,
+    host_options,
+    hosts_request,
+    stack_options,
+    stack_request,
+    verify_option,
+)
+from gpuenv.provision.apply import render_project, run_project
+from gpuenv.provision.plan import SCHEMA, ProvisionRequest, prepare_project
 from gpuenv.provision.plantext import plan_lines, stack_label
-from gpuenv.provision.project import SCHEMA, ProvisionRequest, prepare_project, render_project, run_project
-from gpuenv.provision.runner import Progress, ProgressBoard
 from gpuenv.provision.variables import DRIVER_SOURCES, KERNEL_MODULES
-from gpuenv.types import DEVICE_CHOICES, LEVELS
 
 EPILOG = """\b
 Examples:
@@ -82,8 +91,8 @@ HELP = {
 @click.option("--index-url", callback=grammar(validate.url, "--index-url"), help=HELP["index_url"])
 @click.option("--gpuenv-wheel", type=FILE, help=HELP["gpuenv_wheel"])
 @click.option("--torch-only", is_flag=True, help=HELP["torch_only"])
-@click.option("--verify-level", **choice(LEVELS, DEFAULT.verify_level))
-@click.option("--verify-device", **choice(DEVICE_CHOICES, DEFAULT.verify_device), help=HELP["verify_device"])
+@verify_option("level", flag="--verify-level")
+@verify_option("device", HELP["verify_device"], flag="--verify-device")
 @click.option("--reports-dir", type=DIR, default=DEFAULT.reports_dir, show_default=True, help=HELP["reports_dir"])
 @click.option(
     "--min-free-gb",
@@ -108,7 +117,7 @@ HELP = {
 @click.pass_context
 def provision(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
     """Install the NVIDIA driver, PyTorch and gpuenv on HOSTS, then certify them."""
-    request = ProvisionRequest(stack=stack_request(params), **params)
+    request = ProvisionRequest(hosts=hosts_request(params), stack=stack_request(params), **params)
     project = prepare_project(request, kb_path=settings(ctx).data, prompt=become_prompt, on_warning=warn)
     if request.render_only is not None:
         dest = render_project(project, request.render_only)
@@ -158,7 +167,7 @@ class ProgressView:
 
     def __enter__(self) -> ProgressView:
         if self.enabled and sys.stderr.isatty():
-            from rich.live import Live
+            from rich.live import Live  # start-up: rich is loaded only when something is drawn (cli.output)
 
             self.live = Live(self._table(), console=console(stderr=True), refresh_per_second=4, transient=False)
             self.live.__enter__()

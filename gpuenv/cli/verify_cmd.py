@@ -12,13 +12,11 @@ import click
 from gpuenv import interrupt, output, validate
 from gpuenv.cli import settings as settings_of
 from gpuenv.cli.output import console, draw, emit_json, warn
-from gpuenv.cli.params import checked, output_option
+from gpuenv.cli.params import checked, output_option, verify_option
 from gpuenv.config import price_rows
 from gpuenv.errors import BadRequest
 from gpuenv.files import STDOUT
 from gpuenv.verify.launch import LAUNCHER_CHOICES, Explicit
-from gpuenv.verify.model import DEVICE_CHOICES, LEVELS
-from gpuenv.verify.registry import CHECKS
 from gpuenv.verify.service import VerifyRequest
 from gpuenv.verify.service import verify as run
 
@@ -48,10 +46,6 @@ interrupted, gpuenv crashed).
 
 def _in_file(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
     return None if value is None else validate.existing_file(value, f"--{param.name}")
-
-
-def _image(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    return None if value is None else validate.image_ref(value, "--image")
 
 
 EXPLICIT_KEYS = ("nnodes", "node_rank", "master_addr", "master_port", "node_name")
@@ -99,23 +93,11 @@ def multi_node_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @click.command("verify", epilog=EPILOG)
-@click.option("--level", type=click.Choice(LEVELS), default="quick", show_default=True, help="How thorough the run is.")
-@click.option(
-    "--check",
-    "checks",
-    multiple=True,
-    type=click.Choice([c.name for c in CHECKS]),
-    help="Run only this check (repeatable).",
-)
-@click.option(
-    "--device",
-    type=click.Choice(DEVICE_CHOICES),
-    default="auto",
-    show_default=True,
-    help="auto: CUDA when an NVIDIA GPU is on the PCI bus or NVML loads, else CPU only.",
-)
-@click.option("--expect-gpus", type=click.IntRange(min=1), metavar="N", help="Fail when fewer GPUs are visible.")
-@click.option("--strict", is_flag=True, help="Treat warnings as failures (exit 1).")
+@verify_option("level", "How thorough the run is.")
+@verify_option("check", "Run only this check (repeatable).")
+@verify_option("device", "auto: CUDA when an NVIDIA GPU is on the PCI bus or NVML loads, else CPU only.")
+@verify_option("expect-gpus", "Fail when fewer GPUs are visible.")
+@verify_option("strict", "Treat warnings as failures (exit 1).")
 @click.option(
     "--passive",
     is_flag=True,
@@ -137,14 +119,8 @@ def multi_node_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.option(
     "--policy", metavar="FILE", callback=_in_file, help="NVML policy: severities, XID lists (see docs/verify.md)."
 )
-@click.option(
-    "--timeout",
-    type=float,
-    callback=checked(validate.seconds),
-    metavar="SECONDS",
-    help="Seconds allowed to each check (default: per check and level).",
-)
-@click.option("--image", metavar="TAG", callback=_image, help="Run the same verify inside this Docker image instead.")
+@verify_option("timeout", "Seconds allowed to each check (default: per check and level).")
+@verify_option("image", "Run the same verify inside this Docker image instead.")
 @click.option(
     "--price-per-hour",
     type=float,

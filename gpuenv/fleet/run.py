@@ -1,8 +1,8 @@
 """fleet verify's application service: run every host's installed gpuenv verify over Ansible.
 
-It reuses provision's machinery: the inventory and become password (gpuenv.provision.project),
-the shipped playbooks and ansible-runner's arguments (gpuenv.provision.runner), and the one
-adapter that runs Ansible (gpuenv.adapters.ansible, with its interrupt guard). The play is
+It drives Ansible as provision does, through gpuenv.ansible (the hosts, inventory and become
+password, the shipped playbooks, ansible-runner's arguments and events) and the one adapter that
+runs Ansible (gpuenv.adapters.ansible, with its interrupt guard). The play is
 playbooks/fleet_verify.yml; gpuenv renders only its variables and the inventory.
 
 Each host ends with one outcome (OUTCOMES); the run writes them to SUMMARY_FILE beside the
@@ -14,24 +14,30 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
+import sqlite3
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpuenv import validate
-from gpuenv.errors import BadRequest, Interrupted
-from gpuenv.provision import INVENTORY_FILE
-from gpuenv.provision.inventory import Inventory
-from gpuenv.provision.runner import HostSummary, Progress, RunRequest, check_limit
+from gpuenv.adapters.ansible import run_playbook
+from gpuenv.ansible.events import HostSummary, Progress
+from gpuenv.ansible.hosts import Hosts
+from gpuenv.ansible.inventory import Inventory, render_inventory
+from gpuenv.ansible.loader import become_password, inventory_for
+from gpuenv.ansible.project import INVENTORY_FILE, lay_playbooks
+from gpuenv.ansible.runner import RunRequest, check_limit, controller_path, runner_arguments
+from gpuenv.errors import BadRequest, GpuenvError, Interrupted
+from gpuenv.files import read_text, write_atomic
+from gpuenv.fleet import report, stats
+from gpuenv.fleet.history import connect, gpu_events, ingest_files
+from gpuenv.fleet.report import FleetReport
 from gpuenv.types import DeviceChoice, Level
-
-if TYPE_CHECKING:
-    from gpuenv.fleet.report import FleetReport
+from gpuenv.verify.launch import comm_environment
 
 SCHEMA = "gpuenv.fleet-verify/1"
 SUMMARY_FILE = "fleet-verify.json"
@@ -46,16 +52,7 @@ HINTS = {"not provisioned": "run gpuenv provision", "unreachable": "check SSH to
 class FleetVerifyRequest:
     """What fleet verify was asked, as given on the command line (paths not yet checked)."""
 
-    hosts: tuple[str, ...] = ()
-    inventory_file: Path | None = None
-    user: str | None = None
-    port: int | None = None
-    ssh_key: Path | None = None
-    become_method: str = "sudo"
-    become_password_file: Path | None = None
-    ask_become_pass: bool = False
-    forks: int = 10
-    limit: str | None = None
+    hosts: Hosts = field(default_factory=Hosts)
     level: Level = "quick"
     checks: tuple[str, ...] = ()
     device: DeviceChoice = "auto"
@@ -90,7 +87,7 @@ class FleetPlan:
 
     @property
     def targets(self) -> tuple[str, ...]:
-        return targets(self.inventory, self.limit)
+        return self.inventory.targets(self.limit)
 
 
 @dataclass(frozen=True)
@@ -179,9 +176,9 @@ def check_multi_node(request: FleetVerifyRequest, hosts: tuple[str, ...]) -> Non
         raise BadRequest("--multi-node runs the collective check alone", hint="drop --check/--image")
     if len(hosts) < 2:
         raise BadRequest("--multi-node needs two hosts or more", hint="name the hosts, or a larger --limit")
-    if request.forks < len(hosts):
+    if request.hosts.forks < len(hosts):
         raise BadRequest(
-            f"--multi-node: {len(hosts)} hosts must start at once, but --forks is {request.forks}",
+            f"--multi-node: {len(hosts)} hosts must start at once, but --forks is {request.hosts.forks}",
             hint=f"--forks {len(hosts)}",
         )
 
@@ -190,8 +187,6 @@ def render_variables(
     request: FleetVerifyRequest, *, reports_dir: Path, files: dict[str, Path], multi_node: Any = None
 ) -> str:
     """group_vars/all/fleet.yml, written as JSON (which YAML reads the same): data only, no templates."""
-    from gpuenv.verify.launch import comm_environment
-
     data = {
         "fleet_venv": request.venv,
         "fleet_verify_args": verify_arguments(request),
@@ -251,12 +246,8 @@ _RETRY_HINT = f"give a folder an earlier gpuenv fleet verify wrote its reports a
 
 def prepare(request: FleetVerifyRequest, *, prompt: Callable[[str], str], now: datetime | None = None) -> FleetPlan:
     """Check everything before Ansible starts: hosts, files, folders, the history; ask for the password."""
-    from gpuenv.fleet import history
-    from gpuenv.provision.inventory import render_inventory
-    from gpuenv.provision.project import become_password, inventory_for
-
     validate.absolute_path(request.venv, "--venv")
-    inventory = inventory_for(request)
+    inventory = inventory_for(request.hosts)
     limit = _limit(request)
     files = {opt: _input_file(getattr(request, opt), f"--{opt}") for opt, _ in _copied(request)}
     reports_dir = request.reports_dir or Path("reports") / timestamp(now or datetime.now(timezone.utc))
@@ -264,16 +255,16 @@ def prepare(request: FleetVerifyRequest, *, prompt: Callable[[str], str], now: d
     if reports_dir.exists() and not reports_dir.is_dir():
         raise BadRequest(f"--reports-dir {reports_dir} is not a folder", hint="give a folder (made if missing)")
     if request.history is not None:
-        with history.connect(request.history):  # made (or found readable) before any host is touched
+        with connect(request.history):  # made (or found readable) before any host is touched
             pass
-    hosts = targets(inventory, limit)
+    hosts = inventory.targets(limit)
     check_multi_node(request, hosts)
     multi_node = multi_node_variables(request, inventory, hosts)
     rendered = {
         VARS_FILE: render_variables(request, reports_dir=reports_dir, files=files, multi_node=multi_node),
         INVENTORY_FILE: render_inventory(inventory),
     }
-    password = become_password(request, prompt)
+    password = become_password(request.hosts, prompt)
     return FleetPlan(request, inventory, rendered, reports_dir, limit, request.history, password)
 
 
@@ -284,11 +275,9 @@ def _input_file(value: Path | None, what: str) -> Path:
 
 def _limit(request: FleetVerifyRequest) -> str | None:
     if request.retry_failed is None:
-        return request.limit
-    if request.limit is not None:
+        return request.hosts.limit
+    if request.hosts.limit is not None:
         raise BadRequest("--retry-failed and --limit exclude each other", hint="use one")
-    from gpuenv.files import read_text
-
     folder = validate.existing_dir(validate.safe_path(str(request.retry_failed), "--retry-failed"), "--retry-failed")
     summary = folder / SUMMARY_FILE
     if not summary.is_file():
@@ -305,8 +294,6 @@ def run(plan: FleetPlan, *, on_progress: Callable[[Progress], None]) -> FleetVer
     started = time.time()
     status, summaries = _run_play(plan, on_progress)
     outcomes = _judge(plan, summaries, run_status=status, since=started)
-    from gpuenv.files import write_atomic
-
     summary = FleetVerifyResult(outcomes, plan.reports_dir, status, plan.history)
     write_atomic(plan.reports_dir / SUMMARY_FILE, json.dumps(summary.to_dict(), indent=2) + "\n")
     notes = _record(plan.history, outcomes)
@@ -314,10 +301,6 @@ def run(plan: FleetPlan, *, on_progress: Callable[[Progress], None]) -> FleetVer
 
 
 def _run_play(plan: FleetPlan, on_progress: Callable[[Progress], None]) -> tuple[str, dict[str, HostSummary]]:
-    from gpuenv.adapters.ansible import run_playbook
-    from gpuenv.provision.project import lay_playbooks
-    from gpuenv.provision.runner import runner_arguments
-
     keep = plan.request.artifacts_dir
     work = Path(tempfile.mkdtemp(prefix="gpuenv-fleet-")) if keep is None else _artifacts(keep)
     try:
@@ -349,18 +332,19 @@ def _run_request(plan: FleetPlan, work: Path) -> RunRequest:
         project_dir=work / "project",
         private_data_dir=work,
         playbook=PLAYBOOK,
-        forks=plan.request.forks,
+        forks=plan.request.hosts.forks,
         limit=plan.limit,
         ask_become_pass=plan.password is not None,
         timeout_s=plan.request.timeout_s,
-        path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+        path=controller_path(),
     )
 
 
 def _judge(
     plan: FleetPlan, summaries: dict[str, HostSummary], *, run_status: str, since: float
 ) -> tuple[HostOutcome, ...]:
-    from gpuenv.provision.project import report_verdict
+    # start-up: provision's planning code (the knowledge base's) stays out of every `gpuenv fleet` command
+    from gpuenv.provision.apply import report_verdict
 
     targeted = [*summaries, *(n for n in plan.targets if n not in summaries)]
     outcomes = []
@@ -373,22 +357,9 @@ def _judge(
     return tuple(outcomes)
 
 
-def targets(inventory: Inventory, limit: str | None) -> tuple[str, ...]:
-    """The hosts a run is for: the inventory's, narrowed by a --limit of host and group names."""
-    if not limit:
-        return inventory.names
-    wanted = set(limit.split(","))
-    return tuple(n for n in inventory.names if n in wanted or any(n in inventory.groups.get(g, ()) for g in wanted))
-
-
 def _record(history_file: Path | None, outcomes: tuple[HostOutcome, ...]) -> tuple[str, ...]:
     if history_file is None:
         return ()
-    import sqlite3
-
-    from gpuenv.errors import GpuenvError
-    from gpuenv.fleet.history import ingest_files
-
     try:
         _, skipped = ingest_files(history_file, [(Path(h.report), h.host) for h in outcomes if h.report is not None])
     except (GpuenvError, sqlite3.Error) as exc:  # the hosts' outcomes stand; only the record is missing
@@ -399,8 +370,6 @@ def _record(history_file: Path | None, outcomes: tuple[HostOutcome, ...]) -> tup
 def fleet_report_of(outcomes: tuple[HostOutcome, ...], history_file: Path | None) -> FleetReport:
     """The fleet report over a run's reports, each host by its inventory name and outcome (a host
     without a report counts with its outcome alone), with the history's events for its GPUs."""
-    from gpuenv.fleet import report, stats
-
     hosts, skipped = [], []
     for h in outcomes:
         entry = report.read_report(Path(h.report)) if h.report is not None else None
@@ -419,11 +388,6 @@ def fleet_report_of(outcomes: tuple[HostOutcome, ...], history_file: Path | None
 
 
 def _events(history_file: Path | None, uuids: list[str]) -> tuple[dict[str, Any], ...]:
-    import sqlite3
-
-    from gpuenv.errors import GpuenvError
-    from gpuenv.fleet.history import gpu_events
-
     if history_file is None:
         return ()
     try:

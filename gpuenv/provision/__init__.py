@@ -1,12 +1,12 @@
-"""Provisioning, pure half: inventories, the variables file, and what ansible-runner is asked to do.
+"""Provisioning: a stack per host, the variables file, and the Ansible project that installs it.
 
 The Ansible project itself is static (playbooks/); gpuenv renders only its variables file and its
-inventory. The service gpuenv.provision.project writes and runs it (through gpuenv.adapters.ansible);
-the command is gpuenv.cli.provision_cmd.
+inventory (gpuenv.ansible lays the project out and drives the run). gpuenv.provision.plan checks the
+request and plans each host's stack; gpuenv.provision.apply writes the project and runs it
+(through gpuenv.adapters.ansible); the command is gpuenv.cli.provision_cmd.
 """
 
 from __future__ import annotations
 
 VARS_FILE = "group_vars/all/gpuenv.yml"
-INVENTORY_FILE = "inventory/hosts.yml"
 WHEEL_DIR = "files"  # the project's files/ folder: copy tasks find gpuenv's wheel there

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from gpuenv.ansible.hosts import Hosts
+from gpuenv.ansible.inventory import Host, Inventory
 from gpuenv.errors import BadRequest
 from gpuenv.fleet import run
-from gpuenv.provision.inventory import Host, Inventory
 
 INVENTORY = Inventory((Host("h1", {"ansible_host": "127.0.0.21"}), Host("h2", {}), Host("h3", {})))
 
@@ -34,7 +35,7 @@ def test_node_ranks_follow_the_inventory_and_the_first_host_holds_the_rendezvous
     [
         (run.FleetVerifyRequest(multi_node=True, checks=("nvml",)), ("h1", "h2"), "collective check alone"),
         (run.FleetVerifyRequest(multi_node=True), ("h1",), "two hosts or more"),
-        (run.FleetVerifyRequest(multi_node=True, forks=2), ("h1", "h2", "h3"), "--forks is 2"),
+        (run.FleetVerifyRequest(multi_node=True, hosts=Hosts(forks=2)), ("h1", "h2", "h3"), "--forks is 2"),
     ],
 )
 def test_what_cannot_run_across_the_hosts_is_refused(

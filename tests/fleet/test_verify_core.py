@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from gpuenv.ansible.events import HostSummary, Progress
+from gpuenv.ansible.hosts import Hosts
+from gpuenv.ansible.inventory import Host, Inventory
 from gpuenv.errors import BadRequest
 from gpuenv.fleet import run
-from gpuenv.provision.inventory import Host, Inventory
-from gpuenv.provision.runner import HostSummary, Progress
 from tests.conftest import REPO, run_gpuenv
 
 
@@ -88,9 +89,9 @@ def test_each_host_gets_one_outcome_and_why(
 
 def test_targets_follow_the_limit_by_host_and_group() -> None:
     inventory = Inventory((Host("a"), Host("b"), Host("c")), {"rack1": ("b", "c")})
-    assert run.targets(inventory, None) == ("a", "b", "c")
-    assert run.targets(inventory, "a,rack1") == ("a", "b", "c")
-    assert run.targets(inventory, "rack1") == ("b", "c")
+    assert inventory.targets(None) == ("a", "b", "c")
+    assert inventory.targets("a,rack1") == ("a", "b", "c")
+    assert inventory.targets("rack1") == ("b", "c")
 
 
 def test_retry_reads_the_hosts_that_were_not_certified() -> None:
@@ -147,7 +148,9 @@ def test_retry_of_a_run_where_every_host_was_certified_runs_nothing(tmp_path: Pa
     earlier.mkdir()
     doc = {"schema": run.SCHEMA, "hosts": [{"host": "gpu01", "outcome": "certified"}]}
     (earlier / run.SUMMARY_FILE).write_text(json.dumps(doc))
-    request = run.FleetVerifyRequest(hosts=("gpu01",), retry_failed=earlier, reports_dir=tmp_path / "again")
+    request = run.FleetVerifyRequest(
+        hosts=Hosts(names=("gpu01",)), retry_failed=earlier, reports_dir=tmp_path / "again"
+    )
     plan = run.prepare(request, prompt=lambda _: pytest.fail("no password was asked for"))
     result = run.run(plan, on_progress=lambda _: None)
     assert (result.status, result.hosts, result.exit_code) == ("nothing to retry", (), 0)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuenv.provision.project import report_outcome
+from gpuenv.provision.apply import report_outcome
 from tests.conftest import run_gpuenv
 
 NO_DOCKER = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from gpuenv.adapters.ansible import run_playbook
+from gpuenv.ansible.runner import RunRequest, runner_arguments
 from gpuenv.errors import CannotRun
-from gpuenv.provision.runner import RunRequest, runner_arguments
 from tests.conftest import require, run_gpuenv
 
 STACK = ("--os", "debian12", "--python", "3.11", "--torch", "2.13.0")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 from pathlib import Path
 from typing import Any
@@ -9,16 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
+from gpuenv.ansible.events import HostTally, Progress, progress_from_event
+from gpuenv.ansible.runner import BECOME_PROMPT, RunRequest, runner_arguments
 from gpuenv.compat import load_kb
 from gpuenv.errors import BadRequest
-from gpuenv.provision.runner import (
-    BECOME_PROMPT,
-    HostTally,
-    Progress,
-    RunRequest,
-    progress_from_event,
-    runner_arguments,
-)
 from gpuenv.provision.variables import ProvisionOptions, kb_facts, render_variables
 from gpuenv.resolve import Request, resolve
 from tests.conftest import REPO
@@ -243,3 +238,27 @@ def test_progress_without_a_terminal_prints_changes_and_failures(capsys: pytest.
     assert err == ["h1: changed: Install torch", "h2: unreachable: Gathering Facts", "h1: failed: apt"]
     rows = view.board.rows
     assert rows["h1"]["ok"] == 1 and rows["h1"]["changed"] == 1 and rows["h1"]["state"] == "failed"
+
+
+def _imports(module: str) -> set[str]:
+    tree = ast.parse((REPO / (module.replace(".", "/") + ".py")).read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+    return found
+
+
+def test_the_ansible_room_sits_below_its_users_and_above_the_adapter() -> None:
+    """The adapter runs Ansible for provision and fleet without knowing them; the room's pure
+    modules run nothing (the loader alone reaches the adapter)."""
+    users = ("gpuenv.provision", "gpuenv.fleet", "gpuenv.cli")
+    adapter = _imports("gpuenv.adapters.ansible")
+    assert not [m for m in adapter if m.startswith(users)], adapter
+    for pure in ("inventory", "runner", "events", "hosts", "project"):
+        imported = _imports(f"gpuenv.ansible.{pure}")
+        assert not [m for m in imported if m.startswith((*users, "gpuenv.adapters"))], (pure, imported)
+        assert "subprocess" not in imported, pure
+    assert "gpuenv.adapters.ansible" in _imports("gpuenv.ansible.loader")

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from gpuenv.adapters.ansible import run_playbook
+from gpuenv.ansible.project import PLAN
+from gpuenv.ansible.runner import RunRequest, runner_arguments
 from gpuenv.compat import load_kb
-from gpuenv.provision.runner import PLAN, RunRequest, runner_arguments
 from gpuenv.provision.variables import ProvisionOptions, kb_facts, render_variables
 from gpuenv.resolve import Request, resolve
 from gpuenv.resources import shipped_dir

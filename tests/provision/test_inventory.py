@@ -9,15 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from gpuenv.ansible.inventory import Inventory, hosts_from_args, render_inventory, with_become, with_defaults
+from gpuenv.ansible.loader import load_inventory
 from gpuenv.errors import BadRequest
-from gpuenv.provision.inventory import (
-    Inventory,
-    hosts_from_args,
-    load_inventory,
-    render_inventory,
-    with_become,
-    with_defaults,
-)
 from tests.conftest import require
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from gpuenv.ansible.events import _message
 from gpuenv.compat import load_kb
 from gpuenv.errors import BadRequest
 from gpuenv.provision.driverplan import action_line, driver_plans
@@ -17,7 +18,6 @@ from gpuenv.provision.perhost import (
     request_from,
     wheelhouse_torch,
 )
-from gpuenv.provision.runner import _message
 from gpuenv.provision.variables import ProvisionOptions, requirements
 from gpuenv.resolve import Request, resolve
 

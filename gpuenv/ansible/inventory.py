@@ -1,35 +1,31 @@
-"""Inventories: hosts from the command line, or a user's inventory as Ansible itself reads it.
+"""Inventories as values: hosts from the command line, Ansible's reading of a user's inventory
+validated, connection defaults, and gpuenv's own inventory rendered. Pure: the loading that reads
+files and runs ansible-inventory is gpuenv.ansible.loader.
 
-A user's inventory is loaded with `ansible-inventory --list` (so host ranges, group_vars/ and
-host_vars/, inventory scripts and plugins work as they do in Ansible), after a cheap pre-scan
-that bounds YAML aliases and nesting. It never reaches the run as written: every value gpuenv
-passes on is validated (host names, ports, users, paths), and gpuenv renders its own YAML
-inventory from the result. So a template (`{{ lookup('pipe', ...) }}`) or a shell fragment in a
-value is refused before anything runs, and errors name the host and the variable.
+A user's inventory never reaches the run as written: every value gpuenv passes on is validated
+(host names, ports, users, paths), and gpuenv renders its own YAML inventory from the result. So a
+template (`{{ lookup('pipe', ...) }}`) or a shell fragment in a value is refused before anything
+runs, and errors name the host and the variable. `prescan_yaml` bounds the YAML aliases and
+nesting of the files Ansible will parse, before it parses them.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from gpuenv import validate
 from gpuenv.errors import BadRequest
-from gpuenv.files import read_bytes
 
 _GROUP = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}", re.ASCII)
 _INTERPRETER = re.compile(r"(/[A-Za-z0-9_.+-]+)+|auto|auto_silent|auto_legacy|auto_legacy_silent", re.ASCII)
 _HINT = "see docs/provision.md for the inventory format gpuenv accepts"
-INVENTORY_TIMEOUT_S = 900.0  # ansible-inventory on 100k INI hosts takes about 30 s here
 MAX_DEPTH = 64  # YAML nesting: an inventory ten groups deep needs about 25
 ALIAS_BUDGET = 10_000  # nodes aliases may add beyond the size of the document itself
-MAX_VARS_FILES = 10_000
 
 
 def _interpreter(value: str) -> str:
@@ -85,6 +81,13 @@ class Inventory:
     def names(self) -> tuple[str, ...]:
         return tuple(h.name for h in self.hosts)
 
+    def targets(self, limit: str | None) -> tuple[str, ...]:
+        """The hosts a run is for: the inventory's, narrowed by a --limit of host and group names."""
+        if not limit:
+            return self.names
+        wanted = set(limit.split(","))
+        return tuple(n for n in self.names if n in wanted or any(n in self.groups.get(g, ()) for g in wanted))
+
 
 def _check_var(name: str, value: Any) -> Any:
     check = HOST_VARS.get(name)
@@ -119,35 +122,12 @@ def hosts_from_args(names: Iterable[str]) -> Inventory:
     return Inventory(tuple(hosts.values()), {})
 
 
-def load_inventory(path: Path, *, timeout_s: float = INVENTORY_TIMEOUT_S) -> Inventory:
-    """A user's inventory as Ansible reads it (INI, YAML, host ranges, group_vars/ and host_vars/,
-    inventory scripts and plugins), after a bounded pre-scan of every YAML file Ansible would parse,
-    and with every value gpuenv passes on validated."""
-    from gpuenv.adapters.ansible import list_inventory
-
-    source = str(path)
-    if not os.access(path, os.X_OK):  # a script is run by Ansible, not parsed: nothing to pre-scan
-        prescan_yaml(read_bytes(path, "inventory", kind="inventory"), source)
-    for extra in _vars_files(path.parent):
-        prescan_yaml(read_bytes(extra, "inventory variables file", kind="inventory"), str(extra))
-    return inventory_from_ansible(list_inventory(path, timeout_s=timeout_s), source=source)
-
-
-def _vars_files(folder: Path) -> list[Path]:
-    found: list[Path] = []
-    for name in ("group_vars", "host_vars"):
-        base = folder / name
-        if base.is_dir():
-            found += sorted(p for p in base.rglob("*") if p.is_file())[:MAX_VARS_FILES]
-    return found
-
-
 def prescan_yaml(data: bytes, source: str) -> None:
     """Refuse YAML whose aliases or nesting would make any loader (Ansible's too) run away: a
     self-referencing alias, aliases expanding to more than the document plus ALIAS_BUDGET nodes,
     or nesting deeper than MAX_DEPTH. Reads libyaml's event stream only, so it is cheap. Text that
     is not YAML (an INI inventory) is left to Ansible."""
-    import yaml  # type: ignore[import-untyped]  # PyYAML comes with ansible-core
+    import yaml  # type: ignore[import-untyped]  # optional extra: PyYAML comes with ansible-core
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     starts = (yaml.MappingStartEvent, yaml.SequenceStartEvent)

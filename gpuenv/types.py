@@ -22,3 +22,8 @@ DEVICE_CHOICES: tuple[DeviceChoice, ...] = get_args(DeviceChoice)
 STATUSES: tuple[Status, ...] = get_args(Status)
 REPORT_OUTCOMES: tuple[ReportOutcome, ...] = get_args(ReportOutcome)
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+
+
+def outcome_named(text: str | None) -> Outcome | None:
+    """The outcome spelled `text`, or None when it names none."""
+    return next((o for o in OUTCOMES if o == text), None)

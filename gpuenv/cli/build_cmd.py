@@ -15,7 +15,8 @@ from click.core import ParameterSource
 from gpuenv import validate
 from gpuenv.cli import settings
 from gpuenv.cli.output import console, emit_json, printable, warn
-from gpuenv.cli.params import checked, choice, grammar, stack_options, stack_request
+from gpuenv.cli.params import checked, choice, grammar
+from gpuenv.cli.stack_params import stack_options, stack_request
 from gpuenv.image.build import build, prepare, write_rendered
 from gpuenv.image.plan import DEFAULTS, BuildRequest, plan_image
 from gpuenv.render.dockerfile import FLAVORS

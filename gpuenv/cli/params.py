@@ -1,5 +1,5 @@
 """Click glue shared by the commands: validating callbacks, and the options several commands share
-(the stack, the hosts, the verify options)."""
+(the hosts, the verify options; the stack's are in stack_params)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import click
 from click.core import ParameterSource
@@ -23,12 +23,7 @@ from gpuenv.fleet.history import default_path
 from gpuenv.types import DEVICE_CHOICES, LEVELS
 from gpuenv.verify.registry import CHECKS
 
-if TYPE_CHECKING:  # resolving pulls in the knowledge base's code: only the commands that resolve pay for it
-    from gpuenv.stacks import StackRequest
-
 F = TypeVar("F", bound=Callable[..., Any])
-# The parameters stack_options adds: the fields of resolve.Request, and the stack file.
-STACK_KEYS = ("torch", "cuda", "driver", "python", "gpu", "os", "stack_file")
 # The parameters host_options adds besides the HOSTS arguments: the other fields of ansible.hosts.Hosts.
 HOST_KEYS = tuple(f.name for f in fields(Hosts) if f.name != "names")
 
@@ -119,28 +114,6 @@ def output_option(name: str, help_text: str, *, short: str | None = None) -> Cal
     """An output file option (- for stdout), checked before any work starts."""
     names = (short, name) if short else (name,)
     return click.option(*names, type=click.Path(path_type=Path), metavar="FILE", callback=_output_path, help=help_text)
-
-
-def stack_options(func: F) -> F:
-    """Add --torch --cuda --driver --python --gpu --os --stack to a command."""
-    torch_help = "PyTorch version, e.g. 2.4, 2.4.0 or 2.4.0+cu121 (the local version picks the CUDA build)."
-    os_help = "ubuntu20.04, ubuntu22.04 (default), ubuntu24.04, debian12, rockylinux8, rockylinux9."
-    driver_help = "NVIDIA driver the stack must run on, e.g. 535.104.05; 'auto' reads this machine's."
-    options = [
-        click.option("--torch", callback=checked(validate.torch_version), help=torch_help),
-        click.option("--cuda", callback=version_of("CUDA version"), help="CUDA version, e.g. 11.7 or 12.4.1."),
-        click.option("--driver", callback=checked(validate.driver), help=driver_help),
-        click.option("--python", callback=version_of("Python version"), help="Python version, e.g. 3.11."),
-        click.option("--gpu", callback=checked(validate.gpu), help="GPU model (H100, A100, L4…) or sm_NN."),
-        click.option("--os", "os", callback=checked(validate.os_name), help=os_help),
-        click.option(
-            "--stack",
-            "stack_file",
-            type=click.Path(dir_okay=False, path_type=Path),
-            help="Use a stack written by `gpuenv resolve --json` instead of resolving.",
-        ),
-    ]
-    return functools.reduce(lambda f, opt: opt(f), reversed(options), func)
 
 
 def host_options(func: F) -> F:
@@ -240,13 +213,3 @@ def become_prompt(text: str) -> str:
             "--ask-become-pass needs a terminal to prompt on", hint="use --become-password-file FILE instead"
         )
     return str(click.prompt(text, hide_input=True, err=True))
-
-
-def stack_request(params: dict[str, Any]) -> StackRequest:
-    """Take the stack options out of a command's parameters, as one request."""
-    from gpuenv.resolve import Request  # start-up: only the commands that resolve load the knowledge base's code
-    from gpuenv.stacks import StackRequest  # start-up: as above (the TYPE_CHECKING import is for annotations)
-
-    values = {key: params.pop(key) for key in STACK_KEYS}
-    stack_file: Path | None = values.pop("stack_file")
-    return StackRequest(Request(**values), stack_file)

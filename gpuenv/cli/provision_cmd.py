@@ -19,10 +19,9 @@ from gpuenv.cli.params import (
     grammar,
     host_options,
     hosts_request,
-    stack_options,
-    stack_request,
     verify_option,
 )
+from gpuenv.cli.stack_params import stack_options, stack_request
 from gpuenv.provision.apply import render_project, run_project
 from gpuenv.provision.plan import SCHEMA, ProvisionRequest, prepare_project
 from gpuenv.provision.plantext import plan_lines, stack_label

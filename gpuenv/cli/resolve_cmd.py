@@ -10,7 +10,8 @@ import click
 from gpuenv import validate
 from gpuenv.cli import settings
 from gpuenv.cli.output import console, emit_json, table, warn
-from gpuenv.cli.params import checked, stack_options, stack_request, version_of
+from gpuenv.cli.params import checked, version_of
+from gpuenv.cli.stack_params import stack_options, stack_request
 from gpuenv.compat import kb_age_line, load_kb
 from gpuenv.matrix import CUDA_COLUMNS, TORCH_COLUMNS, MatrixRequest
 from gpuenv.matrix import matrix as query

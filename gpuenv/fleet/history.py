@@ -310,16 +310,22 @@ def _marks(chunk: list[str]) -> str:
 
 def ingest_files(path: Path, reports: Iterable[tuple[Path, str | None]]) -> tuple[IngestResult, list[str]]:
     """Read each (file, host name or None) and ingest what is a verify report; the others are named, not fatal."""
+    return ingest_read(path, ((reportfile.read(file), host) for file, host in reports))
+
+
+def ingest_read(
+    path: Path, reads: Iterable[tuple[reportfile.ReportFile | reportfile.Skipped, str | None]]
+) -> tuple[IngestResult, list[str]]:
+    """Ingest files already read (each with its host name or None); the ones that are no report are named."""
     records, skipped = [], []
-    for file, host in reports:
-        found = reportfile.read(file)
+    for found, host in reads:
         if isinstance(found, reportfile.Skipped):
-            skipped.append(f"{file}: {found.reason}")
+            skipped.append(f"{found.path}: {found.reason}")
         elif not isinstance(found.document, reportfile.VerifyReport):
-            skipped.append(f"{file}: not a gpuenv verify report")
+            skipped.append(f"{found.path}: not a gpuenv verify report")
         else:
             try:
-                records.append(record_from_report(found.document, raw=found.raw, host=host, source=str(file)))
+                records.append(record_from_report(found.document, raw=found.raw, host=host, source=found.path))
             except NotAReport as exc:
-                skipped.append(f"{file}: {exc}")
+                skipped.append(f"{found.path}: {exc}")
     return ingest(path, records), skipped

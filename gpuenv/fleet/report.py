@@ -14,22 +14,9 @@ from gpuenv.errors import BadRequest
 from gpuenv.fleet import stats
 from gpuenv.fleet.history import gpu_events
 from gpuenv.fleet.report_compare import compare, failures_by_code
-from gpuenv.fleet.report_model import FleetReport, HostReport, Skipped
-from gpuenv.fleet.report_reading import load, read_report, report_files, workers_for
+from gpuenv.fleet.report_model import FleetReport, HostReport
+from gpuenv.fleet.report_reading import load, report_files, workers_for
 from gpuenv.verify.cost import GroupCost, PriceRow, fleet_costs
-
-# fleet verify (gpuenv/fleet/run.py) takes the reading and comparing names from here, until it reads each
-# host's report once, through gpuenv.verify.reportfile
-__all__ = [
-    "FleetReport",
-    "HostReport",
-    "ReportRequest",
-    "Skipped",
-    "compare",
-    "failures_by_code",
-    "fleet_report",
-    "read_report",
-]
 
 
 @dataclass(frozen=True)

@@ -33,18 +33,20 @@ from gpuenv.ansible.project import INVENTORY_FILE, lay_playbooks
 from gpuenv.ansible.runner import RunRequest, check_limit, controller_path, runner_arguments
 from gpuenv.errors import BadRequest, GpuenvError, Interrupted
 from gpuenv.files import read_text, write_atomic
-from gpuenv.fleet import report, stats
-from gpuenv.fleet.history import connect, gpu_events, ingest_files
-from gpuenv.fleet.report import FleetReport
-from gpuenv.types import DeviceChoice, Level
+from gpuenv.fleet import stats
+from gpuenv.fleet.history import connect, gpu_events, ingest_read
+from gpuenv.fleet.report_compare import compare, failures_by_code
+from gpuenv.fleet.report_model import FleetReport, HostReport, Skipped
+from gpuenv.fleet.report_reading import entry_of
+from gpuenv.types import OUTCOMES, REPORT_OUTCOMES, DeviceChoice, Level, Outcome, outcome_named
+from gpuenv.verify import reportfile
 from gpuenv.verify.launch import comm_environment
+from gpuenv.verify.reportfile import FLEET_VERIFY_SCHEMA as SCHEMA
+from gpuenv.verify.reportfile import ReportFile
 
-SCHEMA = "gpuenv.fleet-verify/1"
 SUMMARY_FILE = "fleet-verify.json"
 PLAYBOOK = "fleet_verify.yml"
 VARS_FILE = "group_vars/all/fleet.yml"
-OUTCOMES = ("certified", "not certified", "could not run", "unreachable", "timeout", "not provisioned")
-REPORT_VERDICTS = ("certified", "not certified", "could not run")  # what a host's own report can say
 HINTS = {"not provisioned": "run gpuenv provision", "unreachable": "check SSH to the host"}
 
 
@@ -93,7 +95,7 @@ class FleetPlan:
 @dataclass(frozen=True)
 class HostOutcome:
     host: str
-    outcome: str  # one of OUTCOMES
+    outcome: Outcome
     report: str | None
     message: str | None
 
@@ -202,22 +204,23 @@ def render_variables(
 
 def host_outcome(
     summary: HostSummary | None, verdict: tuple[str, str | None] | None, *, run_status: str
-) -> tuple[str, str | None]:
+) -> tuple[Outcome, str | None]:
     """A host's outcome and why, from what Ansible said about it and its report's verdict (outcome, summary)."""
     said_all = summary.message.split(": ", 1)[-1] if summary is not None and summary.message else None
-    said = (said_all or "").split(":", 1)[0]
+    said = outcome_named((said_all or "").split(":", 1)[0])
     outcome, why = verdict or (None, None)
+    reported = outcome_named(outcome)
     if summary is None:  # no word from Ansible about it: the run was cut short, or it never got there
         return ("timeout" if run_status == "timeout" else "could not run"), why
     if summary.unreachable:
         return "unreachable", said_all
-    if said in ("not provisioned", "timeout"):
+    if said is not None and said in ("not provisioned", "timeout"):
         return said, said_all
-    if outcome in REPORT_VERDICTS:
-        return outcome, why
+    if reported is not None and reported in REPORT_OUTCOMES:
+        return reported, why
     if not summary.failed and outcome is None:
         return "could not run", "no report came back"
-    return (said if said in OUTCOMES else "could not run"), said_all or why
+    return said or "could not run", said_all or why
 
 
 def timestamp(moment: datetime) -> str:
@@ -293,11 +296,11 @@ def run(plan: FleetPlan, *, on_progress: Callable[[Progress], None]) -> FleetVer
     plan.reports_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
     status, summaries = _run_play(plan, on_progress)
-    outcomes = _judge(plan, summaries, run_status=status, since=started)
+    outcomes, reads = _judge(plan, summaries, run_status=status, since=started)
     summary = FleetVerifyResult(outcomes, plan.reports_dir, status, plan.history)
     write_atomic(plan.reports_dir / SUMMARY_FILE, json.dumps(summary.to_dict(), indent=2) + "\n")
-    notes = _record(plan.history, outcomes)
-    return replace(summary, history_notes=notes, fleet=fleet_report_of(outcomes, plan.history))
+    notes = _record(plan.history, reads)
+    return replace(summary, history_notes=notes, fleet=fleet_report_of(outcomes, reads, plan.history))
 
 
 def _run_play(plan: FleetPlan, on_progress: Callable[[Progress], None]) -> tuple[str, dict[str, HostSummary]]:
@@ -342,47 +345,49 @@ def _run_request(plan: FleetPlan, work: Path) -> RunRequest:
 
 def _judge(
     plan: FleetPlan, summaries: dict[str, HostSummary], *, run_status: str, since: float
-) -> tuple[HostOutcome, ...]:
-    # start-up: provision's planning code (the knowledge base's) stays out of every `gpuenv fleet` command
-    from gpuenv.provision.apply import report_verdict
-
+) -> tuple[tuple[HostOutcome, ...], dict[str, ReportFile | Skipped]]:
+    """Each targeted host's outcome, and what was read of the reports that came back (each read once)."""
     targeted = [*summaries, *(n for n in plan.targets if n not in summaries)]
-    outcomes = []
+    outcomes, reads = [], {}
     for host in targeted:
         path = plan.reports_dir / f"{host}.json"
         fresh = path.is_file() and path.stat().st_mtime >= since - 1
-        verdict = report_verdict(path) if fresh else None
+        if fresh:
+            reads[host] = reportfile.read(path)
+        verdict = reportfile.verdict(reads[host]) if fresh else None
         outcome, message = host_outcome(summaries.get(host), verdict, run_status=run_status)
         outcomes.append(HostOutcome(host, outcome, str(path) if fresh else None, message))
-    return tuple(outcomes)
+    return tuple(outcomes), reads
 
 
-def _record(history_file: Path | None, outcomes: tuple[HostOutcome, ...]) -> tuple[str, ...]:
+def _record(history_file: Path | None, reads: dict[str, ReportFile | Skipped]) -> tuple[str, ...]:
     if history_file is None:
         return ()
     try:
-        _, skipped = ingest_files(history_file, [(Path(h.report), h.host) for h in outcomes if h.report is not None])
+        _, skipped = ingest_read(history_file, [(found, host) for host, found in reads.items()])
     except (GpuenvError, sqlite3.Error) as exc:  # the hosts' outcomes stand; only the record is missing
         return (f"{history_file}: {getattr(exc, 'message', exc)}",)
     return tuple(skipped)
 
 
-def fleet_report_of(outcomes: tuple[HostOutcome, ...], history_file: Path | None) -> FleetReport:
+def fleet_report_of(
+    outcomes: tuple[HostOutcome, ...], reads: dict[str, ReportFile | Skipped], history_file: Path | None
+) -> FleetReport:
     """The fleet report over a run's reports, each host by its inventory name and outcome (a host
     without a report counts with its outcome alone), with the history's events for its GPUs."""
     hosts, skipped = [], []
     for h in outcomes:
-        entry = report.read_report(Path(h.report)) if h.report is not None else None
-        if isinstance(entry, report.Skipped):
+        entry = entry_of(reads[h.host]) if h.host in reads else None
+        if isinstance(entry, Skipped):
             skipped.append(entry)
-        if not isinstance(entry, report.HostReport):  # none came back, or it was not a report
-            entry = report.HostReport(h.host, h.report or "", h.outcome, "", "-", 0, (), (), ())
+        if not isinstance(entry, HostReport):  # none came back, or it was not a report
+            entry = HostReport(h.host, h.report or "", h.outcome, "", "-", 0, (), (), ())
         hosts.append(replace(entry, host=h.host, outcome=h.outcome))
     rule = stats.Rule()
-    groups, outliers = report.compare(hosts, rule, stats.MIN_JUDGED)
-    failures = tuple(report.failures_by_code(hosts))
+    groups, outliers = compare(hosts, rule, stats.MIN_JUDGED)
+    failures = tuple(failures_by_code(hosts))
     events = _events(history_file, [g.uuid for h in hosts for g in h.gpus if g.uuid])
-    return report.FleetReport(
+    return FleetReport(
         tuple(hosts), tuple(skipped), tuple(groups), failures, tuple(outliers), rule, stats.MIN_JUDGED, 0, events
     )
 

@@ -22,17 +22,15 @@ from gpuenv.ansible.events import HostSummary, Progress
 from gpuenv.ansible.inventory import Inventory, render_inventory
 from gpuenv.ansible.project import GATHER, INVENTORY_FILE, SITE, lay_playbooks, write_files
 from gpuenv.ansible.runner import RunRequest, controller_path, runner_arguments
-from gpuenv.errors import BadRequest, GpuenvError, Interrupted
-from gpuenv.files import owned_entries, read_text, write_manifest
+from gpuenv.errors import BadRequest, Interrupted
+from gpuenv.files import owned_entries, write_manifest
 from gpuenv.provision import WHEEL_DIR
 from gpuenv.provision.perhost import HostPlan
 from gpuenv.provision.plan import Project, ProvisionResult, plan_from_gathered
 from gpuenv.provision.variables import kb_facts, render_variables
 from gpuenv.provision.wheelhouse import check_wheelhouse
-from gpuenv.schema import parse_json
 from gpuenv.selfwheel import build_own_wheel
-
-REPORT_OUTCOMES = ("certified", "not certified", "could not run", "interrupted")
+from gpuenv.verify import reportfile
 
 
 def write_project(project: Project, dest: Path) -> Path:
@@ -187,26 +185,7 @@ def _attach_reports(summaries: tuple[HostSummary, ...], reports_dir: Path, *, si
         if not path.is_file() or path.stat().st_mtime < since - 1:
             continue
         s.report = str(path)
-        s.verdict = report_outcome(path)
-
-
-def report_outcome(path: Path) -> str:
-    """The verdict a host's report gives; a host's file is input like any other: capped, and checked."""
-    return report_verdict(path)[0]
-
-
-def report_verdict(path: Path) -> tuple[str, str | None]:
-    """A host's report's outcome ("unreadable report" when it is not one) and its verdict's summary."""
-    try:
-        data = parse_json(read_text(path, "host report"))
-    except (GpuenvError, ValueError):
-        return "unreadable report", None
-    verdict = data.get("verdict") if isinstance(data, dict) else None
-    outcome = verdict.get("outcome") if isinstance(verdict, dict) else None
-    if outcome not in REPORT_OUTCOMES:
-        return "unreadable report", None
-    summary = verdict.get("summary") if isinstance(verdict, dict) else None
-    return outcome, summary if isinstance(summary, str) else None
+        s.verdict = reportfile.verdict_of(path)[0]
 
 
 def _interrupted(signame: str, touched: list[str], inventory: Inventory, work: Path) -> Interrupted:

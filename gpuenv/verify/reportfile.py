@@ -167,11 +167,14 @@ def decode(raw: bytes) -> VerifyReport | FleetVerifySummary:
 def verdict_of(path: str | os.PathLike[str]) -> tuple[ReportOutcome | str, str | None]:
     """A host's report's outcome and its verdict's summary; (UNREADABLE, None) when the file is no verify
     report or has no verdict."""
-    found = read(path)
-    if isinstance(found, Skipped) or not isinstance(found.document, VerifyReport):
+    return verdict(read(path))
+
+
+def verdict(found: ReportFile | Skipped) -> tuple[ReportOutcome | str, str | None]:
+    """The outcome and summary of a report already read (UNREADABLE, None when it is no verify report)."""
+    if isinstance(found, Skipped) or not isinstance(found.document, VerifyReport) or found.document.verdict is None:
         return UNREADABLE, None
-    verdict = found.document.verdict
-    return (verdict.outcome, verdict.summary) if verdict is not None else (UNREADABLE, None)
+    return found.document.verdict.outcome, found.document.verdict.summary
 
 
 def _raw(path: str) -> tuple[bytes, float] | Skipped:

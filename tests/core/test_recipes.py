@@ -22,7 +22,7 @@ import pytest
 
 from gpuenv import cli, output
 from gpuenv.cli.output import emit_json
-from gpuenv.cli.params import stack_options, stack_request
+from gpuenv.cli.stack_params import stack_options, stack_request
 from gpuenv.errors import BadRequest, CannotRun
 from gpuenv.stacks import StackRequest, stack_for
 from gpuenv.types import Level

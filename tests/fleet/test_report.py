@@ -228,11 +228,16 @@ def test_fleet_verify_outcomes_name_the_hosts_and_count_those_without_a_report(
     assert next(h for h in result.hosts if h.host == "gpu01").gpu_count == 8
 
 
-def test_the_summary_schema_is_the_one_fleet_verify_writes() -> None:
+def test_the_reader_reads_the_summary_fleet_verify_writes(tmp_path: Path) -> None:
     from gpuenv.fleet import run
     from gpuenv.verify import reportfile
 
-    assert reportfile.FLEET_VERIFY_SCHEMA == run.SCHEMA  # the reader's name for what fleet verify writes
+    hosts = (run.HostOutcome("a", "certified", None, None), run.HostOutcome("b", "interrupted", None, "stopped"))
+    path = tmp_path / run.SUMMARY_FILE
+    path.write_text(json.dumps(run.FleetVerifyResult(hosts, tmp_path, "successful", None).to_dict()))
+    found = reportfile.read(path)
+    assert isinstance(found, reportfile.ReportFile) and isinstance(found.document, reportfile.FleetVerifySummary)
+    assert [(row.host, row.outcome) for row in found.document.hosts] == [("a", "certified"), ("b", "interrupted")]
 
 
 def test_a_malformed_report_is_skipped_not_fatal(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuenv.provision.apply import report_outcome
+from gpuenv.verify.reportfile import verdict_of
 from tests.conftest import run_gpuenv
 
 NO_DOCKER = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
@@ -86,13 +86,14 @@ def test_artifacts_dir_never_overwrites_a_project_gpuenv_did_not_write(tmp_path:
         ('{"verdict": "x"}', "unreadable report"),
         ('{"verdict": {"outcome": "\\u001b[2Jcertified"}}', "unreadable report"),
         ("[" * 100_000, "unreadable report"),
-        ('{"verdict": {"outcome": "not certified"}}', "not certified"),
+        ('{"verdict": {"outcome": "not certified"}}', "unreadable report"),  # no schema: not a gpuenv report
+        ('{"schema": "gpuenv.verify-report/2", "verdict": {"outcome": "not certified"}}', "not certified"),
     ],
 )
 def test_any_host_report_gives_an_outcome_not_a_crash(tmp_path: Path, text: str, expected: str) -> None:
     report = tmp_path / "h1.json"
     report.write_text(text)
-    assert report_outcome(report) == expected
+    assert verdict_of(report)[0] == expected
 
 
 @pytest.mark.parametrize("kind", ["fifo", "unreadable"])

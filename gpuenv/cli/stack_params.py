@@ -1,0 +1,48 @@
+"""The stack options (--torch --cuda --driver --python --gpu --os --stack) of the commands that resolve a
+stack: resolve, matrix, build-image, provision. Apart from cli.params so that the commands that never
+resolve do not load the resolver's code."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gpuenv import validate
+from gpuenv.cli.params import F, checked, version_of
+from gpuenv.resolve import Request
+from gpuenv.stacks import StackRequest
+
+# The parameters stack_options adds: the fields of resolve.Request, and the stack file.
+STACK_KEYS = ("torch", "cuda", "driver", "python", "gpu", "os", "stack_file")
+
+
+def stack_options(func: F) -> F:
+    """Add --torch --cuda --driver --python --gpu --os --stack to a command."""
+    torch_help = "PyTorch version, e.g. 2.4, 2.4.0 or 2.4.0+cu121 (the local version picks the CUDA build)."
+    os_help = "ubuntu20.04, ubuntu22.04 (default), ubuntu24.04, debian12, rockylinux8, rockylinux9."
+    driver_help = "NVIDIA driver the stack must run on, e.g. 535.104.05; 'auto' reads this machine's."
+    options = [
+        click.option("--torch", callback=checked(validate.torch_version), help=torch_help),
+        click.option("--cuda", callback=version_of("CUDA version"), help="CUDA version, e.g. 11.7 or 12.4.1."),
+        click.option("--driver", callback=checked(validate.driver), help=driver_help),
+        click.option("--python", callback=version_of("Python version"), help="Python version, e.g. 3.11."),
+        click.option("--gpu", callback=checked(validate.gpu), help="GPU model (H100, A100, L4…) or sm_NN."),
+        click.option("--os", "os", callback=checked(validate.os_name), help=os_help),
+        click.option(
+            "--stack",
+            "stack_file",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="Use a stack written by `gpuenv resolve --json` instead of resolving.",
+        ),
+    ]
+    return functools.reduce(lambda f, opt: opt(f), reversed(options), func)
+
+
+def stack_request(params: dict[str, Any]) -> StackRequest:
+    """Take the stack options out of a command's parameters, as one request."""
+    values = {key: params.pop(key) for key in STACK_KEYS}
+    stack_file: Path | None = values.pop("stack_file")
+    return StackRequest(Request(**values), stack_file)

@@ -1,0 +1,213 @@
+"""The layering rules of docs/architecture.md, checked on the source of the whole package."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "gpuenv"
+CLI = PACKAGE / "cli"
+ALL_MODULES = sorted(PACKAGE.rglob("*.py"))
+CLI_MODULES = sorted(CLI.glob("*.py"))
+MAX_FUNCTION_LINES = 40  # a cli function: parse, call one service, present
+MAX_CLI_MODULE_LINES = 250  # a command's options, help and presentation; more is logic that belongs in a service
+MAX_MODULE_LINES = 450  # past this a module is several things: split it along its seams
+
+# What a function may import lazily: modules that are slow to import (jinja2 and rich stay off `--help` and
+# `resolve`) or come with an optional extra, and gpuenv's own modules that import one of them at their top.
+# (The adapters import their library inside their calls, so they are imported at the top like any module.)
+LAZY_ALLOWED = frozenset(
+    {
+        "torch", "numpy", "pynvml", "docker", "ansible_runner", "yaml", "httpx", "matplotlib", "onnx",
+        "onnxscript", "onnxruntime", "hostlist", "rich", "jinja2", "orjson", "jsonschema", "requests",
+    }
+)  # fmt: skip
+# Packages that hold services (application logic that drives adapters): an adapter imports none of them.
+SERVICE_PACKAGES = (
+    "gpuenv.provision", "gpuenv.fleet", "gpuenv.verify", "gpuenv.slurm", "gpuenv.power", "gpuenv.image",
+    "gpuenv.kb", "gpuenv.stacks", "gpuenv.cli",
+)  # fmt: skip
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def absolute(node: ast.ImportFrom, path: Path) -> str:
+    """The module an ImportFrom names, with relative imports resolved against the importing file."""
+    if not node.level:
+        return node.module or ""
+    base = module_name(path).split(".")
+    if path.name != "__init__.py":
+        base = base[:-1]
+    base = base[: len(base) - node.level + 1]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def imports(tree: ast.AST, path: Path) -> Iterator[tuple[ast.stmt, set[str]]]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield node, {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            module = absolute(node, path)
+            yield node, {module} | {f"{module}.{alias.name}" for alias in node.names}
+
+
+def imported_modules(tree: ast.AST, path: Path = PACKAGE / "x.py") -> set[str]:
+    return {name for _, names in imports(tree, path) for name in names}
+
+
+def under(name: str, prefixes: tuple[str, ...] | frozenset[str]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def function_imports(tree: ast.AST, path: Path) -> Iterator[tuple[ast.stmt, set[str]]]:
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield from imports(fn, path)
+
+
+def module_path(name: str) -> Path | None:
+    base = PACKAGE.parent.joinpath(*name.split("."))
+    return next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()), None)
+
+
+def top_level_imports(tree: ast.Module, path: Path) -> Iterator[str]:
+    """What importing the module runs: imports outside functions, classes and `if TYPE_CHECKING:`."""
+    stack: list[ast.AST] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield from next(imports(node, path))[1]
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def heavy_at_top(name: str) -> bool:
+    """Whether gpuenv's module `name` imports a heavy module or an extra when it is imported."""
+    path = module_path(name)
+    tree = parsed(path) if path else None
+    return isinstance(tree, ast.Module) and any(
+        m.split(".")[0] in LAZY_ALLOWED for m in top_level_imports(tree, path or PACKAGE)
+    )
+
+
+def lazy_allowed(name: str) -> bool:
+    root = name.split(".")[0]
+    if root != "gpuenv":
+        return root in LAZY_ALLOWED
+    return heavy_at_top(name)
+
+
+def lazy_import_problems(source: str, path: Path) -> list[str]:
+    """Function-level imports that are not of a heavy module or extra, or that do not say why."""
+    lines = source.splitlines()
+    problems = []
+    seen: set[int] = set()
+    for node, names in function_imports(ast.parse(source), path):
+        if node.lineno in seen:
+            continue
+        seen.add(node.lineno)
+        # `from a.b import c` names a.b and a.b.c; c may be a module or a name in a.b
+        allowed = any(lazy_allowed(n) for n in names)
+        end = node.end_lineno or node.lineno
+        said = any("#" in lines[i - 1] for i in range(node.lineno, end + 1))
+        if not allowed:
+            problems.append(f"line {node.lineno}: {lines[node.lineno - 1].strip()} (import it at the top)")
+        elif not said:
+            problems.append(f"line {node.lineno}: {lines[node.lineno - 1].strip()} (say why on the line)")
+    return problems
+
+
+def long_functions(tree: ast.AST) -> list[str]:
+    return [
+        f"{node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno is not None
+        and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
+    ]
+
+
+def parsed(path: Path) -> ast.AST:
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+def ids(path: Path) -> str:
+    return str(path.relative_to(PACKAGE))
+
+
+@pytest.mark.parametrize("path", CLI_MODULES, ids=ids)
+def test_the_cli_reaches_adapters_only_through_services(path: Path) -> None:
+    direct = sorted(m for m in imported_modules(parsed(path), path) if under(m, ("gpuenv.adapters",)))
+    assert not direct, f"{path.name} imports {direct}: call the service that wraps the adapter"
+
+
+@pytest.mark.parametrize("path", CLI_MODULES, ids=ids)
+def test_no_cli_function_is_over_the_limit(path: Path) -> None:
+    long = long_functions(parsed(path))
+    assert not long, f"{path.name}: {', '.join(long)}: move the logic into the command's service"
+
+
+@pytest.mark.parametrize("path", CLI_MODULES, ids=ids)
+def test_no_cli_module_is_over_the_limit(path: Path) -> None:
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_CLI_MODULE_LINES, f"{path.name}: {lines} lines: move logic into the command's service"
+
+
+@pytest.mark.parametrize("path", ALL_MODULES, ids=ids)
+def test_no_module_is_over_the_limit(path: Path) -> None:
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_MODULE_LINES, f"{ids(path)}: {lines} lines: split it along its seams"
+
+
+@pytest.mark.parametrize("path", [p for p in ALL_MODULES if CLI not in p.parents], ids=ids)
+def test_click_stays_in_the_cli(path: Path) -> None:
+    found = sorted(m for m in imported_modules(parsed(path), path) if under(m, ("click",)))
+    assert not found, f"{ids(path)} imports {found}: options are parsed in gpuenv/cli only"
+
+
+@pytest.mark.parametrize("path", [p for p in ALL_MODULES if CLI not in p.parents], ids=ids)
+def test_only_the_entry_point_imports_the_cli(path: Path) -> None:
+    found = sorted(m for m in imported_modules(parsed(path), path) if under(m, ("gpuenv.cli",)))
+    allowed = path == PACKAGE / "__main__.py"
+    assert allowed or not found, f"{ids(path)} imports {found}: the core returns data, the cli presents it"
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "adapters").glob("*.py")), ids=ids)
+def test_adapters_import_no_service(path: Path) -> None:
+    found = sorted(m for m in imported_modules(parsed(path), path) if under(m, SERVICE_PACKAGES))
+    assert not found, f"{ids(path)} imports {found}: an adapter is the edge; services call it, not the reverse"
+
+
+@pytest.mark.parametrize("path", ALL_MODULES, ids=ids)
+def test_function_level_imports_are_heavy_or_optional_and_say_why(path: Path) -> None:
+    problems = lazy_import_problems(path.read_text(encoding="utf-8"), path)
+    assert not problems, f"{ids(path)}:\n  " + "\n  ".join(problems)
+
+
+def test_the_rules_catch_what_they_forbid() -> None:
+    body = "\n".join(f"    x = {i}" for i in range(MAX_FUNCTION_LINES))
+    path = PACKAGE / "adapters" / "x.py"
+    tree = ast.parse(f"from gpuenv.adapters import docker\nfrom ..fleet import run\ndef f():\n{body}\n")
+    assert {"gpuenv.adapters.docker", "gpuenv.fleet.run"} <= imported_modules(tree, path)
+    assert long_functions(tree) == [f"f ({MAX_FUNCTION_LINES + 1} lines)"]
+    lazy = (
+        "def f():\n"
+        "    import torch  # heavy: only the workload needs it\n"
+        "    import statistics\n"
+        "    from gpuenv.verify import ranks\n"
+        "    from gpuenv.errors import BadRequest  # why\n"
+    )
+    assert lazy_import_problems(lazy, path) == [
+        "line 3: import statistics (import it at the top)",
+        "line 4: from gpuenv.verify import ranks (import it at the top)",
+        "line 5: from gpuenv.errors import BadRequest  # why (import it at the top)",
+    ]

@@ -22,7 +22,20 @@ def outcome_line(report: FleetReport) -> str:
     counts = ", ".join(f"{n} {o}" for o, n in report.outcomes().items() if n)
     verdict = "healthy" if report.healthy else "NOT healthy"
     older = f" ({report.superseded} older report(s) of the same hosts set aside)" if report.superseded else ""
-    return f"{len(report.hosts)} host(s){older}: {counts}; {len(report.outliers)} outlier(s): fleet {verdict}"
+    doubts = [f"{n} {what}" for n, what in _doubts(report) if n]
+    doubted = "".join(f"; {d}" for d in doubts)
+    return f"{len(report.hosts)} host(s){older}: {counts}; {len(report.outliers)} outlier(s){doubted}: fleet {verdict}"
+
+
+def _doubts(report: FleetReport) -> tuple[tuple[int, str], ...]:
+    flagged = sum(1 for h in report.hosts if h.flags)
+    return ((len(report.unreadable), "unreadable report file(s)"), (flagged, "flagged host(s)"))
+
+
+def doubt_lines(report: FleetReport) -> list[str]:
+    """Why the fleet cannot be called healthy besides outcomes and outliers: reports lost, hosts flagged."""
+    lost = [f"unreadable report {s.path}: {s.reason}" for s in report.unreadable]
+    return lost + [f"flagged {h.host}: {flag}" for h in report.hosts for flag in h.flags]
 
 
 def failure_rows(report: FleetReport) -> Iterator[tuple[str, str, str]]:
@@ -85,6 +98,7 @@ def screen(report: FleetReport) -> Screen:
         blocks.append(table(columns, cells, title="Cost by node kind (USD, certified hosts)"))
         blocks += [line(note) for note in cost_notes(report)]
     blocks += [line(f"history: {event['message']}") for event in report.events]
+    blocks += [line(text) for text in doubt_lines(report)]
     blocks.append(line(outcome_line(report)))
     return tuple(blocks)
 
@@ -106,6 +120,9 @@ def to_markdown(report: FleetReport) -> str:
     lines = ["# Fleet report", "", outcome_line(report), ""]
     if report.skipped:
         lines += ["## Skipped files", ""] + [f"- `{s.path}`: {s.reason}" for s in report.skipped] + [""]
+    flagged = [f"- {h.host}: {flag}" for h in report.hosts for flag in h.flags]
+    if flagged:
+        lines += ["## Flagged hosts", "", *flagged, ""]
     if report.failures:
         lines += ["## Failing findings", "", *_md_table(FAILURE_COLUMNS, failure_rows(report)), ""]
     lines += ["## Outliers", ""]

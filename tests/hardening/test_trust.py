@@ -189,3 +189,64 @@ def test_an_output_that_is_one_of_the_inputs_is_refused_before_any_work(
     assert gpuenv_main(*args) == 2
     assert "is one of the input reports" in capsys.readouterr().err
     assert victim.read_bytes() == before
+
+
+# --- item 7: the GPU history is gpuenv's own file ---------------------------------------------------
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in folder.iterdir()}
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        "CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT)",
+        "CREATE TABLE reports (id INTEGER PRIMARY KEY, body TEXT)",  # a name gpuenv uses, other columns
+        "PRAGMA application_id=1234",
+        "PRAGMA user_version=7",
+    ],
+)
+def test_a_foreign_sqlite_file_as_the_history_is_refused_and_left_unchanged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], schema: str
+) -> None:
+    import sqlite3
+
+    folder, _ = fleet_folder(tmp_path)
+    store = tmp_path / "store"
+    store.mkdir()
+    foreign = store / "app.db"
+    with sqlite3.connect(foreign) as db:
+        db.execute(schema)
+    db.close()
+    before = _snapshot(store)
+    assert gpuenv_main("fleet", "report", str(folder), "--history", str(foreign)) == 2
+    assert f"{foreign} is not a gpuenv history" in capsys.readouterr().err
+    assert _snapshot(store) == before  # no table, no journal mode, no -wal or -shm beside it
+    assert gpuenv_main("fleet", "history", "GPU-x", "--history", str(foreign)) == 2
+    assert _snapshot(store) == before
+
+
+def test_a_history_is_stamped_and_one_made_before_the_stamp_is_still_used(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sqlite3
+
+    from gpuenv.fleet import history
+
+    folder, nodes = fleet_folder(tmp_path)
+    fresh, legacy = tmp_path / "fresh.sqlite", tmp_path / "legacy.sqlite"
+    with sqlite3.connect(legacy) as db:  # what gpuenv made before it stamped its histories
+        for statement in filter(str.strip, history._TABLES.split(";")):
+            db.execute(statement)
+        db.execute("PRAGMA user_version=1")
+    db.close()
+    for path in (fresh, legacy):
+        assert gpuenv_main("fleet", "report", str(folder), "--history", str(path)) == 0
+        capsys.readouterr()
+        with sqlite3.connect(path) as db:
+            stamp = db.execute("PRAGMA application_id").fetchone()[0]
+            count = db.execute("SELECT count(*) FROM reports").fetchone()[0]
+        db.close()
+        assert (stamp, count) == (history.APPLICATION_ID, len(nodes))
+    assert gpuenv_main("fleet", "history", nodes[0].uuid(0), "--history", str(legacy), "--json") == 0

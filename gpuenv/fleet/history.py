@@ -6,8 +6,9 @@ also keeps the name the fleet knows the host by) and one row per GPU in it (UUID
 whether a failing finding named it, its finding codes): the records of gpuenv.fleet.history_records.
 The file is stamped as gpuenv's (PRAGMA application_id, user_version); one made before the stamp
 is known by its exact tables and stamped when next opened; any other SQLite file is refused before
-anything is written to it (no table added, no WAL). WAL mode lets many processes ingest at once; the file belongs on a local filesystem (SQLite's
-locking is unreliable on network filesystems), so nodes write reports and the controller ingests them.
+anything is written to it (no table added, no WAL). WAL mode lets many processes ingest at once;
+the file belongs on a local filesystem (SQLite's locking is unreliable on network filesystems), so
+nodes write reports and the controller ingests them.
 
 `gpu_events` runs the records' event query (`events_of`) over the file, for the fleet report.
 """

@@ -35,7 +35,7 @@ from typing import Any
 from gpuenv.errors import BadRequest, CannotRun
 
 MiB = 1 << 20
-LIMITS = {"inventory": 64 * MiB, "knowledge base": 16 * MiB}
+LIMITS = {"inventory": 64 * MiB, "knowledge base": 16 * MiB, "snapshot": 64 * MiB}
 DEFAULT_LIMIT = 1 * MiB
 STDOUT = "-"
 _DESCRIPTOR_PATHS = ("/dev/stdout", "/dev/stderr", "/dev/fd/", "/proc/self/fd/")
@@ -207,17 +207,27 @@ def limit_for(kind: str) -> int:
     return LIMITS.get(kind, DEFAULT_LIMIT)
 
 
-def read_bytes(path: Path | str, what: str, *, kind: str | None = None, hint: str | None = None) -> bytes:
-    """Read a user's input file, at most the cap for its kind (inventory, knowledge base, other)."""
+def read_bytes(
+    path: Path | str, what: str, *, kind: str | None = None, hint: str | None = None, regular: bool = False
+) -> bytes:
+    """Read a user's input file, at most the cap for its kind (inventory, knowledge base, other). The
+    open never waits (a FIFO nobody writes reads as empty); with `regular`, only a regular file is read."""
     limit = limit_for(kind or what)
     hint = hint or "give a readable file"
     try:
-        with open(path, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode) and not _is_stream(handle.fileno()):
-                raise BadRequest(f"{what} {path} is not a file", hint=hint)
-            data = _read_capped(handle.fileno(), limit)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise BadRequest(f"cannot read {what} {path}: {exc.strerror or exc}", hint=hint) from exc
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode) and (regular or not (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode))):
+            raise BadRequest(f"{what} {path} is not a regular file", hint=hint)
+        os.set_blocking(fd, True)  # opened: a writer there may take its time
+        data = _read_capped(fd, limit)
+    except OSError as exc:
+        raise BadRequest(f"cannot read {what} {path}: {exc.strerror or exc}", hint=hint) from exc
+    finally:
+        os.close(fd)
     if len(data) > limit:
         raise BadRequest(f"{what} {path} is larger than {limit // MiB} MiB", hint="give the right file")
     return data
@@ -272,14 +282,10 @@ def _read_capped(fd: int, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _is_stream(fd: int) -> bool:
-    """A pipe or a character device may be read (`--stack <(gpuenv resolve --json)`), capped."""
-    mode = os.fstat(fd).st_mode
-    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
-
-
-def read_text(path: Path | str, what: str, *, kind: str | None = None, hint: str | None = None) -> str:
-    data = read_bytes(path, what, kind=kind, hint=hint)
+def read_text(
+    path: Path | str, what: str, *, kind: str | None = None, hint: str | None = None, regular: bool = False
+) -> str:
+    data = read_bytes(path, what, kind=kind, hint=hint, regular=regular)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -8,7 +8,7 @@ from typing import Any
 
 from gpuenv.fleet.report_model import FleetReport, Group, Outlier
 from gpuenv.output.jsontext import json_text
-from gpuenv.output.screen import Block, Screen, line, table
+from gpuenv.output.screen import Block, Screen, escaped, line, table
 from gpuenv.verify.cost import cost_table
 
 MAX_LISTED = 20  # hosts named under one failure code before "and N more"
@@ -109,7 +109,7 @@ def to_json(report: FleetReport) -> str:
 
 def _md_table(columns: tuple[str, ...], rows: Iterator[tuple[str, ...]] | Any) -> list[str]:
     def cell(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", " ")
+        return escaped(text).replace("|", "\\|")
 
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
@@ -119,8 +119,9 @@ def _md_table(columns: tuple[str, ...], rows: Iterator[tuple[str, ...]] | Any) -
 def to_markdown(report: FleetReport) -> str:
     lines = ["# Fleet report", "", outcome_line(report), ""]
     if report.skipped:
-        lines += ["## Skipped files", ""] + [f"- `{s.path}`: {s.reason}" for s in report.skipped] + [""]
-    flagged = [f"- {h.host}: {flag}" for h in report.hosts for flag in h.flags]
+        lines += ["## Skipped files", ""] + [f"- `{escaped(s.path)}`: {escaped(s.reason)}" for s in report.skipped]
+        lines += [""]
+    flagged = [f"- {escaped(h.host)}: {escaped(flag)}" for h in report.hosts for flag in h.flags]
     if flagged:
         lines += ["## Flagged hosts", "", *flagged, ""]
     if report.failures:
@@ -134,13 +135,13 @@ def to_markdown(report: FleetReport) -> str:
     ]
     lines += [*_md_table(OUTLIER_COLUMNS, map(outlier_row, report.outliers)), ""] if report.outliers else ["None.", ""]
     if report.events:
-        lines += ["## GPU history", ""] + [f"- {e['message']}" for e in report.events] + [""]
+        lines += ["## GPU history", ""] + [f"- {escaped(e['message'])}" for e in report.events] + [""]
     lines += ["## Figures by group", "", *_md_table(GROUP_COLUMNS, map(group_row, report.groups))]
     if report.costs:
         columns, cells = cost_table(report.costs)
         lines += ["", "## Cost by node kind", "", "USD, at the config file's [prices], over the certified hosts.", ""]
         lines += [*_md_table(tuple(columns), map(tuple, cells))]
-        lines += ["", *[f"- {line}" for line in cost_notes(report)]] if cost_notes(report) else []
+        lines += ["", *[f"- {escaped(line)}" for line in cost_notes(report)]] if cost_notes(report) else []
     return "\n".join(lines) + "\n"
 
 

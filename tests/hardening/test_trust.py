@@ -250,3 +250,52 @@ def test_a_history_is_stamped_and_one_made_before_the_stamp_is_still_used(
         db.close()
         assert (stamp, count) == (history.APPLICATION_ID, len(nodes))
     assert gpuenv_main("fleet", "history", nodes[0].uuid(0), "--history", str(legacy), "--json") == 0
+
+
+# --- item 13: escape sequences in names reach no terminal and no Markdown raw ----------------------
+
+HOSTILE = "gpu\x1b[2J\x1b]0;owned\x07\nfleet healthy\r"
+
+
+def test_escape_sequences_in_host_gpu_and_file_names_are_shown_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder, nodes = fleet_folder(tmp_path)
+    nodes[0].host, nodes[0].model = HOSTILE, f"H100{HOSTILE}"
+    fr.ecc_failure(nodes[0], 1)  # the host named in the failing findings' table too
+    (folder / "gpu0000.json").write_text(json.dumps(fr.report(nodes[0])))
+    (folder / "cut\x1b[31m.json").write_text('{"schema": "gpuenv.verify-report/2", "checks": 1}')
+    for fmt in ((), ("--markdown",)):
+        gpuenv_main("fleet", "report", "--no-history", str(folder), *fmt)
+        out = capsys.readouterr()
+        for text in (out.out, out.err):
+            assert "\x1b" not in text and "\x07" not in text and "\r" not in text, text
+        assert "\\x1b[2J" in out.out and "\\x1b]0;owned\\x07\\nfleet healthy\\r" in out.out
+    gpuenv_main("fleet", "report", "--no-history", "--json", str(folder))
+    data = json.loads(capsys.readouterr().out)
+    assert HOSTILE in [h["host"] for h in data["hosts"]]  # JSON keeps the exact name
+
+
+def test_the_verify_table_escapes_the_names_it_shows() -> None:
+    from gpuenv.cli.output import console, draw
+    from gpuenv.output import screen
+    from gpuenv.verify.model import CheckResult, Report, decide
+
+    checks = [CheckResult("nvml", "pass", summary=f"8x {HOSTILE}")]
+    report = Report(
+        level="quick",
+        device="cuda",
+        cpu_only=False,
+        started="2026-11-30T15:04:05+00:00",
+        finished="2026-11-30T15:04:06+00:00",
+        gpuenv_version="0",
+        host={"hostname": HOSTILE, "gpus": []},
+        stack={},
+        checks=checks,
+        verdict=decide(checks, strict=False, cpu_only=False, interrupted=None),
+    )
+    out = console()
+    with out.capture() as captured:
+        draw(screen("verify", report), out)
+    text = captured.get()
+    assert "\x1b]" not in text and "\x07" not in text and "\\x1b[2J" in text

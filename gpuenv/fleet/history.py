@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from gpuenv.errors import BadRequest
+from gpuenv.errors import BadRequest, CannotRun
 from gpuenv.fleet.history_records import GpuEvent, NotAReport, ReportRecord, Sighting, events_of, record_from_report
 from gpuenv.verify import reportfile
 
@@ -63,8 +63,8 @@ CREATE INDEX IF NOT EXISTS reports_by_host ON reports (host, started);
 CREATE INDEX IF NOT EXISTS reports_by_hostname ON reports (hostname, started);
 """
 
-# The tables of a history gpuenv wrote before it stamped its files (user_version 1, application_id 0).
-LEGACY_TABLES = {
+# The tables of a history (schema 1), and so of one gpuenv wrote before it stamped its files (application_id 0).
+TABLES = {
     "gpus": ("report_id", "gpu_index", "uuid", "serial", "bus_id", "name", "failed", "codes"),
     "reports": ("id", "host", "hostname", "started", "digest", "outcome", "codes", "source", "ingested"),
 }
@@ -124,6 +124,7 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
         db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
     except (OSError, sqlite3.Error) as exc:
         raise BadRequest(f"cannot open the history {path}: {exc}", hint="give a writable --history FILE") from exc
+    db.text_factory = _text  # a damaged byte in a name is shown replaced, not a crash
     with closing(db):
         try:
             version = _checked_version(db, path)
@@ -136,9 +137,26 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
                         db.execute(statement)
                     db.execute(f"PRAGMA application_id={APPLICATION_ID}")
                     db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # SQLite's message may quote damaged bytes
             raise BadRequest(f"{path} is not a gpuenv history: {exc}", hint="give another --history FILE") from exc
-        yield db
+        try:
+            yield db
+        except UnicodeDecodeError as exc:
+            raise BadRequest(f"the history {path} is damaged: {exc}", hint="restore it, or give another file") from exc
+        except sqlite3.DatabaseError as exc:
+            if (getattr(exc, "sqlite_errorname", None) or "").split("_")[:2] in _MACHINE_TROUBLE:
+                raise CannotRun(f"cannot use the history {path}: {exc}", hint="retry, or check its disk") from exc
+            hint = "restore it, or give another --history FILE"
+            raise BadRequest(f"the history {path} is damaged: {exc}", hint=hint) from exc
+
+
+# SQLite's errors that say this machine's trouble (a lock held past the busy timeout, a full or failing
+# disk, no permission), not a damaged file
+_MACHINE_TROUBLE = [["SQLITE", n] for n in ("BUSY", "LOCKED", "FULL", "IOERR", "READONLY", "CANTOPEN", "PERM")]
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
 
 
 def _application_id(db: sqlite3.Connection) -> int:
@@ -146,17 +164,17 @@ def _application_id(db: sqlite3.Connection) -> int:
 
 
 def _checked_version(db: sqlite3.Connection, path: Path) -> int:
-    """The history's schema version, read without writing: a file stamped as gpuenv's, an empty one,
-    or one with exactly the tables gpuenv made before it stamped its files; anything else is refused."""
+    """The history's schema version, read without writing: an empty file, or one with exactly gpuenv's
+    tables, stamped as gpuenv's or made before gpuenv stamped its files; anything else is refused."""
     version = int(db.execute("PRAGMA user_version").fetchone()[0])
     stamp = _application_id(db)
-    if stamp == APPLICATION_ID or (stamp == 0 and _tables(db) in ({}, LEGACY_TABLES) and version <= SCHEMA_VERSION):
-        if version > SCHEMA_VERSION:
-            raise BadRequest(
-                f"the history {path} was written by a newer gpuenv (schema {version})",
-                hint="upgrade gpuenv, or give another --history FILE",
-            )
+    if stamp in (0, APPLICATION_ID) and _tables(db) in ({}, TABLES) and version <= SCHEMA_VERSION:
         return version
+    if stamp == APPLICATION_ID and version > SCHEMA_VERSION:
+        raise BadRequest(
+            f"the history {path} was written by a newer gpuenv (schema {version})",
+            hint="upgrade gpuenv, or give another --history FILE",
+        )
     raise BadRequest(
         f"{path} is not a gpuenv history (another program's SQLite database): left unchanged",
         hint="give --history a file gpuenv made, or a path where none exists yet",

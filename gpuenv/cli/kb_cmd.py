@@ -9,13 +9,14 @@ import click
 
 from gpuenv.cli.output import emit_json
 from gpuenv.cli.params import checked
+from gpuenv.kb.refresh import RefreshRequest
+from gpuenv.kb.refresh import refresh as run
+from gpuenv.kb.sources import check_base_url, with_bases
 
 DIR = click.Path(file_okay=False, path_type=Path)
 
 
 def _url(value: str) -> str:
-    from gpuenv.kb.sources import check_base_url
-
     return check_base_url(value)
 
 
@@ -54,10 +55,6 @@ def refresh(settings: Any, /, snapshot: Path | None, record: Path | None, as_jso
     gpuenv kb refresh -o new.json && gpuenv --data new.json resolve --torch 2.15
     gpuenv kb refresh --from snapshot/ -o new.json   # air-gapped
     """
-    from gpuenv.kb.refresh import RefreshRequest
-    from gpuenv.kb.refresh import refresh as run
-    from gpuenv.kb.sources import with_bases
-
     indexes = ("pypi", "pypi_files", "pytorch", "dockerhub", "cuda_redist", "nvidia_drivers")
     bases = with_bases(**{index: opts[f"{index}_url"] for index in indexes})
     request = RefreshRequest(opts["output"], settings.data, snapshot, record, bases, opts["timeout"], opts["retries"])

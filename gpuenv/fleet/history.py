@@ -124,7 +124,6 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
         db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
     except (OSError, sqlite3.Error) as exc:
         raise BadRequest(f"cannot open the history {path}: {exc}", hint="give a writable --history FILE") from exc
-    db.text_factory = _text  # a damaged byte in a name is shown replaced, not a crash
     with closing(db):
         try:
             version = _checked_version(db, path)
@@ -153,10 +152,6 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
 # SQLite's errors that say this machine's trouble (a lock held past the busy timeout, a full or failing
 # disk, no permission), not a damaged file
 _MACHINE_TROUBLE = [["SQLITE", n] for n in ("BUSY", "LOCKED", "FULL", "IOERR", "READONLY", "CANTOPEN", "PERM")]
-
-
-def _text(raw: bytes) -> str:
-    return raw.decode("utf-8", errors="replace")
 
 
 def _application_id(db: sqlite3.Connection) -> int:

@@ -27,14 +27,15 @@ import shutil
 import stat
 import sys
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuenv.errors import BadRequest
+from gpuenv.errors import BadRequest, CannotRun
 
 MiB = 1 << 20
-LIMITS = {"inventory": 64 * MiB, "knowledge base": 16 * MiB}
+LIMITS = {"inventory": 64 * MiB, "knowledge base": 16 * MiB, "snapshot": 64 * MiB}
 DEFAULT_LIMIT = 1 * MiB
 STDOUT = "-"
 _DESCRIPTOR_PATHS = ("/dev/stdout", "/dev/stderr", "/dev/fd/", "/proc/self/fd/")
@@ -123,19 +124,59 @@ def check_output(given: str | Path, what: str, *, stdout_ok: bool = True) -> Out
     return target
 
 
+def refuse_inputs(outputs: dict[str, str | Path | None], inputs: Iterable[str | Path]) -> None:
+    """Refuse, before any work, an output that is one of the command's input files (the same file,
+    directly or through a link, or a file below an input folder the command reads): exit 2.
+    outputs: {flag: path or None}; standard output and streams are never inputs."""
+    read = [(Path(p), _identity(p)) for p in inputs]
+    for flag, given in outputs.items():
+        if given is None or str(given) == STDOUT:
+            continue
+        target = _identity(given)
+        if target is None:
+            continue
+        for path, identity in read:
+            if identity == target or (path.is_dir() and _below(Path(given), path)):
+                raise BadRequest(
+                    f"{flag} {given} is one of the input reports ({path}): writing it would destroy it",
+                    hint=f"give {flag} a path outside the files and folders read",
+                )
+
+
+def _identity(path: str | Path) -> tuple[int, int] | None:
+    """(device, inode) of the file a path reaches (links followed); None when there is none yet."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return None if stat.S_ISCHR(info.st_mode) or stat.S_ISFIFO(info.st_mode) else (info.st_dev, info.st_ino)
+
+
+def _below(path: Path, folder: Path) -> bool:
+    """Whether an existing *.json file is read from inside a folder (as `fleet report DIR` reads it)."""
+    return path.suffix == ".json" and Path(os.path.realpath(path)).is_relative_to(os.path.realpath(folder))
+
+
 def write_output(target: Output | str | Path, text: str, *, what: str = "output", mode: int = 0o644) -> None:
-    """Write `text` to a target by the rule above (re-checked now: the path may have changed)."""
+    """Write `text` to a target by the rule above (re-checked now: the path may have changed). A write
+    that fails (a FIFO nobody reads, a full disk) is CannotRun naming the target (exit 3)."""
     given = target.given if isinstance(target, Output) else str(target)
     out = _classify(given, what)
-    if out.is_stdout:
+    if out.is_stdout:  # a closed pipe on stdout is the CLI's to handle, as for any other output
         sys.stdout.write(text)
         sys.stdout.flush()
-    elif out.kind == "through":
-        assert out.path is not None
-        _write_through(out.path, text)
-    else:
-        assert out.path is not None
-        write_atomic(out.path, text, mode=mode)
+        return
+    assert out.path is not None
+    try:
+        if out.kind == "through":
+            _write_through(out.path, text)
+        else:
+            write_atomic(out.path, text, mode=mode)
+    except OSError as exc:
+        why = "no process reads that pipe" if exc.errno == errno.ENXIO else (exc.strerror or str(exc))
+        raise CannotRun(
+            f"could not write {what} {given}: {why}", hint="check the disk, or the reader of the pipe"
+        ) from exc
 
 
 def _write_through(path: Path, text: str) -> None:
@@ -166,17 +207,27 @@ def limit_for(kind: str) -> int:
     return LIMITS.get(kind, DEFAULT_LIMIT)
 
 
-def read_bytes(path: Path | str, what: str, *, kind: str | None = None, hint: str | None = None) -> bytes:
-    """Read a user's input file, at most the cap for its kind (inventory, knowledge base, other)."""
+def read_bytes(
+    path: Path | str, what: str, *, kind: str | None = None, hint: str | None = None, regular: bool = False
+) -> bytes:
+    """Read a user's input file, at most the cap for its kind (inventory, knowledge base, other). The
+    open never waits (a FIFO nobody writes reads as empty); with `regular`, only a regular file is read."""
     limit = limit_for(kind or what)
     hint = hint or "give a readable file"
     try:
-        with open(path, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode) and not _is_stream(handle.fileno()):
-                raise BadRequest(f"{what} {path} is not a file", hint=hint)
-            data = _read_capped(handle.fileno(), limit)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise BadRequest(f"cannot read {what} {path}: {exc.strerror or exc}", hint=hint) from exc
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode) and (regular or not (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode))):
+            raise BadRequest(f"{what} {path} is not a regular file", hint=hint)
+        os.set_blocking(fd, True)  # opened: a writer there may take its time
+        data = _read_capped(fd, limit)
+    except OSError as exc:
+        raise BadRequest(f"cannot read {what} {path}: {exc.strerror or exc}", hint=hint) from exc
+    finally:
+        os.close(fd)
     if len(data) > limit:
         raise BadRequest(f"{what} {path} is larger than {limit // MiB} MiB", hint="give the right file")
     return data
@@ -231,14 +282,10 @@ def _read_capped(fd: int, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _is_stream(fd: int) -> bool:
-    """A pipe or a character device may be read (`--stack <(gpuenv resolve --json)`), capped."""
-    mode = os.fstat(fd).st_mode
-    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
-
-
-def read_text(path: Path | str, what: str, *, kind: str | None = None, hint: str | None = None) -> str:
-    data = read_bytes(path, what, kind=kind, hint=hint)
+def read_text(
+    path: Path | str, what: str, *, kind: str | None = None, hint: str | None = None, regular: bool = False
+) -> str:
+    data = read_bytes(path, what, kind=kind, hint=hint, regular=regular)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -12,10 +12,11 @@ from gpuenv.cli import settings as settings_of
 from gpuenv.cli.output import draw, emit_json, warn
 from gpuenv.cli.params import history_options, history_path, output_option
 from gpuenv.config import price_rows
-from gpuenv.files import write_output
+from gpuenv.files import refuse_inputs, write_output
 from gpuenv.fleet import stats
 from gpuenv.fleet.baseline import LearnRequest, checked_text, learn_baselines, summary_line
 from gpuenv.fleet.report import ReportRequest, fleet_report
+from gpuenv.fleet.report_model import DEFAULT_CLOCK_SKEW_S
 from gpuenv.output.fleet import outcome_line
 
 REPORT_EPILOG = """\b
@@ -27,11 +28,14 @@ Examples:
 \b
 Reads every *.json below a folder; files that are not gpuenv verify reports are named and skipped.
 With a [prices] table in the config file, adds what each kind of node's work costs (docs/cost.md).
-Exit codes: 0 every host certified and no outlier, 1 otherwise, 2 bad request (no report found),
-3 could not run (--html without the report extra).
+A file whose schema says it is a gpuenv report but that cannot be read, and a host whose report is
+dated ahead of this machine's clock (--clock-skew), leave the fleet not healthy.
+Exit codes: 0 every host certified and no outlier, 1 otherwise, 2 bad request (no report found, an
+output that is one of the inputs), 3 could not run (--html without the report extra, a failed write).
 """
 
 PATHS = click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+MAX_CLOCK_SKEW_S = 7 * 24 * 3600.0  # a week: beyond it, a report from the future is no clock drift
 MIN_HOSTS_HELP = "Judge outliers only in groups with values from at least N hosts."
 
 
@@ -65,6 +69,14 @@ MIN_HOSTS_HELP = "Judge outliers only in groups with values from at least N host
     metavar="N",
     help=MIN_HOSTS_HELP,
 )
+@click.option(
+    "--clock-skew",
+    type=click.FloatRange(min=0, max=MAX_CLOCK_SKEW_S),
+    default=DEFAULT_CLOCK_SKEW_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="A report dated further ahead of this machine's clock is flagged and never preferred.",
+)
 @history_options
 @click.pass_context
 def report(ctx: click.Context, /, paths: tuple[Path, ...], as_json: bool, markdown: bool, **options: Any) -> int:
@@ -72,11 +84,13 @@ def report(ctx: click.Context, /, paths: tuple[Path, ...], as_json: bool, markdo
     if as_json and markdown:
         raise click.UsageError("--json and --markdown exclude each other")
     html, prometheus = options["html"], options["prometheus"]
+    refuse_inputs({"--html": html, "--prometheus": prometheus}, paths)
     if html is not None:
         output.require("fleet", "html")
     rule = stats.Rule(options["z"], options["min_deviation"])
     prices = price_rows(settings_of(ctx).config)
-    result = fleet_report(ReportRequest(paths, rule, options["min_hosts"], history_path(options), prices))
+    request = ReportRequest(paths, rule, options["min_hosts"], history_path(options), prices, options["clock_skew"])
+    result = fleet_report(request)
     for skipped in result.skipped:
         warn(f"skipped {skipped.path}: {skipped.reason}")
     if html is not None:
@@ -130,6 +144,7 @@ def learn(ctx: click.Context, paths: tuple[Path, ...], output: Path | None, min_
         raise click.UsageError("missing option '-o' / '--output'")
     if as_json and str(output) == "-":
         raise click.UsageError("--json and -o - both want standard output: give -o a file")
+    refuse_inputs({"--output": output}, paths)
     learned = learn_baselines(LearnRequest(paths, min_hosts))
     write_output(str(output), checked_text(learned), what="--output")
     if as_json:

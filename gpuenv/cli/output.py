@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from gpuenv.output.jsontext import json_text
-from gpuenv.output.screen import Cell, Line, Screen, Span, Table
+from gpuenv.output.screen import Cell, Line, Screen, Span, Table, escaped
 
 
 def emit_json(obj: Any) -> None:
@@ -25,7 +25,7 @@ def warn(text: str) -> None:
 
 def printable(text: str) -> str:
     """Text for a terminal: control characters (escape sequences included) become visible escapes."""
-    return "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in text)
+    return escaped(text, newlines=False)
 
 
 def console(*, stderr: bool = False) -> Any:
@@ -59,9 +59,9 @@ def table(
     from rich.table import Table as RichTable  # start-up: rich loads only when something is drawn
     from rich.text import Text  # start-up: as above
 
-    drawn = RichTable(title=None if title is None else Text(title, style="table.title"), **style)
+    drawn = RichTable(title=None if title is None else Text(escaped(title), style="table.title"), **style)
     for column in columns:
-        drawn.add_column(column, justify="right" if column in right_aligned else "left")
+        drawn.add_column(escaped(column), justify="right" if column in right_aligned else "left")
     for row in rows:
         drawn.add_row(*(_text(Line((cell if isinstance(cell, Span) else Span(cell),))) for cell in row))
     return drawn
@@ -70,4 +70,4 @@ def table(
 def _text(block: Line) -> Any:
     from rich.text import Text  # start-up: rich loads only when something is drawn
 
-    return Text.assemble(*((span.text, span.style or "") for span in block.spans))
+    return Text.assemble(*((escaped(span.text), span.style or "") for span in block.spans))

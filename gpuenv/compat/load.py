@@ -90,7 +90,7 @@ def _shipped_kb() -> KnowledgeBase:
 
 def _load(source: Path, *, user_file: bool) -> KnowledgeBase:
     try:
-        raw = parse_json(read_text(source, "knowledge base"))  # size-capped, finite numbers, bounded nesting
+        raw = parse_json(read_text(source, "knowledge base", regular=True))  # capped, finite, bounded nesting
         return parse_kb(raw, origin=str(source) if user_file else "shipped")
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, SchemaError) as exc:
         message = f"knowledge base {source} is not usable: {exc}"

@@ -4,8 +4,11 @@ One row per report (the report's host name, its start time and a hash of the rep
 unique, so ingesting the same report twice keeps one row, whichever command ingests it; the row
 also keeps the name the fleet knows the host by) and one row per GPU in it (UUID, serial, bus id,
 whether a failing finding named it, its finding codes): the records of gpuenv.fleet.history_records.
-WAL mode lets many processes ingest at once; the file belongs on a local filesystem (SQLite's
-locking is unreliable on network filesystems), so nodes write reports and the controller ingests them.
+The file is stamped as gpuenv's (PRAGMA application_id, user_version); one made before the stamp
+is known by its exact tables and stamped when next opened; any other SQLite file is refused before
+anything is written to it (no table added, no WAL). WAL mode lets many processes ingest at once;
+the file belongs on a local filesystem (SQLite's locking is unreliable on network filesystems), so
+nodes write reports and the controller ingests them.
 
 `gpu_events` runs the records' event query (`events_of`) over the file, for the fleet report.
 """
@@ -22,11 +25,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from gpuenv.errors import BadRequest
+from gpuenv.errors import BadRequest, CannotRun
 from gpuenv.fleet.history_records import GpuEvent, NotAReport, ReportRecord, Sighting, events_of, record_from_report
 from gpuenv.verify import reportfile
 
 SCHEMA_VERSION = 1
+APPLICATION_ID = 0x67707568  # "gpuh": PRAGMA application_id of every history gpuenv writes
 BUSY_TIMEOUT_S = 120.0  # a writer waits this long for another one's transaction
 NETWORK_FILESYSTEMS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "9p", "afs", "ceph", "lustre"})
 _TABLES = """
@@ -58,6 +62,12 @@ CREATE INDEX IF NOT EXISTS gpus_by_report ON gpus (report_id);
 CREATE INDEX IF NOT EXISTS reports_by_host ON reports (host, started);
 CREATE INDEX IF NOT EXISTS reports_by_hostname ON reports (hostname, started);
 """
+
+# The tables of a history (schema 1), and so of one gpuenv wrote before it stamped its files (application_id 0).
+TABLES = {
+    "gpus": ("report_id", "gpu_index", "uuid", "serial", "bus_id", "name", "failed", "codes"),
+    "reports": ("id", "host", "hostname", "started", "digest", "outcome", "codes", "source", "ingested"),
+}
 
 
 @dataclass(frozen=True)
@@ -106,7 +116,8 @@ def _check_local(path: Path) -> None:
 
 @contextmanager
 def connect(path: Path) -> Iterator[sqlite3.Connection]:
-    """The history file, made if missing, in WAL mode, with its tables."""
+    """The history file, made if missing, in WAL mode, with its tables, stamped as gpuenv's. A file that
+    is not a gpuenv history (another program's SQLite database) is refused before anything is written."""
     _check_local(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -115,23 +126,60 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
         raise BadRequest(f"cannot open the history {path}: {exc}", hint="give a writable --history FILE") from exc
     with closing(db):
         try:
+            version = _checked_version(db, path)
             wal(db)
             db.execute("PRAGMA synchronous=NORMAL")  # WAL's recommended setting: no fsync per commit
             db.execute("PRAGMA foreign_keys=ON")
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise BadRequest(
-                    f"the history {path} was written by a newer gpuenv (schema {version})",
-                    hint="upgrade gpuenv, or give another --history FILE",
-                )
-            if version < SCHEMA_VERSION:
+            if version < SCHEMA_VERSION or _application_id(db) != APPLICATION_ID:
                 with _transaction(db):  # executescript would commit at once: one statement at a time
                     for statement in filter(str.strip, _TABLES.split(";")):
                         db.execute(statement)
+                    db.execute(f"PRAGMA application_id={APPLICATION_ID}")
                     db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # SQLite's message may quote damaged bytes
             raise BadRequest(f"{path} is not a gpuenv history: {exc}", hint="give another --history FILE") from exc
-        yield db
+        try:
+            yield db
+        except UnicodeDecodeError as exc:
+            raise BadRequest(f"the history {path} is damaged: {exc}", hint="restore it, or give another file") from exc
+        except sqlite3.DatabaseError as exc:
+            if (getattr(exc, "sqlite_errorname", None) or "").split("_")[:2] in _MACHINE_TROUBLE:
+                raise CannotRun(f"cannot use the history {path}: {exc}", hint="retry, or check its disk") from exc
+            hint = "restore it, or give another --history FILE"
+            raise BadRequest(f"the history {path} is damaged: {exc}", hint=hint) from exc
+
+
+# SQLite's errors that say this machine's trouble (a lock held past the busy timeout, a full or failing
+# disk, no permission), not a damaged file
+_MACHINE_TROUBLE = [["SQLITE", n] for n in ("BUSY", "LOCKED", "FULL", "IOERR", "READONLY", "CANTOPEN", "PERM")]
+
+
+def _application_id(db: sqlite3.Connection) -> int:
+    return int(db.execute("PRAGMA application_id").fetchone()[0])
+
+
+def _checked_version(db: sqlite3.Connection, path: Path) -> int:
+    """The history's schema version, read without writing: an empty file, or one with exactly gpuenv's
+    tables, stamped as gpuenv's or made before gpuenv stamped its files; anything else is refused."""
+    version = int(db.execute("PRAGMA user_version").fetchone()[0])
+    stamp = _application_id(db)
+    if stamp in (0, APPLICATION_ID) and _tables(db) in ({}, TABLES) and version <= SCHEMA_VERSION:
+        return version
+    if stamp == APPLICATION_ID and version > SCHEMA_VERSION:
+        raise BadRequest(
+            f"the history {path} was written by a newer gpuenv (schema {version})",
+            hint="upgrade gpuenv, or give another --history FILE",
+        )
+    raise BadRequest(
+        f"{path} is not a gpuenv history (another program's SQLite database): left unchanged",
+        hint="give --history a file gpuenv made, or a path where none exists yet",
+    )
+
+
+def _tables(db: sqlite3.Connection) -> dict[str, tuple[str, ...]]:
+    """Every table of the file with its columns, in order."""
+    names = [n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+    return {n: tuple(row[1] for row in db.execute("SELECT * FROM pragma_table_info(?)", (n,))) for n in names}
 
 
 def wal(db: sqlite3.Connection, *, timeout: float = BUSY_TIMEOUT_S) -> None:

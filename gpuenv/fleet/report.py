@@ -14,7 +14,7 @@ from gpuenv.errors import BadRequest
 from gpuenv.fleet import stats
 from gpuenv.fleet.history import gpu_events
 from gpuenv.fleet.report_compare import compare, failures_by_code
-from gpuenv.fleet.report_model import FleetReport, HostReport
+from gpuenv.fleet.report_model import DEFAULT_CLOCK_SKEW_S, FleetReport, HostReport
 from gpuenv.fleet.report_reading import load, report_files, workers_for
 from gpuenv.verify.cost import GroupCost, PriceRow, fleet_costs
 
@@ -26,6 +26,7 @@ class ReportRequest:
     min_hosts: int = stats.MIN_JUDGED  # a group is judged only with values from this many hosts
     history: Path | None = None  # record the reports in this GPU history, and read its events back
     prices: tuple[PriceRow, ...] = ()  # the config file's [prices]: what each kind of node costs per hour
+    clock_skew_s: float = DEFAULT_CLOCK_SKEW_S  # a report dated further ahead of this clock is set aside
 
 
 def fleet_report(request: ReportRequest) -> FleetReport:
@@ -33,7 +34,9 @@ def fleet_report(request: ReportRequest) -> FleetReport:
     and the typed result (exit 2 when no report was found)."""
     files = list(report_files(request.paths))  # first: a missing path is a bad request, before the history opens
     with workers_for(len(files)) as pool:
-        hosts, skipped, superseded = load(files, pool, history=request.history, costs=bool(request.prices))
+        hosts, skipped, superseded = load(
+            files, pool, history=request.history, costs=bool(request.prices), clock_skew_s=request.clock_skew_s
+        )
         if not hosts:
             where = ", ".join(str(p) for p in request.paths)
             raise BadRequest(

@@ -17,6 +17,8 @@ from gpuenv.verify.figures import Better
 from gpuenv.verify.reportfile import Skipped as Skipped
 
 SCHEMA = "gpuenv.fleet-report/1"
+DEFAULT_CLOCK_SKEW_S = 300.0  # a report dated further ahead of the reading machine's clock is no real run
+FUTURE_DATED = "future-dated report"  # the outcome of a host whose only reports are dated ahead of the clock
 BUSBW = figures.Figure("allreduce", "busbw_gbps", "GB/s", "higher", per_gpu=False)
 
 
@@ -55,6 +57,7 @@ class HostReport:
     series: tuple[Series, ...]
     matmul: tuple[tuple[str, str, int, float], ...] = ()  # (dtype, shape, cuda index, TFLOP/s), for baselines
     cost_basis: NodeFigures | None = None  # the throughput figures costs come from (read with [prices] only)
+    flags: tuple[str, ...] = ()  # what the reader doubts about this host (a report dated ahead of the clock)
 
     @property
     def certified(self) -> bool:
@@ -159,8 +162,13 @@ class FleetReport:
         return {o: counts.get(o, 0) for o in [*OUTCOMES, *sorted(set(counts) - set(OUTCOMES))]}
 
     @property
+    def unreadable(self) -> tuple[Skipped, ...]:
+        """Files that say they are gpuenv reports but could not be read: verdicts lost, never healthy."""
+        return tuple(s for s in self.skipped if s.claimed)
+
+    @property
     def healthy(self) -> bool:
-        return all(h.certified for h in self.hosts) and not self.outliers
+        return all(h.certified and not h.flags for h in self.hosts) and not self.outliers and not self.unreadable
 
     @property
     def exit_code(self) -> int:
@@ -175,9 +183,10 @@ class FleetReport:
             "hosts": [
                 {"host": h.host, "outcome": h.outcome, "report": h.path, "started": h.started}
                 | {"gpu_model": h.gpu_model, "gpu_count": h.gpu_count}
+                | ({"flags": list(h.flags)} if h.flags else {})
                 for h in self.hosts
             ],
-            "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
+            "skipped": [{"path": s.path, "reason": s.reason, "claims_report": s.claimed} for s in self.skipped],
             "superseded": self.superseded,
             "failures": [
                 {"code": f.code, "hosts": [{"host": h, "gpus": [g.to_dict() for g in gpus]} for h, gpus in f.hosts]}

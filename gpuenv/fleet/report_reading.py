@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor
 from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,17 @@ from gpuenv.errors import BadRequest
 from gpuenv.fleet.history import check as check_history
 from gpuenv.fleet.history import ingest
 from gpuenv.fleet.history_records import NotAReport, ReportRecord, record_from_report
-from gpuenv.fleet.report_model import BUSBW, Entry, Gpu, HostReport, RunSummary, Series, Skipped
+from gpuenv.fleet.report_model import (
+    BUSBW,
+    DEFAULT_CLOCK_SKEW_S,
+    FUTURE_DATED,
+    Entry,
+    Gpu,
+    HostReport,
+    RunSummary,
+    Series,
+    Skipped,
+)
 from gpuenv.verify import faults, figures, reportfile
 from gpuenv.verify.cost import NodeFigures
 from gpuenv.verify.model import NOT_CERTIFIED
@@ -92,7 +102,9 @@ def entry_of(found: ReportFile | Skipped, *, matmul: bool = False, costs: bool =
     try:
         return host_report(found.document, found.path, matmul=matmul, costs=costs)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:  # the checks' metrics are open objects
-        return Skipped(found.path, f"corrupt: malformed {type(exc).__name__}: {str(exc)[:80]}")
+        return Skipped(found.path, f"corrupt: malformed {type(exc).__name__}: {str(exc)[:80]}", claimed=True)
+    except RecursionError:
+        return Skipped(found.path, reportfile.TOO_DEEP, claimed=True)
 
 
 def run_summary(summary: FleetVerifySummary, found: ReportFile) -> RunSummary:
@@ -183,9 +195,16 @@ def _cost_basis(report: VerifyReport, checks: list[dict[str, Any]]) -> NodeFigur
 
 
 def load(
-    files: list[str], pool: Executor, *, history: Path | None = None, matmul: bool = False, costs: bool = False
+    files: list[str],
+    pool: Executor,
+    *,
+    history: Path | None = None,
+    matmul: bool = False,
+    costs: bool = False,
+    clock_skew_s: float = DEFAULT_CLOCK_SKEW_S,
 ) -> tuple[list[HostReport], list[Skipped], int]:
-    """Each host's latest report (by start time), the files skipped, and how many older reports of
+    """Each host's latest report (by start time; one dated ahead of this machine's clock by more than
+    clock_skew_s is flagged and never preferred), the files skipped, and how many older reports of
     a host were set aside (a cron folder holds many runs per host; nodes compare by their latest).
     With a history, every report read is recorded there. The files are read in shares by the pool."""
     faults.check_setting()
@@ -199,13 +218,28 @@ def load(
     reports = with_run_outcomes(
         [e for e in entries if isinstance(e, HostReport)], [e for e in entries if isinstance(e, RunSummary)]
     )
-    latest: dict[str, HostReport] = {}
-    for entry in reports:
-        held = latest.get(entry.host)
-        if held is None or _moment(entry.started) >= _moment(held.started):
-            latest[entry.host] = entry
+    latest = latest_per_host(reports, datetime.now(timezone.utc) + timedelta(seconds=clock_skew_s))
     skipped = [e for e in entries if isinstance(e, Skipped)]
-    return list(latest.values()), skipped, len(reports) - len(latest)
+    return latest, skipped, len(reports) - len(latest)
+
+
+def latest_per_host(reports: list[HostReport], horizon: datetime) -> list[HostReport]:
+    """Each host's latest report by start time. A report started after `horizon` (the reading machine's
+    clock plus the skew allowed) cannot be a real run: it never wins over a report dated in time, and
+    the host carries a flag naming it; a host with only such reports keeps the latest, as FUTURE_DATED."""
+    latest: dict[str, HostReport] = {}
+    ahead: dict[str, HostReport] = {}
+    for entry in reports:
+        moment = _moment(entry.started)
+        chosen = ahead if moment > horizon else latest
+        held = chosen.get(entry.host)
+        if held is None or moment >= _moment(held.started):
+            chosen[entry.host] = entry
+    for host, future in ahead.items():
+        flag = f"report {future.path} is dated {future.started}, ahead of this machine's clock: set aside"
+        kept = latest.get(host) or replace(future, outcome=FUTURE_DATED)
+        latest[host] = replace(kept, flags=(*kept.flags, flag))
+    return list(latest.values())
 
 
 def workers_for(files: int) -> AbstractContextManager[Executor]:

@@ -10,6 +10,7 @@ in use and named in the output's `carried_over`.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date
@@ -47,6 +48,7 @@ from gpuenv.kb.sources import (
     split_url,
 )
 from gpuenv.resources import data_file
+from gpuenv.schema import parse_json
 
 PACKAGES = ("torch", *COMPANIONS)
 LIVE_CITES = {"pypi": "pypi", "pypi-files": "pypi-metadata", "pytorch": "pytorch-wheel-index"}
@@ -92,7 +94,7 @@ class RefreshResult:
 def refresh(request: RefreshRequest) -> RefreshResult:
     """Write a proposed knowledge base to request.output; nothing is written unless all of it checks."""
     _check(request)
-    current = _load_json(request.current or data_file("compat.json"), "the knowledge base in use")
+    current = _current_kb(request.current)
     overlay = _load_json(data_file("kb-overlay.json"), "the overlay")
     fetcher, cite, checked = _fetcher(request)
     try:
@@ -265,9 +267,9 @@ def _fetcher(request: RefreshRequest) -> tuple[Fetcher, Mapping[str, str], str]:
     """The fetcher, what to cite for each index, and the date the facts are from."""
     today = (request.today or date.today()).isoformat()
     if request.snapshot is not None:
-        info = _load_json(request.snapshot / SNAPSHOT_INFO, "the snapshot's snapshot.json")
-        snapshot = SnapshotFetcher(request.snapshot, dict(info.get("bases", {})))
-        return snapshot, {**LIVE_CITES, **info.get("cite", {})}, str(info["recorded"])
+        info = snapshot_info(request.snapshot / SNAPSHOT_INFO)
+        snapshot = SnapshotFetcher(request.snapshot, info["bases"])
+        return snapshot, {**LIVE_CITES, **info["cite"]}, info["recorded"]
     fetcher: Fetcher = HttpFetcher(dict(request.bases), request.timeout, request.retries)
     if request.record is not None:
         fetcher = RecordingFetcher(fetcher, request.record)
@@ -299,11 +301,46 @@ def _check(request: RefreshRequest) -> None:
         raise BadRequest("index base URLs do not apply to --from DIR", hint="drop the --*-url options or --from")
 
 
-def _load_json(path: Path, what: str) -> Any:
+def _load_json(path: Path, what: str, *, kind: str = "knowledge base") -> Any:
+    """A JSON file read through the one input rule: a regular file, capped, finite numbers, bounded nesting."""
+    text = files.read_text(path, what, kind=kind, regular=True, hint="check the path")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return parse_json(text)
+    except json.JSONDecodeError as exc:
         raise BadRequest(f"{what} ({path}) is not readable JSON: {exc}", hint="check the path") from exc
+
+
+def _current_kb(path: Path | None) -> dict[str, Any]:
+    """The knowledge base in use (--data, else the shipped one), its schema checked before any row is read."""
+    what = "the knowledge base in use"
+    current = _load_json(path or data_file("compat.json"), what)
+    try:
+        parse_kb(current, origin=str(path or "shipped"))
+    except SchemaError as exc:
+        raise BadRequest(
+            f"{what} ({path}) is not usable: {exc}", hint="give a gpuenv knowledge base with --data"
+        ) from exc
+    assert isinstance(current, dict)  # what parse_kb accepts
+    return current
+
+
+def snapshot_info(path: Path) -> dict[str, Any]:
+    """A snapshot's snapshot.json: when it was recorded (YYYY-MM-DD), what to cite and the mirrors it was
+    recorded from (each an object of strings); anything else is exit 2 naming the file and the field."""
+    info = _load_json(path, "the snapshot's snapshot.json", kind="snapshot")
+    if not isinstance(info, dict):
+        raise BadRequest(f"the snapshot's {path} is not a JSON object", hint=_SNAPSHOT_HINT)
+    recorded = info.get("recorded")
+    if not isinstance(recorded, str) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", recorded):
+        raise BadRequest(f"the snapshot's {path}: 'recorded' must be a date (YYYY-MM-DD)", hint=_SNAPSHOT_HINT)
+    for key in ("cite", "bases"):
+        table = info.get(key, {})
+        if not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values()):
+            raise BadRequest(f"the snapshot's {path}: '{key}' must be an object of strings", hint=_SNAPSHOT_HINT)
+    return {"recorded": recorded, "cite": info.get("cite", {}), "bases": info.get("bases", {})}
+
+
+_SNAPSHOT_HINT = "record the snapshot again with `gpuenv kb refresh --record DIR`"
 
 
 def write_output(path: Path, text: str) -> None:

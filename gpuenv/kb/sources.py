@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urljoin, urlsplit
 
-from gpuenv import __version__
+from gpuenv import __version__, files
 from gpuenv.errors import BadRequest, CannotRun
 
 DEFAULT_BASES: dict[str, str] = {
@@ -241,7 +241,7 @@ class SnapshotFetcher:
     def get(self, request: Request) -> bytes | None:
         file = self.root / snapshot_key(request)
         if file.is_file():
-            return file.read_bytes()
+            return files.read_bytes(file, "snapshot file", kind="snapshot", regular=True)
         if request.optional:
             return None
         raise IndexFailed(

@@ -8,7 +8,7 @@ from typing import Any
 
 from gpuenv.fleet.report_model import FleetReport, Group, Outlier
 from gpuenv.output.jsontext import json_text
-from gpuenv.output.screen import Block, Screen, line, table
+from gpuenv.output.screen import Block, Screen, escaped, line, table
 from gpuenv.verify.cost import cost_table
 
 MAX_LISTED = 20  # hosts named under one failure code before "and N more"
@@ -22,7 +22,20 @@ def outcome_line(report: FleetReport) -> str:
     counts = ", ".join(f"{n} {o}" for o, n in report.outcomes().items() if n)
     verdict = "healthy" if report.healthy else "NOT healthy"
     older = f" ({report.superseded} older report(s) of the same hosts set aside)" if report.superseded else ""
-    return f"{len(report.hosts)} host(s){older}: {counts}; {len(report.outliers)} outlier(s): fleet {verdict}"
+    doubts = [f"{n} {what}" for n, what in _doubts(report) if n]
+    doubted = "".join(f"; {d}" for d in doubts)
+    return f"{len(report.hosts)} host(s){older}: {counts}; {len(report.outliers)} outlier(s){doubted}: fleet {verdict}"
+
+
+def _doubts(report: FleetReport) -> tuple[tuple[int, str], ...]:
+    flagged = sum(1 for h in report.hosts if h.flags)
+    return ((len(report.unreadable), "unreadable report file(s)"), (flagged, "flagged host(s)"))
+
+
+def doubt_lines(report: FleetReport) -> list[str]:
+    """Why the fleet cannot be called healthy besides outcomes and outliers: reports lost, hosts flagged."""
+    lost = [f"unreadable report {s.path}: {s.reason}" for s in report.unreadable]
+    return lost + [f"flagged {h.host}: {flag}" for h in report.hosts for flag in h.flags]
 
 
 def failure_rows(report: FleetReport) -> Iterator[tuple[str, str, str]]:
@@ -85,6 +98,7 @@ def screen(report: FleetReport) -> Screen:
         blocks.append(table(columns, cells, title="Cost by node kind (USD, certified hosts)"))
         blocks += [line(note) for note in cost_notes(report)]
     blocks += [line(f"history: {event['message']}") for event in report.events]
+    blocks += [line(text) for text in doubt_lines(report)]
     blocks.append(line(outcome_line(report)))
     return tuple(blocks)
 
@@ -95,7 +109,7 @@ def to_json(report: FleetReport) -> str:
 
 def _md_table(columns: tuple[str, ...], rows: Iterator[tuple[str, ...]] | Any) -> list[str]:
     def cell(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", " ")
+        return escaped(text).replace("|", "\\|")
 
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
@@ -105,7 +119,11 @@ def _md_table(columns: tuple[str, ...], rows: Iterator[tuple[str, ...]] | Any) -
 def to_markdown(report: FleetReport) -> str:
     lines = ["# Fleet report", "", outcome_line(report), ""]
     if report.skipped:
-        lines += ["## Skipped files", ""] + [f"- `{s.path}`: {s.reason}" for s in report.skipped] + [""]
+        lines += ["## Skipped files", ""] + [f"- `{escaped(s.path)}`: {escaped(s.reason)}" for s in report.skipped]
+        lines += [""]
+    flagged = [f"- {escaped(h.host)}: {escaped(flag)}" for h in report.hosts for flag in h.flags]
+    if flagged:
+        lines += ["## Flagged hosts", "", *flagged, ""]
     if report.failures:
         lines += ["## Failing findings", "", *_md_table(FAILURE_COLUMNS, failure_rows(report)), ""]
     lines += ["## Outliers", ""]
@@ -117,13 +135,13 @@ def to_markdown(report: FleetReport) -> str:
     ]
     lines += [*_md_table(OUTLIER_COLUMNS, map(outlier_row, report.outliers)), ""] if report.outliers else ["None.", ""]
     if report.events:
-        lines += ["## GPU history", ""] + [f"- {e['message']}" for e in report.events] + [""]
+        lines += ["## GPU history", ""] + [f"- {escaped(e['message'])}" for e in report.events] + [""]
     lines += ["## Figures by group", "", *_md_table(GROUP_COLUMNS, map(group_row, report.groups))]
     if report.costs:
         columns, cells = cost_table(report.costs)
         lines += ["", "## Cost by node kind", "", "USD, at the config file's [prices], over the certified hosts.", ""]
         lines += [*_md_table(tuple(columns), map(tuple, cells))]
-        lines += ["", *[f"- {line}" for line in cost_notes(report)]] if cost_notes(report) else []
+        lines += ["", *[f"- {escaped(line)}" for line in cost_notes(report)]] if cost_notes(report) else []
     return "\n".join(lines) + "\n"
 
 

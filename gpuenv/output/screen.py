@@ -1,7 +1,10 @@
 """What a terminal shows, as plain values: tables and lines of text, each piece with a style name.
 
 The `table` renderers build a Screen; the CLI draws it with Rich (`gpuenv.cli.output.draw`). Text
-is never markup: a `[` in a host name, a message or `pip install 'gpuenv[onnx]'` is shown as is.
+is never markup: a `[` in a host name, a message or `pip install 'gpuenv[onnx]'` is shown as is. Nor
+is it terminal control: host names, GPU names and file names come from reports anyone may write, so
+every human format shows their escape sequences and newlines as visible escapes (`escaped`); JSON
+keeps them exact.
 """
 
 from __future__ import annotations
@@ -38,6 +41,14 @@ class Line:
 
 Block: TypeAlias = Table | Line
 Screen: TypeAlias = tuple[Block, ...]
+
+
+def escaped(text: str, *, newlines: bool = True) -> str:
+    """Text safe for a terminal or a Markdown line: each control character (ESC of an escape sequence,
+    BEL, carriage return, a newline unless `newlines` is False, ...) becomes its visible escape, `\\x1b`."""
+    if text.isprintable():  # the common case, at C speed
+        return text
+    return "".join(c if c.isprintable() or (c == "\n" and not newlines) else repr(c)[1:-1] for c in text)
 
 
 def table(

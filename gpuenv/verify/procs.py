@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import os
 import select
 import signal
 import threading
 from pathlib import Path
-
-PR_SET_PDEATHSIG = 1
 
 
 def group_members(pgid: int) -> list[int]:
@@ -35,20 +31,24 @@ def own_pids() -> set[int]:
 
 
 def die_with_parent(parent: int) -> None:
-    """Ask the kernel to SIGKILL this process when its parent dies (Linux PR_SET_PDEATHSIG);
-    if the parent is already gone, die now. Without it a SIGKILLed gpuenv (a Slurm prolog past
-    its limit) would leave its workers running under PID 1."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    """SIGKILL this process when its parent process ends; if the parent is already gone, die now.
+    Without it a SIGKILLed gpuenv (a Slurm prolog past its limit) would leave its workers running
+    under PID 1.
+
+    Not PR_SET_PDEATHSIG: the kernel sends that signal when the parent *thread* that forked the child
+    ends, not the parent process, so a child started from a short-lived thread (a pool's, an import's)
+    was killed with its parent alive and well, and the run lost its report. The parent process is
+    watched instead, as exit_with watches the worker."""
+    exit_with(parent)
     if os.getppid() != parent:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
 def exit_with(owner: int) -> None:
-    """SIGKILL this process when process `owner` ends, though it is not our parent: a rank's
+    """SIGKILL this process when process `owner` ends, though it need not be our parent (a rank's
     parent is the forkserver, which lives as long as any rank holds its "alive" pipe, so only
-    watching the worker itself breaks that circle. A daemon thread waits on a pidfd."""
+    watching the worker itself breaks that circle). A daemon thread waits on a pidfd, which becomes
+    readable when the whole process has exited (all its threads), never when one thread ends."""
 
     def wait() -> None:
         try:
@@ -63,7 +63,7 @@ def exit_with(owner: int) -> None:
             select.select([fd], [], [])
         os.kill(os.getpid(), signal.SIGKILL)
 
-    threading.Thread(target=wait, name="gpuenv-exit-with-worker", daemon=True).start()
+    threading.Thread(target=wait, name="gpuenv-exit-with", daemon=True).start()
 
 
 def _alive(pid: int) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Union
@@ -30,6 +31,10 @@ SCHEMA_V2 = "gpuenv.verify-report/2"
 FLEET_VERIFY_SCHEMA = "gpuenv.fleet-verify/1"  # the outcomes `fleet verify` writes beside its reports
 REPORT_LIMIT = 64 << 20  # a verify report is tens of KiB; anything this big is not one
 UNREADABLE = "unreadable report"  # the verdict given for a file that is not a readable report
+# A file whose `schema` says it is a gpuenv report (or fleet verify summary), whatever else it holds:
+# one that cannot be read is a host whose verdict is lost, not a stray file.
+TOO_DEEP = "corrupt: nested too deeply to be a report"
+_CLAIMS_SCHEMA = re.compile(rb'"schema"\s*:\s*"gpuenv\.(?:verify|fleet-verify)')
 
 
 class FindingGpu(msgspec.Struct, frozen=True, gc=False):
@@ -135,10 +140,12 @@ class ReportFile(NamedTuple):
 
 @dataclass(frozen=True)
 class Skipped:
-    """A file set aside, and why (never an exception for what a file holds)."""
+    """A file set aside, and why (never an exception for what a file holds); `claimed`: its `schema`
+    says it is a gpuenv report, so setting it aside loses a verdict (a reader must not call that healthy)."""
 
     path: str
     reason: str
+    claimed: bool = False
 
 
 def read(path: str | os.PathLike[str]) -> ReportFile | Skipped:
@@ -152,7 +159,12 @@ def read(path: str | os.PathLike[str]) -> ReportFile | Skipped:
     try:
         return ReportFile(name, data, mtime, decode(data))
     except UnreadableReport as exc:
-        return Skipped(name, str(exc))
+        return Skipped(name, str(exc), claims_report(data))
+
+
+def claims_report(raw: bytes) -> bool:
+    """Whether a file's `schema` says it is a gpuenv verify report or fleet verify summary."""
+    return _CLAIMS_SCHEMA.search(raw) is not None
 
 
 def decode(raw: bytes) -> VerifyReport | FleetVerifySummary:
@@ -161,6 +173,8 @@ def decode(raw: bytes) -> VerifyReport | FleetVerifySummary:
         return _DECODER.decode(raw)
     except msgspec.DecodeError:  # NaN, a wrong type, not a report, corrupt: the slow path tells which
         pass
+    except RecursionError:  # nested past any report's depth: no reader goes further
+        raise UnreadableReport(TOO_DEEP) from None
     return _converted(_parsed(raw))
 
 
@@ -200,7 +214,9 @@ def _parsed(raw: bytes) -> Any:
     """The JSON as Python's json reads it: NaN and Infinity as floats, as gpuenv always read reports."""
     try:
         return json.loads(raw)
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+    except RecursionError:
+        raise UnreadableReport(TOO_DEEP) from None
+    except (ValueError, UnicodeDecodeError) as exc:
         raise UnreadableReport(f"corrupt: {str(exc)[:120]}") from None
 
 
@@ -211,6 +227,8 @@ def _converted(data: Any) -> VerifyReport | FleetVerifySummary:
         document: VerifyReport | FleetVerifySummary = msgspec.convert(_raw_details(data), Document)
     except (msgspec.ValidationError, msgspec.EncodeError, OverflowError) as exc:
         raise UnreadableReport(f"corrupt: malformed: {str(exc)[:120]}") from None
+    except RecursionError:
+        raise UnreadableReport(TOO_DEEP) from None
     return document
 
 

@@ -14,7 +14,7 @@ import os
 import signal
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from multiprocessing import active_children, get_context
 from typing import Any, TypeVar
 
@@ -48,7 +48,11 @@ def workers(
             worker.terminate()
         raise
     finally:
-        pool.shutdown()  # cancelling nothing: see results()
+        # cancelling nothing: see results(). An interruption inside submit() can land after the pool made its
+        # manager thread but before it started it; shutdown() then cannot join it (RuntimeError, CPython 3.11):
+        # the workers are stopped above, and the interruption is what the caller must see.
+        with suppress(RuntimeError):
+            pool.shutdown()
 
 
 def results(pool: Executor, fn: Callable[[T], R], items: list[T]) -> list[R]:

@@ -233,10 +233,13 @@ def read_bytes(
     return data
 
 
-def read_own_file(path: Path | str, what: str, *, hint: str) -> bytes:
-    """Read a file whose content root may act on (the power state): a regular file, not a symlink,
-    owned by the user running gpuenv and writable by nobody else; read without waiting (a FIFO in its
-    place is refused, not waited on) and at most the default cap. Anything else is a BadRequest saying why."""
+def read_own_file(
+    path: Path | str, what: str, *, hint: str, owners: tuple[int, ...] | None = None, limit: int = DEFAULT_LIMIT
+) -> bytes:
+    """Read a file whose content root may act on (the power state, the caps tune power applied): a regular
+    file, not a symlink, owned by one of `owners` (default: the user running gpuenv) and writable by nobody
+    else; read without waiting (a FIFO in its place is refused, not waited on) and at most `limit` bytes.
+    Anything else is a BadRequest saying why."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
@@ -246,25 +249,25 @@ def read_own_file(path: Path | str, what: str, *, hint: str) -> bytes:
         raise BadRequest(f"{what} {path} {why}", hint=hint) from exc
     try:
         info = os.fstat(fd)
-        problem = _not_own_file(info)
+        problem = _not_own_file(info, (os.geteuid(),) if owners is None else owners)
         if problem:
             raise BadRequest(f"{what} {path} {problem}", hint=hint)
-        data = _read_capped(fd, DEFAULT_LIMIT)
+        data = _read_capped(fd, limit)
     except OSError as exc:
         raise BadRequest(f"cannot read {what} {path}: {exc.strerror or exc}", hint=hint) from exc
     finally:
         os.close(fd)
-    if len(data) > DEFAULT_LIMIT:
-        raise BadRequest(f"{what} {path} is larger than {DEFAULT_LIMIT // MiB} MiB", hint=hint)
+    if len(data) > limit:
+        raise BadRequest(f"{what} {path} is larger than {limit // 1024} KiB", hint=hint)
     return data
 
 
-def _not_own_file(info: os.stat_result) -> str | None:
-    """Why a file is not one only the running user could have written, or None."""
+def _not_own_file(info: os.stat_result, owners: tuple[int, ...]) -> str | None:
+    """Why a file is not one only its trusted owners could have written, or None."""
     if not stat.S_ISREG(info.st_mode):
         return "is not a regular file"
-    if info.st_uid != os.geteuid():
-        return f"belongs to another user (uid {info.st_uid}, not {os.geteuid()})"
+    if info.st_uid not in owners:
+        return f"belongs to another user (uid {info.st_uid}, not {' or '.join(map(str, owners))})"
     if info.st_mode & 0o022:
         return f"may be written by others (mode {stat.S_IMODE(info.st_mode):04o})"
     return None

@@ -9,17 +9,16 @@ a regular file, no symlink, owned by root or the running user, writable by nobod
 
 from __future__ import annotations
 
-import errno
 import json
 import os
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from gpuenv.files import write_atomic
+from gpuenv.errors import BadRequest
+from gpuenv.files import read_own_file, write_atomic
 
 ENV = "GPUENV_POWER_RECORD"
 DEFAULT = Path("/var/lib/gpuenv/power-applied.json")
@@ -27,6 +26,7 @@ SCHEMA = "gpuenv.power-applied/1"
 LIMIT = 64 * 1024
 MAX_GPUS = 1024
 MAX_MW = 10_000_000
+HINT = "gpuenv tune power --apply writes it (root, mode 0644); remove the file to start afresh"
 
 
 class RecordIgnored(Exception):
@@ -62,34 +62,15 @@ def remove(path: Path) -> None:
 
 def read(path: Path) -> list[AppliedCap] | None:
     """The caps recorded, None when there is no record; RecordIgnored when it cannot be trusted."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return None
-    except OSError as exc:
-        raise RecordIgnored("is a symlink" if exc.errno == errno.ELOOP else f"cannot be read: {exc.strerror}") from exc
     try:
-        _trusted(os.fstat(fd))
-        raw = os.read(fd, LIMIT + 1)
-    except OSError as exc:
-        raise RecordIgnored(f"cannot be read: {exc.strerror}") from exc
-    finally:
-        os.close(fd)
-    if len(raw) > LIMIT:
-        raise RecordIgnored(f"is larger than {LIMIT // 1024} KiB")
-    try:
+        raw = read_own_file(path, "power record", hint=HINT, owners=(0, os.geteuid()), limit=LIMIT)
         return _caps(json.loads(raw.decode("utf-8"), parse_constant=_no_constant))
+    except BadRequest as exc:
+        raise RecordIgnored(exc.message) from exc
     except (ValueError, RecursionError) as exc:
-        raise RecordIgnored(f"is not a {SCHEMA} record: {exc}") from exc
-
-
-def _trusted(info: os.stat_result) -> None:
-    if not stat.S_ISREG(info.st_mode):
-        raise RecordIgnored("is not a regular file")
-    if info.st_uid not in (0, os.geteuid()):
-        raise RecordIgnored(f"belongs to uid {info.st_uid}, neither root nor the running user")
-    if info.st_mode & 0o022:
-        raise RecordIgnored(f"may be written by others (mode {stat.S_IMODE(info.st_mode):04o})")
+        raise RecordIgnored(f"power record {path} is not a {SCHEMA} record: {exc}") from exc
 
 
 def _no_constant(text: str) -> Any:

@@ -102,7 +102,7 @@ def power_record() -> tuple[list[record.AppliedCap] | None, list[Finding]]:
     try:
         return record.read(path), []
     except record.RecordIgnored as exc:
-        return None, [catalogue.finding("nvml.power-record-ignored", f"power record {path} ignored: it {exc}")]
+        return None, [catalogue.finding("nvml.power-record-ignored", f"{exc}: ignored")]
 
 
 def _no_nvml(ctx: CheckContext, policy: dict[str, Any], problem: str) -> CheckResult:

@@ -27,7 +27,7 @@ import shutil
 import stat
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -212,25 +212,19 @@ def read_bytes(
 ) -> bytes:
     """Read a user's input file, at most the cap for its kind (inventory, knowledge base, other). The
     open never waits (a FIFO nobody writes reads as empty); with `regular`, only a regular file is read."""
-    limit = limit_for(kind or what)
     hint = hint or "give a readable file"
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise BadRequest(f"cannot read {what} {path}: {exc.strerror or exc}", hint=hint) from exc
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode) and (regular or not (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode))):
-            raise BadRequest(f"{what} {path} is not a regular file", hint=hint)
-        os.set_blocking(fd, True)  # opened: a writer there may take its time
-        data = _read_capped(fd, limit)
-    except OSError as exc:
-        raise BadRequest(f"cannot read {what} {path}: {exc.strerror or exc}", hint=hint) from exc
-    finally:
-        os.close(fd)
-    if len(data) > limit:
-        raise BadRequest(f"{what} {path} is larger than {limit // MiB} MiB", hint="give the right file")
-    return data
+
+    def refused(info: os.stat_result) -> str | None:
+        readable = stat.S_ISREG(info.st_mode) or (
+            not regular and (stat.S_ISFIFO(info.st_mode) or stat.S_ISCHR(info.st_mode))
+        )
+        return None if readable else "is not a regular file"
+
+    return _read_open(fd, f"{what} {path}", refused, limit=limit_for(kind or what), hint=hint)
 
 
 def read_own_file(
@@ -247,18 +241,25 @@ def read_own_file(
             "is a symlink (gpuenv follows none here)" if exc.errno == errno.ELOOP else f"cannot be read: {exc.strerror}"
         )
         raise BadRequest(f"{what} {path} {why}", hint=hint) from exc
+    trusted = (os.geteuid(),) if owners is None else owners
+    return _read_open(fd, f"{what} {path}", lambda info: _not_own_file(info, trusted), limit=limit, hint=hint)
+
+
+def _read_open(fd: int, name: str, refused: Callable[[os.stat_result], str | None], *, limit: int, hint: str) -> bytes:
+    """Read and close an open file: `refused` says why it is not to be read (or None); at most `limit` bytes."""
     try:
-        info = os.fstat(fd)
-        problem = _not_own_file(info, (os.geteuid(),) if owners is None else owners)
+        problem = refused(os.fstat(fd))
         if problem:
-            raise BadRequest(f"{what} {path} {problem}", hint=hint)
+            raise BadRequest(f"{name} {problem}", hint=hint)
+        os.set_blocking(fd, True)  # opened: a writer there may take its time
         data = _read_capped(fd, limit)
     except OSError as exc:
-        raise BadRequest(f"cannot read {what} {path}: {exc.strerror or exc}", hint=hint) from exc
+        raise BadRequest(f"cannot read {name}: {exc.strerror or exc}", hint=hint) from exc
     finally:
         os.close(fd)
     if len(data) > limit:
-        raise BadRequest(f"{what} {path} is larger than {limit // 1024} KiB", hint=hint)
+        size = f"{limit // MiB} MiB" if limit % MiB == 0 else f"{limit // 1024} KiB"
+        raise BadRequest(f"{name} is larger than {size}", hint=hint)
     return data
 
 

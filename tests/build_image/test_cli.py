@@ -206,6 +206,7 @@ def test_wheelhouse_without_gpuenv_dependencies_or_extras_is_refused(tmp_path: P
         "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl",
         "click-8.1.0-py3-none-any.whl",
         "jinja2-3.1.0-py3-none-any.whl",
+        "msgspec-0.18.0-cp311-cp311-manylinux_2_17_x86_64.whl",
         "packaging-24.0-py3-none-any.whl",
         "rich-13.0.0-py3-none-any.whl",
     ]

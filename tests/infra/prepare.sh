@@ -19,10 +19,13 @@ if [ ! -s "$CACHE/rootfs/bookworm.tar" ] && command -v debootstrap >/dev/null &&
   rm -rf "$tmp"
 fi
 
-if ! ls "$CACHE/wheelhouse"/torch-2.13.0* "$CACHE/wheelhouse"/rich-* >/dev/null 2>&1; then
-  # torch, numpy and what gpuenv itself needs, so images and hosts install with --no-index
-  pip download -q -d "$CACHE/wheelhouse" -c "$(dirname "$0")/../constraints.txt" \
-    torch==2.13.0 numpy $(python -m gpuenv.requirements)
+# torch, numpy and what gpuenv itself needs, so images and hosts install with --no-index; made again
+# (adding what is missing) whenever gpuenv's requirements change, e.g. a new base dependency
+wanted="torch==2.13.0 numpy $(python -m gpuenv.requirements | tr '\n' ' ')"
+if [ "$(cat "$CACHE/wheelhouse.made-for" 2>/dev/null)" != "$wanted" ]; then
+  # shellcheck disable=SC2086  # one requirement a word
+  pip download -q -d "$CACHE/wheelhouse" -c "$(dirname "$0")/../constraints.txt" $wanted
+  printf '%s' "$wanted" >"$CACHE/wheelhouse.made-for"
 fi
 
 # Debian's real libnvidia-ml.so.1 (non-free, not installed, only unpacked): with no NVIDIA kernel

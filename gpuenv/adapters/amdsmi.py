@@ -21,6 +21,13 @@ INSTALL_HINT = "pip install 'gpuenv[rocm]' (the amdsmi bindings of the host's RO
 LIBRARY_HINT = "install ROCm's amd-smi-lib (the amdgpu driver's user space) or set ROCM_PATH to the ROCm install"
 PAGE_PENDING = 1  # AMDSMI_MEM_PAGE_STATUS_PENDING: retired at the next reset or reboot
 PAGE_UNRESERVABLE = 2  # AMDSMI_MEM_PAGE_STATUS_UNRESERVABLE: bad, and cannot be retired
+# AMD SMI's violation status: a limit holding the clocks down now (active_*), by the name a finding uses
+THERMAL_LIMITS = {
+    "active_socket_thrm": "socket thermal limit",
+    "active_prochot_thrm": "PROCHOT thermal limit",
+    "active_vr_thrm": "voltage-regulator thermal limit",
+    "active_hbm_thrm": "HBM thermal limit",
+}
 
 
 def _amdsmi() -> Any:
@@ -145,6 +152,7 @@ def _gpu(index: int, h: Any) -> dict[str, Any]:
         "xgmi_down": _xgmi_down(read("xgmi", smi.amdsmi_get_gpu_xgmi_link_status)),
         "processes": [p["pid"] for p in read("processes", smi.amdsmi_get_gpu_process_list) or []],
         "power": _power(read("power_cap", smi.amdsmi_get_power_cap_info), read("power", smi.amdsmi_get_power_info)),
+        "thermal_limits": _thermal_limits(read("violation_status", smi.amdsmi_get_violation_status)),
         "sm_clock": _number(clock.get("clk")),
         "sm_clock_max": _number(clock.get("max_clk")),
     }
@@ -166,6 +174,14 @@ def _xgmi_down(status: dict[str, Any] | None) -> list[int] | None:
     if status is None:
         return None
     return [n for n, state in enumerate(status.get("status") or []) if state == "D"]
+
+
+def _thermal_limits(status: dict[str, Any] | None) -> list[str] | None:
+    """The thermal limits holding the clocks down now; None where unread. (The power limit, PPT,
+    is normal for a busy GPU, as NVIDIA's SW power cap is: not listed.)"""
+    if status is None:
+        return None
+    return [name for key, name in THERMAL_LIMITS.items() if status.get(key) is True]
 
 
 def _power(cap: dict[str, Any] | None, info: dict[str, Any] | None) -> dict[str, int | None]:

@@ -7,9 +7,10 @@
  * Units as the real library gives them on bare metal: temperatures in degrees Celsius, the power
  * cap in microwatts (power_cap_w, power_default_w here in watts), power draw in watts, clocks MHz.
  * Per GPU: name (market name), gfx (target graphics version, hex: 0x942), ecc_uncorrected,
- * ecc_corrected, bad_pages (retired), bad_pages_pending, temp and temp_crit (hotspot, current and
+ * ecc_corrected, bad_pages (retired), bad_pages_pending, bad_pages_unreservable, temp and temp_crit (hotspot, current and
  * critical), power_w, power_cap_w, power_default_w, gfx_clk, gfx_clk_max, xgmi_links, xgmi_down
- * (the number of a link that is down), procs (that many compute processes, pids 4000+). Global:
+ * (the number of a link that is down), procs (that many compute processes, pids 4000+), thermal
+ * (1: the socket thermal limit holds the clocks down now, as AMD SMI's violation status says). Global:
  * count, driver, init_error (an amdsmi_status_t amdsmi_init returns). */
 #include <stdint.h>
 #include <stdio.h>
@@ -27,8 +28,8 @@ typedef struct {
     int index;
     char name[96], serial[32], unsupported[512];
     unsigned long long gfx, ecc_uncorrected, ecc_corrected;
-    int bad_pages, bad_pages_pending, temp, temp_crit, power_w, power_cap_w, power_default_w;
-    int gfx_clk, gfx_clk_max, xgmi_links, xgmi_down, procs;
+    int bad_pages, bad_pages_pending, bad_pages_unreservable, temp, temp_crit, power_w, power_cap_w, power_default_w;
+    int gfx_clk, gfx_clk_max, xgmi_links, xgmi_down, procs, thermal;
 } gpu_t;
 
 #pragma pack(push, 1)
@@ -54,6 +55,13 @@ typedef struct {
     struct { uint64_t gtt_mem, cpu_mem, vram_mem; uint32_t reserved[10]; } memory_usage;
     char container_name[256]; uint32_t cu_occupancy, reserved[11];
 } proc_info_t;
+/* the leading fields of amdsmi_violation_status_t (the rest, per-XCP arrays, is left as the caller made it) */
+typedef struct {
+    uint64_t reference_timestamp, violation_timestamp, acc_counter, acc_prochot_thrm, acc_ppt_pwr, acc_socket_thrm;
+    uint64_t acc_vr_thrm, acc_hbm_thrm, acc_gfx_clk_below_host_limit, per_prochot_thrm, per_ppt_pwr, per_socket_thrm;
+    uint64_t per_vr_thrm, per_hbm_thrm, per_gfx_clk_below_host_limit;
+    uint8_t active_prochot_thrm, active_ppt_pwr, active_socket_thrm, active_vr_thrm, active_hbm_thrm, active_gfx_clk_below;
+} violation_head_t;
 #pragma pack(pop)
 
 static gpu_t gpus[MAXGPU];
@@ -82,8 +90,8 @@ static void set(gpu_t *g, const char *key, const char *val) {
 #define INT(k) else if (!strcmp(key, #k)) g->k = (int)strtol(val, NULL, 0);
 #define ULL(k) else if (!strcmp(key, #k)) g->k = n;
     ULL(gfx) ULL(ecc_uncorrected) ULL(ecc_corrected)
-    INT(bad_pages) INT(bad_pages_pending) INT(temp) INT(temp_crit) INT(power_w) INT(power_cap_w)
-    INT(power_default_w) INT(gfx_clk) INT(gfx_clk_max) INT(xgmi_links) INT(xgmi_down) INT(procs)
+    INT(bad_pages) INT(bad_pages_pending) INT(bad_pages_unreservable) INT(temp) INT(temp_crit) INT(power_w) INT(power_cap_w)
+    INT(power_default_w) INT(gfx_clk) INT(gfx_clk_max) INT(xgmi_links) INT(xgmi_down) INT(procs) INT(thermal)
 }
 
 static void load(void) {
@@ -165,10 +173,11 @@ int amdsmi_get_gpu_total_ecc_count(void *h, error_count_t *e) {
     GPU(h) memset(e, 0, sizeof *e); e->uncorrectable = g->ecc_uncorrected; e->correctable = g->ecc_corrected; return OK;
 }
 int amdsmi_get_gpu_bad_page_info(void *h, uint32_t *n, page_record_t *pages) {
-    GPU(h) int total = g->bad_pages + g->bad_pages_pending;
+    GPU(h) int total = g->bad_pages + g->bad_pages_pending + g->bad_pages_unreservable;
     if (pages) for (int i = 0; i < total && i < (int)*n; i++) {
         pages[i].page_address = 0x100000ULL * (uint64_t)(i + 1); pages[i].page_size = 4096;
-        pages[i].status = i < g->bad_pages ? 0 : 1; /* RESERVED, then PENDING */
+        /* RESERVED (retired), then PENDING, then UNRESERVABLE */
+        pages[i].status = i < g->bad_pages ? 0 : i < g->bad_pages + g->bad_pages_pending ? 1 : 2;
     }
     *n = (uint32_t)total; return OK;
 }
@@ -197,6 +206,13 @@ int amdsmi_get_clock_info(void *h, uint32_t type, clk_info_t *c) {
 int amdsmi_get_gpu_xgmi_link_status(void *h, xgmi_status_t *s) {
     GPU(h) memset(s, 0, sizeof *s); s->total_links = (uint32_t)g->xgmi_links;
     for (int i = 0; i < 8; i++) s->status[i] = i == g->xgmi_down ? 0 : 1; /* DOWN : UP */
+    return OK;
+}
+int amdsmi_get_violation_status(void *h, violation_head_t *v) {
+    GPU(h) memset(v, 0, sizeof *v);
+    v->reference_timestamp = 1000; v->violation_timestamp = 1000; v->acc_counter = 100;
+    v->acc_socket_thrm = g->thermal ? 100 : 0; v->per_socket_thrm = g->thermal ? 100 : 0;
+    v->active_socket_thrm = (uint8_t)(g->thermal != 0);
     return OK;
 }
 int amdsmi_get_gpu_process_list(void *h, uint32_t *n, proc_info_t *procs) {
@@ -324,7 +340,6 @@ int amdsmi_get_soc_pstate(void) { return E_NOT_SUPPORTED; }
 int amdsmi_get_socket_info(void) { return E_NOT_SUPPORTED; }
 int amdsmi_get_threads_per_core(void) { return E_NOT_SUPPORTED; }
 int amdsmi_get_utilization_count(void) { return E_NOT_SUPPORTED; }
-int amdsmi_get_violation_status(void) { return E_NOT_SUPPORTED; }
 int amdsmi_get_xgmi_info(void) { return E_NOT_SUPPORTED; }
 int amdsmi_get_xgmi_plpd(void) { return E_NOT_SUPPORTED; }
 int amdsmi_gpu_control_counter(void) { return E_NOT_SUPPORTED; }

@@ -215,6 +215,11 @@ def _pcie(gpu: dict[str, Any], policy: dict[str, Any], g: GpuRef, label: str) ->
 
 
 def _clocks(gpu: dict[str, Any], policy: dict[str, Any], g: GpuRef, label: str) -> list[Finding]:
+    """Clocks held down: NVML's clock-event reasons (the policy's problem bits), or the thermal
+    limits AMD SMI's violation status says are active."""
+    limits = gpu.get("thermal_limits")
+    if limits:
+        return [rule_finding(policy, "clock_slowdown", f"{label}: clocks held down by {', '.join(limits)}", g)]
     reasons = gpu.get("clock_events")
     if not reasons:
         return []

@@ -1,18 +1,22 @@
 """What the engine knows about the host before any check runs, as typed values.
 
-The engine probes NVML in a helper process (never CUDA) and reads the PCI bus; every check gets
-the result as `HostFacts`, whether or not the nvml check runs. Checks read these fields, never
-free-form keys. Everything here crosses a process boundary as JSON (`to_dict` / `from_dict`).
+The engine probes NVML in a helper process (never CUDA), AMD SMI where NVML cannot name the GPUs,
+and reads the PCI bus; every check gets the result as `HostFacts`, whether or not the nvml check
+runs. Checks read these fields, never free-form keys. Everything here crosses a process boundary
+as JSON (`to_dict` / `from_dict`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from gpuenv.verify.model import GpuRef
 
 PciScope = Literal["host", "container", "job"]
+Smi = Literal["nvml", "amdsmi"]  # the management library that names the GPUs: NVIDIA's or AMD's
+SMI_NAMES: dict[str, str] = {"nvml": "NVML", "amdsmi": "AMD SMI"}
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,7 @@ class GpuInfo:
     serial: str | None = None
     pci_bus_id: str | None = None
     compute_capability: str | None = None
+    gfx: str | None = None  # AMD's target ("gfx942"); NVIDIA GPUs have a compute capability instead
 
     def ref(self) -> GpuRef:
         return GpuRef(self.index, self.uuid, self.pci_bus_id)
@@ -49,11 +54,13 @@ class NvmlSnapshot:
 
 @dataclass(frozen=True)
 class HostFacts:
-    nvml: str = "not probed"  # "ok", or why NVML could not be read ("library-not-found", ...)
+    nvml: str = "not probed"  # "ok", or why the management library (`smi`) could not be read
+    smi: Smi = "nvml"
     driver: str | None = None
     cuda_driver: str | None = None
     gpus: tuple[GpuInfo, ...] = ()  # the GPUs this process may use, in CUDA order
     pci_nvidia: tuple[str, ...] = ()  # NVIDIA GPUs on the PCI bus (sysfs: the host's whole bus)
+    pci_amd: tuple[str, ...] = ()  # AMD GPUs on the PCI bus
     # The bus ids NVML must see here (None: cannot be judged in this scope, see pci_note).
     pci_reference: tuple[str, ...] | None = None
     pci_scope: PciScope = "host"
@@ -76,10 +83,12 @@ class HostFacts:
         reference = data.get("pci_reference")
         return cls(
             nvml=data.get("nvml", "not probed"),
+            smi=data.get("smi", "nvml"),
             driver=data.get("driver"),
             cuda_driver=data.get("cuda_driver"),
             gpus=tuple(GpuInfo(**g) for g in data.get("gpus", [])),
             pci_nvidia=tuple(data.get("pci_nvidia", [])),
+            pci_amd=tuple(data.get("pci_amd", [])),
             pci_reference=None if reference is None else tuple(reference),
             pci_scope=data.get("pci_scope", "host"),
         )
@@ -108,7 +117,7 @@ def visible(gpus: list[dict[str, Any]], cuda_visible: str | None) -> list[dict[s
 
 
 def gpu_infos(gpus: list[dict[str, Any]], cuda_visible: str | None) -> tuple[GpuInfo, ...]:
-    keys = ("cuda_index", "name", "uuid", "serial", "pci_bus_id", "compute_capability")
+    keys = ("cuda_index", "name", "uuid", "serial", "pci_bus_id", "compute_capability", "gfx")
     return tuple(GpuInfo(int(g["index"]), **{k: g.get(k) for k in keys}) for g in visible(gpus, cuda_visible))
 
 
@@ -126,3 +135,93 @@ def bus_reference(
     if scope == "container" and driver_gpus is not None:
         return tuple(driver_gpus), "the GPUs the driver exposes to this container"
     return None, f"in a {scope}: the host's PCI bus shows GPUs this {scope} was not given; not compared"
+
+
+def rocm_visible(gpus: list[dict[str, Any]], environ: Mapping[str, str]) -> str | None:
+    """The AMD SMI indices this process may use, as a CUDA_VISIBLE_DEVICES-style list for
+    `visible`: ROCR_VISIBLE_DEVICES picks among all GPUs, then HIP_VISIBLE_DEVICES (or
+    CUDA_VISIBLE_DEVICES, which HIP also reads) among those, by position or UUID; None: all."""
+    rocr = environ.get("ROCR_VISIBLE_DEVICES")
+    hip = environ.get("HIP_VISIBLE_DEVICES", environ.get("CUDA_VISIBLE_DEVICES"))
+    if rocr is None and hip is None:
+        return None
+    chosen = list(gpus)
+    for spec in (rocr, hip):
+        if spec is not None:
+            chosen = _picked(chosen, spec)
+    return ",".join(str(g["index"]) for g in chosen)
+
+
+def _picked(gpus: list[dict[str, Any]], spec: str) -> list[dict[str, Any]]:
+    picked = []
+    for token in filter(None, (t.strip() for t in spec.split(","))):
+        uuid = token.removeprefix("GPU-").lower()
+        match = next(
+            (
+                g
+                for n, g in enumerate(gpus)
+                if (token.isdigit() and n == int(token)) or (g.get("uuid") and str(g["uuid"]).lower().startswith(uuid))
+            ),
+            None,
+        )
+        if match is None:
+            break  # the runtime stops at the first invalid entry, as CUDA does
+        picked.append(match)
+    return picked
+
+
+def visible_spec(smi: str, gpus: list[dict[str, Any]], environ: Mapping[str, str]) -> str | None:
+    """The CUDA_VISIBLE_DEVICES-style list of the GPUs this process may use, for either vendor."""
+    return rocm_visible(gpus, environ) if smi == "amdsmi" else environ.get("CUDA_VISIBLE_DEVICES")
+
+
+def prefer(
+    nvml: dict[str, Any], amd: Callable[[], dict[str, Any]], *, amd_bus: list[str], nvidia_bus: list[str]
+) -> dict[str, Any]:
+    """Which probe names the host: NVML's when it loads or NVIDIA GPUs alone are on the bus; else
+    AMD SMI's (`amd` is called only then) when it loads or AMD GPUs are on the bus (its reason is
+    then the one that matters); else NVML's."""
+    if nvml.get("nvml") == "ok" or (nvidia_bus and not amd_bus):
+        return nvml
+    answer = amd()
+    return answer if answer.get("nvml") == "ok" or amd_bus else nvml
+
+
+def host_facts(
+    probe: dict[str, Any],
+    *,
+    pci_nvidia: list[str],
+    pci_amd: list[str],
+    driver_gpus: list[str] | None,
+    scope: PciScope,
+    environ: Mapping[str, str],
+) -> HostFacts:
+    """Pure: the engine's facts from the chosen probe's answer and the PCI bus. The bus ids the
+    management library must see are its own vendor's (AMD has no driver list for containers)."""
+    smi: Smi = "amdsmi" if probe.get("smi") == "amdsmi" else "nvml"
+    on_bus, listed = (pci_amd, None) if smi == "amdsmi" else (pci_nvidia, driver_gpus)
+    reference, _why = bus_reference(on_bus, listed, scope)
+    found = probe.get("gpus", [])
+    return HostFacts(
+        nvml=probe["nvml"],
+        smi=smi,
+        driver=probe.get("driver"),
+        cuda_driver=probe.get("cuda_driver"),
+        gpus=gpu_infos(found, visible_spec(smi, found, environ)),
+        pci_nvidia=tuple(pci_nvidia),
+        pci_amd=tuple(pci_amd),
+        pci_reference=reference,
+        pci_scope=scope,
+    )
+
+
+def gpu_node_note(host: HostFacts) -> str | None:
+    """Why this is a GPU node (GPUs on the bus, or the management library loads), or None."""
+    amd = host.smi == "amdsmi"
+    on_bus = host.pci_amd if amd else host.pci_nvidia
+    vendor = "AMD" if amd else "NVIDIA"
+    if on_bus:
+        return f"{len(on_bus)} {vendor} GPU(s) on the PCI bus"
+    if host.nvml == "ok":
+        return f"{SMI_NAMES[host.smi]} loads"
+    return None

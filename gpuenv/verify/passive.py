@@ -16,13 +16,15 @@ from typing import Any
 
 from gpuenv import __version__
 from gpuenv.adapters import nvml as adapter
+from gpuenv.verify.checks.nvml import amd
 from gpuenv.verify.checks.nvml.policy import load_policy
 from gpuenv.verify.checks.nvml.rules import xid_findings
 from gpuenv.verify.checks.nvml.snapshot import judge
 from gpuenv.verify.context import CheckContext
-from gpuenv.verify.facts import HostFacts, bus_reference, gpu_infos
+from gpuenv.verify.facts import HostFacts, gpu_node_note, prefer
+from gpuenv.verify.facts import host_facts as facts_from
 from gpuenv.verify.model import CheckResult, Report, decide, status_from_findings
-from gpuenv.verify.pci import driver_gpus, nvidia_on_pci, pci_scope
+from gpuenv.verify.pci import amd_on_pci, driver_gpus, nvidia_on_pci, pci_scope
 from gpuenv.verify.runner import VerifyOptions
 
 
@@ -37,7 +39,7 @@ def run_passive(opts: VerifyOptions) -> Report:
     device = "cpu" if opts.device == "cpu" else "cuda" if opts.device == "cuda" or _gpu_node(host) else "cpu"
     ctx = CheckContext(level=opts.level, device=device, expect_gpus=opts.expect_gpus, policy=opts.policy, host=host)
     watch: dict[str, Any] = {}
-    if host.nvml == "ok":
+    if host.nvml == "ok" and host.smi == "nvml":  # XIDs are NVIDIA's
         adapter.register_xids(watch, len(host.gpus))
     result = judge(ctx, passive=True)
     _add_xids(result, adapter.drain_xids(watch) if watch else [], host, opts)
@@ -51,7 +53,7 @@ def run_passive(opts: VerifyOptions) -> Report:
         gpuenv_version=__version__,
         host={
             "hostname": socket.gethostname(),
-            "device_decision": f"passive: NVML {host.nvml}, {len(host.pci_nvidia)} NVIDIA GPU(s) on the PCI bus",
+            "device_decision": _decision(host),
             "gpus": [asdict(g) for g in host.gpus],
             "pci_nvidia": list(host.pci_nvidia),
             "pci_scope": host.pci_scope,
@@ -72,29 +74,31 @@ def run_passive(opts: VerifyOptions) -> Report:
 
 
 def host_facts(opts: VerifyOptions) -> HostFacts:
-    """The engine's probe, in this process: the PCI bus, and NVML's GPUs unless --device cpu."""
-    on_bus, scope = nvidia_on_pci(), pci_scope()
-    reference, _why = bus_reference(on_bus, driver_gpus(), scope)
-    nvml, found, versions = "not probed (--device cpu)", [], {}
+    """The engine's probe, in this process: the PCI bus, and NVML's GPUs (else AMD SMI's) unless --device cpu."""
+    on_bus, amd_bus, scope = nvidia_on_pci(), amd_on_pci(), pci_scope()
+    probe: dict[str, Any] = {"nvml": "not probed (--device cpu)"}
     if opts.device != "cpu":
-        nvml = adapter.init() or "ok"
-        if nvml == "ok":
-            found = adapter.identities()
-            versions = adapter.driver_versions()
-            nvml = "ok" if found else "no GPU"
-    return HostFacts(
-        nvml=nvml,
-        driver=versions.get("driver"),
-        cuda_driver=versions.get("cuda_driver"),
-        gpus=gpu_infos(found, os.environ.get("CUDA_VISIBLE_DEVICES")),
-        pci_nvidia=tuple(on_bus),
-        pci_reference=reference,
-        pci_scope=scope,
-    )
+        probe = prefer(_nvml_probe(), amd.probe, amd_bus=amd_bus, nvidia_bus=on_bus)
+    listed = driver_gpus()
+    return facts_from(probe, pci_nvidia=on_bus, pci_amd=amd_bus, driver_gpus=listed, scope=scope, environ=os.environ)
+
+
+def _nvml_probe() -> dict[str, Any]:
+    nvml = adapter.init() or "ok"
+    if nvml != "ok":
+        return {"nvml": nvml}
+    found = adapter.identities()
+    return {"nvml": "ok" if found else "no GPU", "gpus": found, **adapter.driver_versions()}
+
+
+def _decision(host: HostFacts) -> str:
+    if host.smi == "amdsmi":
+        return f"passive: AMD SMI {host.nvml}, {len(host.pci_amd)} AMD GPU(s) on the PCI bus"
+    return f"passive: NVML {host.nvml}, {len(host.pci_nvidia)} NVIDIA GPU(s) on the PCI bus"
 
 
 def _gpu_node(host: HostFacts) -> bool:
-    return bool(host.pci_nvidia) or host.nvml == "ok"
+    return gpu_node_note(host) is not None
 
 
 def _add_xids(result: CheckResult, events: list[tuple[int, int]], host: HostFacts, opts: VerifyOptions) -> None:

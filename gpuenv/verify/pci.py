@@ -1,5 +1,7 @@
-"""What this process sees of the PCI bus: NVIDIA GPUs in sysfs, the GPUs the driver exposes here,
-and whether that is the host's view (a container or a Slurm job slice may see fewer)."""
+"""What this process sees of the PCI bus: NVIDIA and AMD GPUs in sysfs, the GPUs the NVIDIA driver
+exposes here, and whether that is the host's view (a container or a Slurm job slice may see fewer).
+
+GPUENV_TEST_SYSFS_PCI (tests only) names a folder laid out as /sys/bus/pci/devices to read instead."""
 
 from __future__ import annotations
 
@@ -10,20 +12,38 @@ from gpuenv.verify.facts import PciScope
 
 SYSFS_PCI = Path("/sys/bus/pci/devices")
 DRIVER_GPUS = Path("/proc/driver/nvidia/gpus")
+TEST_SYSFS_ENV = "GPUENV_TEST_SYSFS_PCI"
+NVIDIA, AMD = "0x10de", "0x1002"
+# PCI classes a GPU shows as: display controllers (0x03xx: VGA, 3D); AMD's Instinct MI300 series
+# is a processing accelerator (0x1200), the MI200 series a display controller.
+GPU_CLASSES = {NVIDIA: ("0x03",), AMD: ("0x03", "0x12")}
 
 
-def nvidia_on_pci(root: Path = SYSFS_PCI) -> list[str]:
+def _sysfs(root: Path | None) -> Path:
+    return root if root is not None else Path(os.environ.get(TEST_SYSFS_ENV) or SYSFS_PCI)
+
+
+def nvidia_on_pci(root: Path | None = None) -> list[str]:
     """Bus ids of NVIDIA GPUs (vendor 0x10de, class display/3D) on the PCI bus, from sysfs."""
+    return gpus_on_pci(NVIDIA, _sysfs(root))
+
+
+def amd_on_pci(root: Path | None = None) -> list[str]:
+    """Bus ids of AMD GPUs (vendor 0x1002, class display or processing accelerator), from sysfs."""
+    return gpus_on_pci(AMD, _sysfs(root))
+
+
+def gpus_on_pci(vendor: str, root: Path) -> list[str]:
     found: list[str] = []
     if not root.is_dir():
         return found
     for dev in sorted(root.iterdir()):
         try:
-            vendor = (dev / "vendor").read_text().strip()
+            found_vendor = (dev / "vendor").read_text().strip()
             klass = (dev / "class").read_text().strip()
         except OSError:
             continue
-        if vendor == "0x10de" and klass.startswith("0x03"):
+        if found_vendor == vendor and klass.startswith(GPU_CLASSES[vendor]):
             found.append(dev.name)
     return found
 

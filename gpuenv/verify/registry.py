@@ -39,7 +39,8 @@ CHECKS: tuple[CheckSpec, ...] = (
         "quick",
         (30, 60, 120),
         False,
-        "GPU health through NVML: ECC, row remapping, PCIe link under load, clocks, thermals, NVLink, fabric, XIDs",
+        "GPU health through NVML (AMD SMI on AMD GPUs): ECC, row remapping, PCIe link under load, clocks, "
+        "thermals, NVLink/XGMI, fabric, XIDs",
         exclusive_gpus=True,
     ),
     CheckSpec(
@@ -121,7 +122,8 @@ CHECKS: tuple[CheckSpec, ...] = (
         "deep",
         (180, 180, 180),
         True,
-        "e4m3 torch._scaled_mm vs bf16 and its TFLOP/s (sm_89+); Transformer Engine fp8_autocast if installed",
+        "e4m3 torch._scaled_mm vs bf16 and its TFLOP/s (sm_89+, gfx950; e4m3fnuz on gfx942); "
+        "Transformer Engine fp8_autocast if installed",
         context_in_worker=True,
     ),
     CheckSpec(

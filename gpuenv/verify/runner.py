@@ -20,11 +20,12 @@ from typing import IO, Any
 
 from gpuenv.verify import registry
 from gpuenv.verify.catalogue import finding
+from gpuenv.verify.checks.nvml import amd
 from gpuenv.verify.checks.nvml.policy import load_policy
 from gpuenv.verify.checks.nvml.rules import xid_findings
-from gpuenv.verify.facts import HostFacts, bus_reference, gpu_infos
+from gpuenv.verify.facts import HostFacts, gpu_node_note, host_facts, prefer
 from gpuenv.verify.model import CheckResult, DeviceChoice, Level, status_from_findings
-from gpuenv.verify.pci import driver_gpus, nvidia_on_pci, pci_scope
+from gpuenv.verify.pci import amd_on_pci, driver_gpus, nvidia_on_pci, pci_scope
 from gpuenv.verify.worker_handle import Worker, WorkerDied, WorkerTimeout
 
 PROBE_TIMEOUT = 20.0
@@ -115,20 +116,12 @@ class Run:
 
     def decide_device(self) -> None:
         started = time.monotonic()
-        on_bus = nvidia_on_pci()
-        scope = pci_scope()
-        reference, _why = bus_reference(on_bus, driver_gpus(), scope)
+        on_bus, amd_bus, scope = nvidia_on_pci(), amd_on_pci(), pci_scope()
         probe: dict[str, Any] = {"nvml": "not probed (--device cpu)"}
         if self.opts.device != "cpu":
-            probe = self.probe_nvml()
-        self.host = HostFacts(
-            nvml=probe["nvml"],
-            driver=probe.get("driver"),
-            cuda_driver=probe.get("cuda_driver"),
-            gpus=gpu_infos(probe.get("gpus", []), os.environ.get("CUDA_VISIBLE_DEVICES")),
-            pci_nvidia=tuple(on_bus),
-            pci_reference=reference,
-            pci_scope=scope,
+            probe = prefer(self.probe_nvml(), amd.probe, amd_bus=amd_bus, nvidia_bus=on_bus)
+        self.host = host_facts(
+            probe, pci_nvidia=on_bus, pci_amd=amd_bus, driver_gpus=driver_gpus(), scope=scope, environ=os.environ
         )
         self.add_time("probe", time.monotonic() - started)
         if self.opts.device in ("cpu", "cuda"):
@@ -136,11 +129,11 @@ class Run:
             self.cpu_only = self.device == "cpu"
             self.device_note = f"--device {self.device}"
             return
-        if on_bus or probe["nvml"] == "ok":
+        node = gpu_node_note(self.host)
+        if node:
             self.device, self.cpu_only = "cuda", False
-            self.device_note = (
-                f"{len(on_bus)} NVIDIA GPU(s) on the PCI bus" if on_bus else "NVML loads"
-            ) + ": a GPU node, workloads run on CUDA"
+            runtime = "ROCm (torch's cuda device)" if self.host.smi == "amdsmi" else "CUDA"
+            self.device_note = f"{node}: a GPU node, workloads run on {runtime}"
         else:
             self.device_note = f"no NVIDIA GPU on the PCI bus, NVML: {probe['nvml']}: CPU only"
 

@@ -21,7 +21,7 @@ MAX_MODULE_LINES = 450  # past this a module is several things: split it along i
 # (The adapters import their library inside their calls, so they are imported at the top like any module.)
 LAZY_ALLOWED = frozenset(
     {
-        "torch", "numpy", "pynvml", "docker", "ansible_runner", "yaml", "httpx", "matplotlib", "onnx",
+        "torch", "numpy", "pynvml", "amdsmi", "docker", "ansible_runner", "yaml", "httpx", "matplotlib", "onnx",
         "onnxscript", "onnxruntime", "hostlist", "rich", "jinja2", "orjson", "jsonschema", "requests",
     }
 )  # fmt: skip

@@ -28,15 +28,27 @@ class CudaUnusable(Exception):
     """CUDA was expected (a GPU node) but torch cannot use it: a fail, never a CPU fallback."""
 
 
+def gpu_build(version: Any) -> str | None:
+    """Pure: what GPU build torch is, from `torch.version`: "CUDA 12.8", "ROCm (HIP 6.4.43482)",
+    or None for a CPU-only build. A ROCm build has `hip` set and `cuda` None; its GPUs are still
+    torch's "cuda" device."""
+    if getattr(version, "cuda", None):
+        return f"CUDA {version.cuda}"
+    if getattr(version, "hip", None):
+        return f"ROCm (HIP {version.hip})"
+    return None
+
+
 def cuda_problem() -> str | None:
-    """Why torch cannot use CUDA here, or None when it can."""
+    """Why torch cannot use its GPUs (CUDA or ROCm) here, or None when it can."""
     import torch  # torch: heavy, loaded only where the check runs
 
-    if torch.version.cuda is None:
+    build = gpu_build(torch.version)
+    if build is None:
         return f"torch {torch.__version__} is a CPU-only build on a GPU node"
     if not torch.cuda.is_available():
         return (
-            f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no usable GPU: "
+            f"torch {torch.__version__} ({build}) sees no usable GPU: "
             "driver not loaded, too old, or no device visible to this process"
         )
     return None

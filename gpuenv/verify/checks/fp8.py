@@ -1,9 +1,12 @@
-"""fp8 (deep; sm_89+: L4/L40/Ada, H100/H200, Blackwell): FP8 tensor cores work and how fast.
+"""fp8 (deep): FP8 matrix cores work and how fast, in the e4m3 format the GPU has.
 
-torch._scaled_mm in e4m3 (per-tensor scales) against the bf16 product of the same matrices within
-tolerance, and its TFLOP/s per GPU at 8192^3 (CUDA events, after a warm-up). With
-`transformer_engine` installed, te.Linear under fp8_autocast against the same layer in bf16.
-Skipped below sm_89 and on the CPU, saying why; a GPU that has FP8 but cannot use it fails.
+NVIDIA sm_89+ (L4/L40/Ada, H100/H200, Blackwell) and AMD gfx950 (MI350X/MI355X) use OCP e4m3
+(`float8_e4m3fn`, largest value 448); AMD gfx942 (MI300X/MI300A/MI325X) uses `float8_e4m3fnuz`
+(no negative zero, largest value 240). torch._scaled_mm in that format (per-tensor scales) against
+the bf16 product of the same matrices within tolerance, and its TFLOP/s per GPU at 8192^3 (after a
+warm-up). With `transformer_engine` installed, te.Linear under fp8_autocast against the same layer
+in bf16. Skipped on GPUs without FP8 (below sm_89; gfx90a MI200 and older) and on the CPU, saying
+why; a GPU that has FP8 but cannot use it fails.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import statistics
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from gpuenv.verify.catalogue import finding
@@ -21,14 +25,39 @@ from gpuenv.verify.context import CheckContext
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
 
 FIRST_CAPABILITY = (8, 9)
-E4M3_MAX = 448.0
 TOLERANCE = 0.1  # relative norm gap to bf16: e4m3 keeps 3 mantissa bits; random K=4096 products land near 0.03
 SHAPE = (8192, 8192, 8192)
 ACCURACY_SHAPE = (1024, 4096, 1024)
 
 
+@dataclass(frozen=True)
+class Fp8Format:
+    dtype: str  # the torch dtype's name
+    largest: float  # the format's largest finite value: a tensor's amax is scaled to it
+
+
+E4M3FN = Fp8Format("float8_e4m3fn", 448.0)  # OCP FP8: NVIDIA sm_89+, AMD gfx950 and gfx12
+E4M3FNUZ = Fp8Format("float8_e4m3fnuz", 240.0)  # AMD gfx942: the FNUZ variant (bias 8, no -0)
+AMD_FP8 = {"gfx942": E4M3FNUZ, "gfx950": E4M3FN, "gfx1200": E4M3FN, "gfx1201": E4M3FN}
+
+
 def has_fp8(capability: tuple[int, int]) -> bool:
     return capability >= FIRST_CAPABILITY
+
+
+def fp8_format(capability: tuple[int, int], arch: str | None = None) -> Fp8Format | None:
+    """Pure: the e4m3 format this GPU's matrix cores take, or None without FP8. `arch` is ROCm's
+    gcnArchName ("gfx942:sramecc+:xnack-"; None on CUDA), which decides on AMD: ROCm reports
+    compute capabilities (gfx90a as 9.0) that say nothing about FP8."""
+    if arch:
+        return AMD_FP8.get(arch.split(":")[0])
+    return E4M3FN if has_fp8(capability) else None
+
+
+def no_fp8_reason(name: str, capability: tuple[int, int], arch: str | None) -> str:
+    if arch:
+        return f"{name} is {arch.split(':')[0]}: FP8 needs gfx942 (MI300 series) or gfx950 (MI350 series)"
+    return f"{name} is sm_{capability[0]}{capability[1]}: FP8 tensor cores need sm_89+"
 
 
 def evaluate(gaps: dict[int, float], errors: dict[int, str], refs: list[Any]) -> list[Finding]:
@@ -44,21 +73,21 @@ def evaluate(gaps: dict[int, float], errors: dict[int, str], refs: list[Any]) ->
     return out
 
 
-def quantize(torch: Any, x: Any) -> tuple[Any, Any]:
-    """x in e4m3 with a per-tensor scale (its amax maps to the format's largest value)."""
-    scale = (x.abs().max().float() / E4M3_MAX).clamp(min=1e-12)
-    return (x.float() / scale).to(torch.float8_e4m3fn), scale
+def quantize(torch: Any, x: Any, fmt: Fp8Format = E4M3FN) -> tuple[Any, Any]:
+    """x in the e4m3 format with a per-tensor scale (its amax maps to the format's largest value)."""
+    scale = (x.abs().max().float() / fmt.largest).clamp(min=1e-12)
+    return (x.float() / scale).to(getattr(torch, fmt.dtype)), scale
 
 
-def scaled_mm(torch: Any, a: Any, b: Any) -> Any:
-    """a @ b through _scaled_mm: a row-major, b column-major (cuBLASLt's FP8 layout)."""
-    a8, sa = quantize(torch, a)
-    b8, sb = quantize(torch, b)
+def scaled_mm(torch: Any, a: Any, b: Any, fmt: Fp8Format = E4M3FN) -> Any:
+    """a @ b through _scaled_mm: a row-major, b column-major (cuBLASLt's and hipBLASLt's FP8 layout)."""
+    a8, sa = quantize(torch, a, fmt)
+    b8, sb = quantize(torch, b, fmt)
     b8 = b8.t().contiguous().t()
     return torch._scaled_mm(a8, b8, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
 
 
-def accuracy_gap(dev: Any) -> float:
+def accuracy_gap(dev: Any, fmt: Fp8Format = E4M3FN) -> float:
     torch = common.torch_module()
 
     m, k, n = ACCURACY_SHAPE
@@ -66,19 +95,19 @@ def accuracy_gap(dev: Any) -> float:
     a = torch.randn(m, k, device=dev, generator=gen, dtype=torch.bfloat16)
     b = torch.randn(k, n, device=dev, generator=gen, dtype=torch.bfloat16)
     want = (a @ b).float()
-    got = scaled_mm(torch, a, b).float()
+    got = scaled_mm(torch, a, b, fmt).float()
     return float((got - want).norm() / want.norm())
 
 
-def tflops(dev: Any) -> float:
+def tflops(dev: Any, fmt: Fp8Format = E4M3FN) -> float:
     """The median of three timed runs of SHAPE, each about 0.1 s of work, after 0.3 s of warm-up."""
     torch = common.torch_module()
 
     m, k, n = SHAPE
     a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
     b = torch.randn(k, n, device=dev, dtype=torch.bfloat16)
-    a8, sa = quantize(torch, a)
-    b8, sb = quantize(torch, b)
+    a8, sa = quantize(torch, a, fmt)
+    b8, sb = quantize(torch, b, fmt)
     b8 = b8.t().contiguous().t()
 
     def work() -> Any:
@@ -111,14 +140,17 @@ def transformer_engine_gap(dev: Any) -> float:
 
 def run(ctx: CheckContext) -> CheckResult:
     if ctx.device == "cpu":
-        return CheckResult("fp8", "skip", summary="FP8 tensor cores: CUDA GPUs of sm_89+ only; this run is CPU only")
+        return CheckResult(
+            "fp8", "skip", summary="FP8 matrix cores: GPUs of sm_89+, gfx942 or gfx950 only; this run is CPU only"
+        )
     torch = common.torch_module()
 
     devices = common.workload_devices(ctx.device)
-    capable = [i for i, d in enumerate(devices) if has_fp8(tuple(torch.cuda.get_device_capability(d)))]
+    formats = {i: _format_of(torch, d) for i, d in enumerate(devices)}
+    capable = {i: f for i, f in formats.items() if f is not None}
     if not capable:
-        cap = ".".join(map(str, torch.cuda.get_device_capability(devices[0])))
-        why = f"{torch.cuda.get_device_name(devices[0])} is sm_{cap.replace('.', '')}: FP8 tensor cores need sm_89+"
+        dev = devices[0]
+        why = no_fp8_reason(torch.cuda.get_device_name(dev), torch.cuda.get_device_capability(dev), _arch(torch, dev))
         return CheckResult("fp8", "skip", summary=why)
     gaps, errors, per_gpu = _measure(torch, devices, capable)
     refs = [ctx.gpu_ref(i) for i in range(len(devices))]
@@ -126,9 +158,10 @@ def run(ctx: CheckContext) -> CheckResult:
     metrics: dict[str, Any] = {"fp8_tflops": per_gpu, "gaps": {str(i): round(g, 4) for i, g in gaps.items()}}
     if per_gpu:
         findings += judged(common.judge_figures("fp8", metrics, ctx, gpus=len(devices)), ctx)
-    findings += _transformer_engine(devices[capable[0]], metrics)
+    metrics["formats"] = sorted({f.dtype for f in capable.values()})
+    findings += _transformer_engine(devices[min(capable)], metrics)
     default = (
-        f"e4m3 _scaled_mm within {TOLERANCE:g} of bf16 on {len(capable)} GPU(s); "
+        f"{'/'.join(metrics['formats'])} _scaled_mm within {TOLERANCE:g} of bf16 on {len(capable)} GPU(s); "
         + ", ".join(f"{v:.0f}" for v in per_gpu.values())
         + " TFLOP/s"
     )
@@ -137,19 +170,30 @@ def run(ctx: CheckContext) -> CheckResult:
     )
 
 
+def _arch(torch: Any, dev: Any) -> str | None:
+    """ROCm's gcnArchName of this GPU; None on a CUDA build."""
+    if not getattr(torch.version, "hip", None):
+        return None
+    return str(getattr(torch.cuda.get_device_properties(dev), "gcnArchName", "")) or None
+
+
+def _format_of(torch: Any, dev: Any) -> Fp8Format | None:
+    return fp8_format(tuple(torch.cuda.get_device_capability(dev)), _arch(torch, dev))
+
+
 def _measure(
-    torch: Any, devices: list[Any], capable: list[int]
+    torch: Any, devices: list[Any], capable: dict[int, Fp8Format]
 ) -> tuple[dict[int, float], dict[int, str], dict[str, float]]:
     gaps: dict[int, float] = {}
     errors: dict[int, str] = {}
     per_gpu: dict[str, float] = {}
-    for i in capable:
-        if not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm"):
-            errors[i] = f"torch {torch.__version__} has no float8_e4m3fn/_scaled_mm"
+    for i, fmt in capable.items():
+        if not hasattr(torch, fmt.dtype) or not hasattr(torch, "_scaled_mm"):
+            errors[i] = f"torch {torch.__version__} has no {fmt.dtype}/_scaled_mm"
             continue
         try:
-            gaps[i] = accuracy_gap(devices[i])
-            per_gpu[str(i)] = round(tflops(devices[i]), 1)
+            gaps[i] = accuracy_gap(devices[i], fmt)
+            per_gpu[str(i)] = round(tflops(devices[i], fmt), 1)
         except RuntimeError as exc:
             errors[i] = str(exc).strip().splitlines()[0][:300]
     return gaps, errors, per_gpu

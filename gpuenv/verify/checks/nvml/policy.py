@@ -16,15 +16,19 @@ from gpuenv.verify.model import Finding, GpuRef
 POLICY_SCHEMA = "gpuenv.nvml-policy/1"
 
 
-def load_policy(path: Path | None = None) -> dict[str, Any]:
-    """The shipped policy and the catalogue's nvml.* rules, with a user's file laid over them
-    (rules merge one by one)."""
+def load_policy(path: Path | None = None, *, smi: str = "nvml") -> dict[str, Any]:
+    """The shipped policy and the catalogue's nvml.* rules (on AMD, with the remediations of
+    amdsmi-policy.json), with a user's file laid over them (rules merge one by one)."""
     policy: dict[str, Any] = json.loads(data_file("nvml-policy.json").read_text())
     policy["rules"] = {
         r.code.split(".", 1)[1]: {"severity": r.severity, "action": r.action, "remediation": r.remediation}
         for r in catalogue.rules().values()
         if r.check == "nvml"
     }
+    if smi == "amdsmi":
+        amd = json.loads(data_file("amdsmi-policy.json").read_text())
+        for name, remediation in amd["remediations"].items():
+            policy["rules"][name]["remediation"] = remediation
     if path is None:
         return policy
     try:

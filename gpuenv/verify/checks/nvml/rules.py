@@ -10,7 +10,7 @@ from gpuenv.power.record import AppliedCap
 from gpuenv.verify import catalogue
 from gpuenv.verify.checks.nvml.load_rules import load_findings, power_findings
 from gpuenv.verify.checks.nvml.policy import rule_finding
-from gpuenv.verify.facts import GpuInfo, HostFacts, NvmlSnapshot, visible
+from gpuenv.verify.facts import SMI_NAMES, GpuInfo, HostFacts, NvmlSnapshot, visible
 from gpuenv.verify.model import Finding, GpuRef
 
 FABRIC_NOT_SUPPORTED, FABRIC_COMPLETED = 0, 3
@@ -49,12 +49,13 @@ def _count_findings(
     host: HostFacts,
 ) -> list[Finding]:
     findings = []
+    smi, vendor = SMI_NAMES[host.smi], "AMD" if host.smi == "amdsmi" else "NVIDIA"
     if expect_gpus is not None and len(gpus) < expect_gpus:
         findings.append(
             rule_finding(
                 policy,
                 "gpu_missing",
-                f"NVML shows {len(gpus)} GPU(s) visible to this process, {expect_gpus} expected",
+                f"{smi} shows {len(gpus)} GPU(s) visible to this process, {expect_gpus} expected",
                 None,
             )
         )
@@ -65,7 +66,7 @@ def _count_findings(
                 rule_finding(
                     policy,
                     "gpu_missing",
-                    f"NVIDIA GPU at PCI {bus} is on the bus but NVML cannot see it (fallen off the bus)",
+                    f"{vendor} GPU at PCI {bus} is on the bus but {smi} cannot see it (fallen off the bus)",
                     GpuRef(-1, None, bus),
                 )
             )
@@ -101,6 +102,9 @@ def gpu_findings(
         )
     if gpu.get("retired_pages_pending"):
         out.append(rule_finding(policy, "retired_pages_pending", f"{label}: retired pages pending", g))
+    if gpu.get("bad_pages_unreservable"):
+        text = f"{label}: {gpu['bad_pages_unreservable']} bad memory page(s) that cannot be retired"
+        out.append(rule_finding(policy, "bad_pages_unreservable", text, g))
     rows = gpu.get("remapped_rows") or {}
     if rows.get("pending"):
         out.append(rule_finding(policy, "remapped_rows_pending", f"{label}: row remapping pending", g))
@@ -111,9 +115,7 @@ def gpu_findings(
         out.append(rule_finding(policy, "persistence_off", f"{label}: persistence mode is off", g))
     out += _thermal(gpu, policy, g, label)
     out += load_findings(gpu, policy, g) + power_findings(gpu, policy, g, applied)
-    if gpu.get("nvlink_down"):
-        links = ", ".join(str(n) for n in gpu["nvlink_down"])
-        out.append(rule_finding(policy, "nvlink_down", f"{label}: NVLink link(s) {links} down", g))
+    out += _links_down(gpu, policy, g, label)
     leftovers = [p for p in gpu.get("processes") or [] if p not in own_pids]
     if leftovers:
         pids = ", ".join(str(p) for p in leftovers)
@@ -138,6 +140,16 @@ def gpu_findings(
                 g,
             )
         )
+    return out
+
+
+def _links_down(gpu: dict[str, Any], policy: dict[str, Any], g: GpuRef, label: str) -> list[Finding]:
+    """GPU-to-GPU links down: NVLink on NVIDIA, XGMI on AMD (one rule: the meaning is the same)."""
+    out = []
+    for key, fabric in (("nvlink_down", "NVLink"), ("xgmi_down", "XGMI")):
+        if gpu.get(key):
+            links = ", ".join(str(n) for n in gpu[key])
+            out.append(rule_finding(policy, "nvlink_down", f"{label}: {fabric} link(s) {links} down", g))
     return out
 
 
@@ -203,6 +215,11 @@ def _pcie(gpu: dict[str, Any], policy: dict[str, Any], g: GpuRef, label: str) ->
 
 
 def _clocks(gpu: dict[str, Any], policy: dict[str, Any], g: GpuRef, label: str) -> list[Finding]:
+    """Clocks held down: NVML's clock-event reasons (the policy's problem bits), or the thermal
+    limits AMD SMI's violation status says are active."""
+    limits = gpu.get("thermal_limits")
+    if limits:
+        return [rule_finding(policy, "clock_slowdown", f"{label}: clocks held down by {', '.join(limits)}", g)]
     reasons = gpu.get("clock_events")
     if not reasons:
         return []

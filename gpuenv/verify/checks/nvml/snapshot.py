@@ -12,6 +12,7 @@ from typing import Any
 from gpuenv.adapters import nvml as adapter
 from gpuenv.power import record
 from gpuenv.verify import catalogue
+from gpuenv.verify.checks.nvml import amd
 from gpuenv.verify.checks.nvml.policy import load_policy, rule_finding
 from gpuenv.verify.checks.nvml.rules import evaluate, init_finding, unknown_findings
 from gpuenv.verify.checks.nvml.under_load import gpu_load, read_links_under_load
@@ -31,7 +32,10 @@ def run(ctx: CheckContext) -> CheckResult:
 
 
 def judge(ctx: CheckContext, *, passive: bool) -> CheckResult:
-    """Read NVML, under load unless `passive` (or on the CPU path), and judge it by the policy."""
+    """Read NVML, under load unless `passive` (or on the CPU path), and judge it by the policy;
+    on an AMD node, AMD SMI at idle by the same rules (amd.py)."""
+    if ctx.host.smi == "amdsmi":
+        return amd.judge(ctx, power_record=power_record())
     policy = load_policy(Path(ctx.policy) if ctx.policy else None)
     problem = adapter.init()
     if problem:

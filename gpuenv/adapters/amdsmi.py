@@ -1,0 +1,196 @@
+"""AMD SMI through the `amdsmi` Python bindings (extra rocm), imported only when called.
+
+The bindings load `libamd_smi.so` when they are imported: from $ROCM_HOME/lib or $ROCM_PATH/lib,
+then wherever the dynamic linker finds it, then /opt/rocm/lib. Where it is not found they print
+the reason and fail with a KeyError; `init` turns that (and a missing module) into a reason.
+
+`snapshot` reads every GPU in the shape gpuenv.adapters.nvml.snapshot gives, so the nvml check's
+pure rules judge both vendors: a per-GPU reading the GPU or driver does not support is None, with
+the reason in the GPU's `unknown`, never an exception. Units as NVML's: milliwatts, MHz, °C.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+INSTALL_HINT = "pip install 'gpuenv[rocm]' (the amdsmi bindings of the host's ROCm release)"
+LIBRARY_HINT = "install ROCm's amd-smi-lib (the amdgpu driver's user space) or set ROCM_PATH to the ROCm install"
+PAGE_PENDING = 1  # AMDSMI_MEM_PAGE_STATUS_PENDING: retired at the next reset or reboot
+PAGE_UNRESERVABLE = 2  # AMDSMI_MEM_PAGE_STATUS_UNRESERVABLE: bad, and cannot be retired
+# AMD SMI's violation status: a limit holding the clocks down now (active_*), by the name a finding uses
+THERMAL_LIMITS = {
+    "active_socket_thrm": "socket thermal limit",
+    "active_prochot_thrm": "PROCHOT thermal limit",
+    "active_vr_thrm": "voltage-regulator thermal limit",
+    "active_hbm_thrm": "HBM thermal limit",
+}
+
+
+def _amdsmi() -> Any:
+    import amdsmi  # amdsmi (extra rocm): loads libamd_smi.so, so only on the first AMD SMI call
+
+    return amdsmi
+
+
+def _load() -> tuple[Any, str | None]:
+    """The bindings, or why they cannot load. What they print while loading is kept, not shown:
+    gpuenv's stdout may be a JSON report."""
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            return _amdsmi(), None
+    except ImportError as exc:
+        return None, f"amdsmi not installed ({exc}): {INSTALL_HINT}"
+    except (KeyError, OSError, AttributeError) as exc:
+        said = printed.getvalue().strip().splitlines()
+        why = said[0] if said else str(exc)
+        return None, f"library-not-found: libamd_smi.so ({why}); {LIBRARY_HINT}"
+
+
+def init() -> str | None:
+    """amdsmi_init for AMD GPUs; None on success, else the reason (starting
+    `library-not-found` or `amdsmi not installed` when gpuenv cannot read AMD SMI at all)."""
+    smi, problem = _load()
+    if problem:
+        return problem
+    try:
+        smi.amdsmi_init(smi.AmdSmiInitFlags.INIT_AMD_GPUS)
+    except smi.AmdSmiException as exc:
+        return _error_name(exc)
+    return None
+
+
+def missing(problem: str) -> bool:
+    """Whether `problem` (from init) says gpuenv itself lacks AMD SMI, not that a GPU is bad."""
+    return problem.startswith(("library-not-found", "amdsmi not installed"))
+
+
+def _error_name(exc: Any) -> str:
+    code = exc.get_error_code() if hasattr(exc, "get_error_code") else None
+    names = {2: "NOT_SUPPORTED", 10: "NO_PERMISSION", 31: "NOT_FOUND", 34: "driver-not-loaded", 51: "driver-not-loaded"}
+    return names.get(code, f"AMD SMI error {code}") if isinstance(code, int) else str(exc)
+
+
+def _read(unknown: dict[str, str], key: str, call: Callable[[], Any]) -> Any:
+    smi = _amdsmi()
+    try:
+        return call()
+    except smi.AmdSmiException as exc:
+        unknown[key] = _error_name(exc)
+        return None
+
+
+def _handles() -> list[Any]:
+    return list(_amdsmi().amdsmi_get_processor_handles())
+
+
+def identities() -> list[dict[str, Any]]:
+    """Who each GPU is (name, UUID, serial, bus id, gfx target), AMD SMI order; needs init()."""
+    return [_identity(i, h, {}) for i, h in enumerate(_handles())]
+
+
+def _identity(index: int, h: Any, unknown: dict[str, str]) -> dict[str, Any]:
+    smi = _amdsmi()
+    asic = _read(unknown, "asic", partial(smi.amdsmi_get_gpu_asic_info, h)) or {}
+    board = _read(unknown, "serial", partial(smi.amdsmi_get_gpu_board_info, h)) or {}
+    bdf = _read(unknown, "pci", partial(smi.amdsmi_get_gpu_device_bdf, h))
+    return {
+        "index": index,
+        "name": _known(asic.get("market_name")),
+        "uuid": _read(unknown, "uuid", partial(smi.amdsmi_get_gpu_device_uuid, h)),
+        "serial": _known(board.get("product_serial")) or _known(asic.get("asic_serial")),
+        "pci_bus_id": str(bdf).lower() if bdf else None,
+        "compute_capability": None,
+        "gfx": _known(asic.get("target_graphics_version")),
+    }
+
+
+def _known(value: Any) -> str | None:
+    return None if value in (None, "", "N/A") else str(value)
+
+
+def driver_versions() -> dict[str, Any]:
+    """The amdgpu driver's version (from the first GPU); there is no CUDA driver. Needs init()."""
+    smi = _amdsmi()
+    unknown: dict[str, str] = {}
+    handles = _handles()
+    info = _read(unknown, "driver", partial(smi.amdsmi_get_gpu_driver_info, handles[0])) if handles else None
+    return {"driver": _known((info or {}).get("driver_version")), "cuda_driver": None, "unknown": unknown}
+
+
+def snapshot() -> dict[str, Any]:
+    """Everything the nvml check judges, GPU by GPU (AMD SMI order); needs init()."""
+    data = driver_versions()
+    data["gpus"] = [_gpu(i, h) for i, h in enumerate(_handles())]
+    return data
+
+
+def _gpu(index: int, h: Any) -> dict[str, Any]:
+    smi = _amdsmi()
+    unknown: dict[str, str] = {}
+
+    def read(key: str, call: Callable[..., Any], *args: Any) -> Any:
+        return _read(unknown, key, partial(call, h, *args))
+
+    hotspot, temp = smi.AmdSmiTemperatureType.HOTSPOT, smi.AmdSmiTemperatureMetric
+    ecc = read("ecc", smi.amdsmi_get_gpu_total_ecc_count) or {}
+    pages = read("bad_pages", smi.amdsmi_get_gpu_bad_page_info)
+    clock = read("gfx_clock", smi.amdsmi_get_clock_info, smi.AmdSmiClkType.GFX) or {}
+    gpu: dict[str, Any] = {
+        **_identity(index, h, unknown),
+        "ecc_uncorrected": ecc.get("uncorrectable_count"),
+        "ecc_corrected": ecc.get("correctable_count"),
+        "retired_pages_pending": None if pages is None else _count(pages, PAGE_PENDING),
+        "bad_pages": None if pages is None else len(pages),
+        "bad_pages_unreservable": None if pages is None else _count(pages, PAGE_UNRESERVABLE),
+        "temperature": read("temperature", smi.amdsmi_get_temp_metric, hotspot, temp.CURRENT),
+        "slowdown_temperature": read("slowdown_temperature", smi.amdsmi_get_temp_metric, hotspot, temp.CRITICAL),
+        "xgmi_down": _xgmi_down(read("xgmi", smi.amdsmi_get_gpu_xgmi_link_status)),
+        "processes": [p["pid"] for p in read("processes", smi.amdsmi_get_gpu_process_list) or []],
+        "power": _power(read("power_cap", smi.amdsmi_get_power_cap_info), read("power", smi.amdsmi_get_power_info)),
+        "thermal_limits": _thermal_limits(read("violation_status", smi.amdsmi_get_violation_status)),
+        "sm_clock": _number(clock.get("clk")),
+        "sm_clock_max": _number(clock.get("max_clk")),
+    }
+    gpu["unknown"] = unknown
+    return gpu
+
+
+def _count(pages: list[dict[str, Any]], status: int) -> int:
+    return sum(1 for p in pages if p.get("status") == status)
+
+
+def _number(value: Any) -> int | None:
+    """AMD SMI says "N/A" where a value is its type's maximum (not read)."""
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _xgmi_down(status: dict[str, Any] | None) -> list[int] | None:
+    """The XGMI links AMD SMI reports down ("D"; "X" is disabled, not down); None where unread."""
+    if status is None:
+        return None
+    return [n for n, state in enumerate(status.get("status") or []) if state == "D"]
+
+
+def _thermal_limits(status: dict[str, Any] | None) -> list[str] | None:
+    """The thermal limits holding the clocks down now; None where unread. (The power limit, PPT,
+    is normal for a busy GPU, as NVIDIA's SW power cap is: not listed.)"""
+    if status is None:
+        return None
+    return [name for key, name in THERMAL_LIMITS.items() if status.get(key) is True]
+
+
+def _power(cap: dict[str, Any] | None, info: dict[str, Any] | None) -> dict[str, int | None]:
+    """The cap in force and the default (AMD SMI: microwatts on bare metal), the draw (watts), in mW."""
+    cap, info = cap or {}, info or {}
+    enforced, default = _number(cap.get("power_cap")), _number(cap.get("default_power_cap"))
+    draw = _number(info.get("current_socket_power")) or _number(info.get("socket_power"))
+    return {
+        "enforced_mw": enforced // 1000 if enforced else None,
+        "default_mw": default // 1000 if default else None,
+        "usage_mw": draw * 1000 if draw is not None else None,
+    }

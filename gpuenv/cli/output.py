@@ -36,6 +36,11 @@ def console(*, stderr: bool = False) -> Any:
     return Console(stderr=stderr, highlight=False, width=None if stream.isatty() else 200)
 
 
+def say(out: Any, text: str, style: str = "") -> None:
+    """One line of text on a Rich console, shown as is (never read as markup), control characters escaped."""
+    out.print(_text(Line((Span(text, style or None),))))
+
+
 def draw(screen: Screen, out: Any = None) -> None:
     """Print a renderer's screen on a Rich console (standard output's unless given)."""
     out = out if out is not None else console()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import fields
@@ -114,6 +115,20 @@ def output_option(name: str, help_text: str, *, short: str | None = None) -> Cal
     """An output file option (- for stdout), checked before any work starts."""
     names = (short, name) if short else (name,)
     return click.option(*names, type=click.Path(path_type=Path), metavar="FILE", callback=_output_path, help=help_text)
+
+
+def gpu_indices(text: str) -> tuple[int, ...]:
+    """--gpus 0,3 (as dcgmi diag -i): unique non-negative GPU indices, in the order given."""
+    tokens = [token.strip() for token in text.split(",")]
+    if not all(re.fullmatch(r"[0-9]{1,4}", token) for token in tokens):
+        raise BadRequest(
+            f"--gpus {text!r}: not a list of GPU indices", hint="give indices separated by commas, e.g. --gpus 0,3"
+        )
+    indices = tuple(int(token) for token in tokens)
+    repeated = sorted({i for i in indices if indices.count(i) > 1})
+    if repeated:
+        raise BadRequest(f"--gpus {text!r} names GPU {repeated[0]} twice", hint="name each GPU once")
+    return indices
 
 
 def host_options(func: F) -> F:

@@ -185,11 +185,19 @@ def _run_shown(request: VerifyRequest, out: Any) -> VerifyOutcome:
 
 def _one_stdout(*, as_json: bool, **outputs: Path | None) -> bool:
     """At most one thing on standard output; True when an output file is `-`."""
-    to_stdout = [f"--{name}" for name, path in outputs.items() if path is not None and str(path) == STDOUT]
+    to_stdout = [f"--{name}" for name, path in outputs.items() if path is not None and _is_stdout(path)]
     if len(to_stdout) > 1 or (to_stdout and as_json):
         both = ", ".join(to_stdout + (["--json"] if as_json else []))
         raise BadRequest(f"{both} would all write to standard output", hint="send one of them to a file")
     return bool(to_stdout)
+
+
+STDOUT_NAMES = (STDOUT, "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
+
+
+def _is_stdout(path: Path) -> bool:
+    """`-` or a name of standard output's descriptor: the header, the checks and the table go to stderr."""
+    return str(path) in STDOUT_NAMES
 
 
 def _present(outcome: VerifyOutcome, *, as_json: bool, quiet: bool, out: Any, headed: bool) -> None:

@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "slurm": "gpuenv.cli.slurm_cmd:slurm",
     "fleet": "gpuenv.cli.fleet_cmd:fleet",
     "tune": "gpuenv.cli.tune_cmd:tune",
+    "info": "gpuenv.cli.info_cmd:info",
 }
 # name -> the first line of the command's help, so `gpuenv --help` lists the commands without importing
 # them (a command module imports its service at its top); tests/core/test_cli.py keeps the two equal.
@@ -47,10 +48,12 @@ SUMMARIES: dict[str, str] = {
     "slurm": "Slurm hooks that drain a bad node with a `gpuenv:` reason and resume only gpuenv's drains.",
     "fleet": "Many nodes: verify them over Ansible, compare them, remember every GPU.",
     "tune": "Tune this node's GPUs for efficiency (see docs/power.md).",
+    "info": "This machine: GPUs, driver, CUDA, torch, NVML and the stack gpuenv resolves for it.",
 }
 
 EPILOG = """\b
 Examples:
+  gpuenv info                             # this machine's GPUs, driver, torch and stack
   gpuenv resolve --cuda 11.7              # the pinned stack for CUDA 11.7
   gpuenv resolve --driver auto --gpu H100 # what this machine's driver can run
   gpuenv matrix --torch 2.4               # the knowledge base as a table

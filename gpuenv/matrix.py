@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any
-
-from dataclasses import replace
 
 from gpuenv.compat import (
     Architecture,

@@ -15,7 +15,8 @@ def test_matrix_gpu_keeps_only_builds_with_code_for_that_gpu() -> None:
     assert all("cu118" not in t["builds"] and t["builds"] for t in blackwell)  # cu118 has no sm_120 code
     assert {t["default_build"] for t in blackwell} <= {b for t in blackwell for b in t["builds"]}
     h100 = run_gpuenv("matrix", "--gpu", "H100")
-    assert h100.returncode == 0 and "1.13.1" not in h100.stdout and "2.4.1" in h100.stdout  # 1.13's builds predate sm_90
+    # 1.13's builds predate sm_90
+    assert h100.returncode == 0 and "1.13.1" not in h100.stdout and "2.4.1" in h100.stdout
 
 
 def test_matrix_gpu_unknown_is_a_bad_request_naming_the_known() -> None:

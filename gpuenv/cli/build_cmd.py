@@ -26,7 +26,8 @@ DIR = click.Path(file_okay=False, path_type=Path)
 HELP = {
     "flavor": "runtime: the CUDA runtime base; devel: the cuDNN devel base with nvcc, for extensions.",
     "with": "Companions pinned with torch: torchvision, torchaudio (comma-separated or repeated); 'none'.",
-    "tag": "Name the image (repeatable); default gpuenv/pytorch:<torch>-<build>-py<python>-<os>-<flavor>.",
+    "tag": "Name the image (repeatable); default: gpuenv/pytorch, tagged with the stack's torch, CUDA build, "
+    "Python, OS and flavor (see docs/build-image.md).",
     "render_only": "Write the Dockerfile and build context into DIR and build nothing (no Docker needed).",
     "base_image": "Use this base instead of the stack's (an internal mirror, a digest-pinned reference).",
     "index_url": "A mirror of the stack's PyTorch wheel index.",

@@ -28,6 +28,18 @@ def printable(text: str) -> str:
     return escaped(text, newlines=False)
 
 
+def shortened(text: str, limit: int) -> str:
+    """Text of at most `limit` characters, cut at a word with an ellipsis when longer (never mid-word,
+    unless one word alone is longer than half the limit)."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    if space > limit // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:") + "…"
+
+
 def console(*, stderr: bool = False) -> Any:
     from rich.console import Console  # start-up: rich loads only when something is drawn
 

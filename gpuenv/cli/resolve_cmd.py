@@ -13,6 +13,7 @@ from gpuenv.cli.output import console, emit_json, table, warn
 from gpuenv.cli.params import checked, version_of
 from gpuenv.cli.stack_params import stack_options, stack_request
 from gpuenv.compat import KnowledgeBase, kb_age_line, load_kb
+from gpuenv.errors import BadRequest
 from gpuenv.matrix import CUDA_COLUMNS, DRIVER_COLUMNS, TORCH_COLUMNS, MatrixRequest, driver_rows
 from gpuenv.matrix import matrix as query
 from gpuenv.stacks import describe, stack_for
@@ -38,6 +39,8 @@ def resolve(ctx: click.Context, /, as_json: bool, fmt: str, **options: Any) -> i
       gpuenv resolve --driver 535.104.05 --gpu H100 --json > stack.json
       gpuenv resolve --torch 2.4 --format requirements > requirements.txt
     """
+    if as_json and fmt not in ("text", "json"):
+        raise BadRequest(f"--json and --format {fmt} exclude each other", hint="use one of them")
     request, quiet = stack_request(options), settings(ctx).quiet
     stack = stack_for(request, kb_path=settings(ctx).data, on_warning=warn)
     if as_json or fmt == "json":

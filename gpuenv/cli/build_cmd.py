@@ -18,7 +18,7 @@ from gpuenv.cli.output import console, emit_json, printable, warn
 from gpuenv.cli.params import checked, choice, grammar
 from gpuenv.cli.stack_params import stack_options, stack_request
 from gpuenv.image.build import build, prepare, write_rendered
-from gpuenv.image.plan import DEFAULTS, BuildRequest, plan_image
+from gpuenv.image.plan import DEFAULTS, BuildRequest, os_line, plan_image
 from gpuenv.render.dockerfile import FLAVORS
 
 SPEC_OVERRIDABLE = ("flavor", "cudnn", "with_", "slim")  # None unless set: a spec's value applies
@@ -114,6 +114,7 @@ def build_image(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
         if as_json:
             emit_json(written.to_dict(prepared))
         else:
+            say(os_line(prepared.plan.stack, request.stack, for_what="the image's base,"))
             click.echo(f"wrote {', '.join(written.files)} into {written.dest}")
             click.echo(
                 f"build it with: docker build -t {shlex.quote(prepared.plan.tags[0])} {shlex.quote(str(written.dest))}"

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any
 
-from gpuenv.compat import CudaRelease, KnowledgeBase, TorchRelease, kb_age_days, kb_age_line, staleness_warning
+from gpuenv.compat import (
+    Architecture,
+    CudaRelease,
+    KnowledgeBase,
+    TorchRelease,
+    driver_runs_cuda,
+    gpu_code_for,
+    kb_age_days,
+    kb_age_line,
+    staleness_warning,
+)
 from gpuenv.errors import BadRequest
 from gpuenv.resolve import torch_matches
 from gpuenv.stacks import Warn
@@ -19,6 +29,7 @@ CUDA_COLUMNS = ("CUDA", "toolkit", "bundled driver", "floor", "cuDNN", "images",
 class MatrixRequest:
     torch: str | None = None
     cuda: str | None = None
+    gpu: str | None = None  # only the builds with code for this GPU ("H100" or "sm_90")
 
 
 @dataclass(frozen=True)
@@ -88,12 +99,69 @@ def matrix(kb: KnowledgeBase, request: MatrixRequest, *, today: date, on_warning
     if request.torch and not torches:
         known = ", ".join(t.version for t in kb.torch)
         raise BadRequest(f"no torch release matches {request.torch}", hint=f"known: {known}")
+    if request.gpu:
+        torches = _for_gpu(torches, architecture(kb, request.gpu), request.gpu)
     cudas = tuple(
         c
         for c in kb.cuda
         if (cuda_row is None or c is cuda_row) and (not request.torch or any(c.build in t.builds for t in torches))
     )
     return Matrix(torches, cudas, kb.generated, kb_age_days(kb, today), kb_age_line(kb, today))
+
+
+def architecture(kb: KnowledgeBase, gpu: str) -> Architecture:
+    """The architecture of a GPU model ("H100") or a compute capability ("sm_90"); BadRequest naming the known."""
+    if gpu.lower().startswith("sm_"):
+        arch = kb.arch(f"{gpu[3:-1]}.{gpu[-1]}")
+    else:
+        found = kb.find_gpu(gpu)
+        arch = kb.arch(found.sm) if found is not None else None
+    if arch is None:
+        known = ", ".join(g.name for g in kb.gpus)
+        raise BadRequest(f"unknown GPU {gpu!r}", hint=f"known: {known}, or sm_NN")
+    return arch
+
+
+def _for_gpu(torches: tuple[TorchRelease, ...], arch: Architecture, gpu: str) -> tuple[TorchRelease, ...]:
+    """Each release with only its builds that carry code (SASS or PTX) for the architecture."""
+    kept = []
+    for t in torches:
+        builds = tuple(b for b in t.builds if gpu_code_for(t.arch[b], arch.sm) is not None)
+        if builds:
+            default = t.default_build if t.default_build in builds else builds[-1]
+            kept.append(replace(t, builds=builds, default_build=default))
+    if not kept:
+        raise BadRequest(f"no torch build in the knowledge base runs on {gpu} (sm_{arch.sm.replace('.', '')})")
+    return tuple(kept)
+
+
+DRIVER_COLUMNS = ("branch", "kind", "latest", "max CUDA", "with minor-version compat", "torch builds it runs")
+
+
+def driver_rows(kb: KnowledgeBase) -> list[tuple[str, ...]]:
+    """`gpuenv matrix --drivers`: each driver branch, the newest CUDA it runs natively (and through
+    minor-version compatibility), and the torch builds it runs natively, as version ranges per build."""
+    return [_driver_row(kb, branch.branch, branch.kind, branch.latest) for branch in kb.driver_branches]
+
+
+def _driver_row(kb: KnowledgeBase, branch: str, kind: str, latest: str | None) -> tuple[str, ...]:
+    major = branch.lstrip("R")
+    modes = {c.version: driver_runs_cuda(kb, major, c.version).mode for c in kb.cuda}
+    native = [c for c in kb.cuda if modes[c.version] == "native"]
+    compat = [c for c in kb.cuda if modes[c.version] != "no"]
+    builds = []
+    for cuda in native:
+        versions = [t.version for t in kb.torch if cuda.build in t.builds]
+        if versions:
+            builds.append(f"{cuda.build} {versions[0]}" + (f"–{versions[-1]}" if len(versions) > 1 else ""))
+    return (
+        branch,
+        kind,
+        latest or "?",
+        native[-1].version if native else "—",
+        compat[-1].version if compat else "—",
+        ", ".join(builds) or "—",
+    )
 
 
 def _torch_dict(t: TorchRelease) -> dict[str, Any]:

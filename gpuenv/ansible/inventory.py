@@ -248,12 +248,25 @@ def with_become(inventory: Inventory, *, method: str) -> Inventory:
     return replace(inventory, hosts=tuple(hosts))
 
 
+LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def connection_vars(host: Host) -> dict[str, Any]:
+    """The host's variables, with a local connection for this machine (localhost, 127.0.0.1, ::1)
+    where the inventory names no connection: Ansible would otherwise go over SSH to itself."""
+    address = str(host.vars.get("ansible_host", host.name)).lower()
+    if address in LOCAL_NAMES and "ansible_connection" not in host.vars:
+        return {**host.vars, "ansible_connection": "local"}
+    return dict(host.vars)
+
+
 def render_inventory(inventory: Inventory) -> str:
     """gpuenv's own inventory, as YAML (scalars written as JSON, which YAML reads the same)."""
     lines = ["# Written by gpuenv provision from validated values.", "all:", "  hosts:"]
     for host in inventory.hosts:
-        lines.append(f"    {json.dumps(host.name)}:" + ("" if host.vars else " {}"))
-        lines += [f"      {key}: {json.dumps(value)}" for key, value in sorted(host.vars.items())]
+        values = connection_vars(host)
+        lines.append(f"    {json.dumps(host.name)}:" + ("" if values else " {}"))
+        lines += [f"      {key}: {json.dumps(value)}" for key, value in sorted(values.items())]
     if inventory.groups:
         lines.append("  children:")
         for group, members in sorted(inventory.groups.items()):

@@ -6,6 +6,7 @@ torch, docker, ansible_runner or pynvml. `main` is the one place where errors be
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 import sys
@@ -33,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "slurm": "gpuenv.cli.slurm_cmd:slurm",
     "fleet": "gpuenv.cli.fleet_cmd:fleet",
     "tune": "gpuenv.cli.tune_cmd:tune",
+    "info": "gpuenv.cli.info_cmd:info",
 }
 # name -> the first line of the command's help, so `gpuenv --help` lists the commands without importing
 # them (a command module imports its service at its top); tests/core/test_cli.py keeps the two equal.
@@ -47,10 +49,12 @@ SUMMARIES: dict[str, str] = {
     "slurm": "Slurm hooks that drain a bad node with a `gpuenv:` reason and resume only gpuenv's drains.",
     "fleet": "Many nodes: verify them over Ansible, compare them, remember every GPU.",
     "tune": "Tune this node's GPUs for efficiency (see docs/power.md).",
+    "info": "This machine: GPUs, driver, CUDA, torch, NVML and the stack gpuenv resolves for it.",
 }
 
 EPILOG = """\b
 Examples:
+  gpuenv info                             # this machine's GPUs, driver, torch and stack
   gpuenv resolve --cuda 11.7              # the pinned stack for CUDA 11.7
   gpuenv resolve --driver auto --gpu H100 # what this machine's driver can run
   gpuenv matrix --torch 2.4               # the knowledge base as a table
@@ -96,6 +100,18 @@ class LazyGroup(click.Group):
         command: click.Command = getattr(import_module(module), attr)
         config_options.prepare_options(command, (cmd_name,))
         return command
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """The command; a name that is none of them is a bad request that names the nearest one."""
+        name = args[0] if args else ""
+        unknown = name and not name.startswith("-") and name not in COMMANDS and name not in self.commands
+        if unknown and not ctx.resilient_parsing:  # shell completion asks quietly
+            near = difflib.get_close_matches(name, list(COMMANDS), n=1)
+            hint = f"did you mean: gpuenv {near[0]}" if near else "gpuenv --help lists the commands"
+            raise BadRequest(f"no such command {name!r}", hint=hint)
+        return super().resolve_command(ctx, args)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The commands and their summaries, from the registry: listing them imports none of them."""
@@ -156,6 +172,21 @@ def cli(
     logging.basicConfig(level=logging.ERROR if quiet else level, format="gpuenv: %(message)s")
 
 
+# The group's own options: given after a command, they are said to go before it (see _run). They are
+# not accepted there: a command's options are its own, and one of them may one day take such a name.
+GROUP_OPTIONS = ("--debug", "-v", "--verbose", "-q", "--quiet", "--data", "--config", "--no-config", "--version")
+
+
+def _name_the_flag(exc: click.BadParameter) -> None:
+    """A bad value names where it came from: the flag, unless it came from the environment
+    (Click names an option's environment variable whenever --help shows it)."""
+    param, ctx = exc.param, exc.ctx
+    if param is None or ctx is None or exc.param_hint is not None or not param.name:
+        return
+    if ctx.get_parameter_source(param.name) != click.core.ParameterSource.ENVIRONMENT:
+        exc.param_hint = " / ".join(f"'{name}'" for name in param.opts)
+
+
 def _print_error(message: str, hint: str | None) -> None:
     click.echo(f"gpuenv: error: {message}", err=True)
     if hint:
@@ -183,7 +214,17 @@ def _run(args: list[str], *, debug: bool) -> int:
     except click.exceptions.Abort:  # Click's word for Ctrl-C or end of input at a prompt
         _print_error("interrupted", None)
         return EXIT_CANNOT_RUN
+    except click.NoSuchOption as exc:
+        if exc.option_name not in GROUP_OPTIONS:
+            exc.show()
+            return EXIT_BAD_REQUEST
+        where = exc.ctx.info_name if exc.ctx is not None else "COMMAND"
+        hint = f"put it before the command: gpuenv {exc.option_name} {where} ..."
+        _print_error(f"{exc.option_name} is an option of gpuenv itself, not of {where}", hint)
+        return EXIT_BAD_REQUEST
     except click.ClickException as exc:
+        if isinstance(exc, click.BadParameter):
+            _name_the_flag(exc)
         if debug:
             traceback.print_exc()
         exc.show()

@@ -18,7 +18,7 @@ from gpuenv.cli.output import console, emit_json, printable, warn
 from gpuenv.cli.params import checked, choice, grammar
 from gpuenv.cli.stack_params import stack_options, stack_request
 from gpuenv.image.build import build, prepare, write_rendered
-from gpuenv.image.plan import DEFAULTS, BuildRequest, plan_image
+from gpuenv.image.plan import DEFAULTS, BuildRequest, os_line, plan_image
 from gpuenv.render.dockerfile import FLAVORS
 
 SPEC_OVERRIDABLE = ("flavor", "cudnn", "with_", "slim")  # None unless set: a spec's value applies
@@ -26,7 +26,8 @@ DIR = click.Path(file_okay=False, path_type=Path)
 HELP = {
     "flavor": "runtime: the CUDA runtime base; devel: the cuDNN devel base with nvcc, for extensions.",
     "with": "Companions pinned with torch: torchvision, torchaudio (comma-separated or repeated); 'none'.",
-    "tag": "Name the image (repeatable); default gpuenv/pytorch:<torch>-<build>-py<python>-<os>-<flavor>.",
+    "tag": "Name the image (repeatable); default: gpuenv/pytorch, tagged with the stack's torch, CUDA build, "
+    "Python, OS and flavor (see docs/build-image.md).",
     "render_only": "Write the Dockerfile and build context into DIR and build nothing (no Docker needed).",
     "base_image": "Use this base instead of the stack's (an internal mirror, a digest-pinned reference).",
     "index_url": "A mirror of the stack's PyTorch wheel index.",
@@ -113,6 +114,7 @@ def build_image(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
         if as_json:
             emit_json(written.to_dict(prepared))
         else:
+            say(os_line(prepared.plan.stack, request.stack, for_what="the image's base,"))
             click.echo(f"wrote {', '.join(written.files)} into {written.dest}")
             click.echo(
                 f"build it with: docker build -t {shlex.quote(prepared.plan.tags[0])} {shlex.quote(str(written.dest))}"

@@ -14,7 +14,7 @@ import click
 from click.core import ParameterSource
 
 from gpuenv import config
-from gpuenv.cli.params import finite_float
+from gpuenv.cli.numbers import finite_float
 from gpuenv.config import ConfigFile, Setting
 from gpuenv.errors import BadRequest, GpuenvError
 

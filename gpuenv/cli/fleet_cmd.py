@@ -11,7 +11,7 @@ from gpuenv import output
 from gpuenv.ansible.events import Progress
 from gpuenv.cli import settings
 from gpuenv.cli.fleet_report_cmd import baseline, report
-from gpuenv.cli.output import console, draw, emit_json, printable, table, warn
+from gpuenv.cli.output import console, draw, emit_json, printable, shortened, table, warn
 from gpuenv.cli.params import (
     become_prompt,
     history_options,
@@ -131,11 +131,14 @@ def _print_result(result: FleetVerifyResult) -> None:
         draw(output.screen("fleet", result.fleet), out)
 
 
+WHY_LIMIT = 100  # characters of a host's message in the why column; the report has it whole
+
+
 def _why(outcome: str, message: str | None) -> str:
     if outcome == "certified":
         return ""
     hint = HINTS.get(outcome)
-    text = (message or "")[:100]
+    text = shortened(message or "", WHY_LIMIT)
     return f"{text} ({hint})" if hint and hint not in text else text
 
 

@@ -28,12 +28,29 @@ def printable(text: str) -> str:
     return escaped(text, newlines=False)
 
 
+def shortened(text: str, limit: int) -> str:
+    """Text of at most `limit` characters, cut at a word with an ellipsis when longer (never mid-word,
+    unless one word alone is longer than half the limit)."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    if space > limit // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:") + "…"
+
+
 def console(*, stderr: bool = False) -> Any:
     from rich.console import Console  # start-up: rich loads only when something is drawn
 
     stream = sys.stderr if stderr else sys.stdout
     # Off a terminal rich would wrap at 80 columns; a pipe or a log file reads better unwrapped.
     return Console(stderr=stderr, highlight=False, width=None if stream.isatty() else 200)
+
+
+def say(out: Any, text: str, style: str = "") -> None:
+    """One line of text on a Rich console, shown as is (never read as markup), control characters escaped."""
+    out.print(_text(Line((Span(text, style or None),))))
 
 
 def draw(screen: Screen, out: Any = None) -> None:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import functools
-import math
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import fields
@@ -47,46 +47,6 @@ def checked(check: Callable[[Any], Any]) -> Callable[[click.Context, click.Param
     return callback
 
 
-class _FiniteFloat(click.types.FloatParamType):
-    """A float that is a number: nan and inf (1e309 is inf) would switch a judgement off or a budget out."""
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        return _finite(super().convert(value, param, ctx), value, self, param, ctx)
-
-
-class _FiniteFloatRange(click.FloatRange):
-    """A FloatRange that refuses nan (which compares false with either bound, so passes the range)."""
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = _finite(click.FLOAT.convert(value, param, ctx), value, self, param, ctx)
-        return super().convert(number, param, ctx)
-
-
-def _finite(
-    number: float, given: Any, kind: click.ParamType[Any], param: click.Parameter | None, ctx: click.Context | None
-) -> float:
-    """The number, when finite; else a bad request naming where it came from: the flag or the variable
-    (a value from the config file is refused before, naming the file and the key)."""
-    if math.isfinite(number):
-        return number
-    if param is None:
-        raise BadRequest(f"invalid {kind.name}: {given!r} is not a finite number", hint="give a number such as 3.5")
-    from_env = ctx is not None and ctx.get_parameter_source(param.name or "") == ParameterSource.ENVIRONMENT
-    name = str(param.envvar) if from_env else max(param.opts, key=len)
-    raise BadRequest(f"invalid {name}: {given!r} is not a finite number", hint="give a number such as 3.5")
-
-
-def finite_float(kind: click.ParamType[Any]) -> click.ParamType[Any]:
-    """The same type for anything but a float; a float (or a float range) that takes finite numbers only."""
-    if isinstance(kind, (_FiniteFloat, _FiniteFloatRange)):
-        return kind
-    if isinstance(kind, click.FloatRange):
-        return _FiniteFloatRange(kind.min, kind.max, min_open=kind.min_open, max_open=kind.max_open, clamp=kind.clamp)
-    if isinstance(kind, click.types.FloatParamType):
-        return _FiniteFloat()
-    return kind
-
-
 def version_of(what: str, *, strip: str = "") -> Callable[[click.Context, click.Parameter, Any], Any]:
     """A callback checking a version; strip: leading characters to drop first ("R580" -> "580")."""
     return checked(lambda v: validate.version(v.lstrip(strip), what))
@@ -114,6 +74,20 @@ def output_option(name: str, help_text: str, *, short: str | None = None) -> Cal
     """An output file option (- for stdout), checked before any work starts."""
     names = (short, name) if short else (name,)
     return click.option(*names, type=click.Path(path_type=Path), metavar="FILE", callback=_output_path, help=help_text)
+
+
+def gpu_indices(text: str) -> tuple[int, ...]:
+    """--gpus 0,3 (as dcgmi diag -i): unique non-negative GPU indices, in the order given."""
+    tokens = [token.strip() for token in text.split(",")]
+    if not all(re.fullmatch(r"[0-9]{1,4}", token) for token in tokens):
+        raise BadRequest(
+            f"--gpus {text!r}: not a list of GPU indices", hint="give indices separated by commas, e.g. --gpus 0,3"
+        )
+    indices = tuple(int(token) for token in tokens)
+    repeated = sorted({i for i in indices if indices.count(i) > 1})
+    if repeated:
+        raise BadRequest(f"--gpus {text!r} names GPU {repeated[0]} twice", hint="name each GPU once")
+    return indices
 
 
 def host_options(func: F) -> F:

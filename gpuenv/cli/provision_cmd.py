@@ -12,7 +12,7 @@ import click
 from gpuenv import validate
 from gpuenv.ansible.events import Progress, ProgressBoard
 from gpuenv.cli import settings
-from gpuenv.cli.output import console, emit_json, table, warn
+from gpuenv.cli.output import console, emit_json, printable, table, warn
 from gpuenv.cli.params import (
     become_prompt,
     choice,
@@ -22,6 +22,7 @@ from gpuenv.cli.params import (
     verify_option,
 )
 from gpuenv.cli.stack_params import stack_options, stack_request
+from gpuenv.image.plan import os_line
 from gpuenv.provision.apply import render_project, run_project
 from gpuenv.provision.plan import SCHEMA, ProvisionRequest, prepare_project
 from gpuenv.provision.plantext import plan_lines, stack_label
@@ -123,6 +124,9 @@ def provision(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
         if as_json:
             emit_json({"schema": SCHEMA, "rendered": str(dest)})
         else:
+            if project.stack is not None:
+                hosts = "--render-only reads no host's facts;"
+                click.echo(printable(os_line(project.stack, request.stack, for_what=hosts)), err=True)
             click.echo(
                 f"wrote the Ansible project to {request.render_only}; run it with:\n"
                 f"  cd {shlex.quote(str(request.render_only))} && ansible-playbook site.yml"

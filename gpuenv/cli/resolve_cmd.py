@@ -12,8 +12,9 @@ from gpuenv.cli import settings
 from gpuenv.cli.output import console, emit_json, table, warn
 from gpuenv.cli.params import checked, version_of
 from gpuenv.cli.stack_params import stack_options, stack_request
-from gpuenv.compat import kb_age_line, load_kb
-from gpuenv.matrix import CUDA_COLUMNS, TORCH_COLUMNS, MatrixRequest
+from gpuenv.compat import KnowledgeBase, kb_age_line, load_kb
+from gpuenv.errors import BadRequest
+from gpuenv.matrix import CUDA_COLUMNS, DRIVER_COLUMNS, TORCH_COLUMNS, MatrixRequest, driver_rows
 from gpuenv.matrix import matrix as query
 from gpuenv.stacks import describe, stack_for
 
@@ -38,6 +39,8 @@ def resolve(ctx: click.Context, /, as_json: bool, fmt: str, **options: Any) -> i
       gpuenv resolve --driver 535.104.05 --gpu H100 --json > stack.json
       gpuenv resolve --torch 2.4 --format requirements > requirements.txt
     """
+    if as_json and fmt not in ("text", "json"):
+        raise BadRequest(f"--json and --format {fmt} exclude each other", hint="use one of them")
     request, quiet = stack_request(options), settings(ctx).quiet
     stack = stack_for(request, kb_path=settings(ctx).data, on_warning=warn)
     if as_json or fmt == "json":
@@ -56,9 +59,13 @@ def resolve(ctx: click.Context, /, as_json: bool, fmt: str, **options: Any) -> i
 @click.command()
 @click.option("--torch", callback=checked(validate.torch_version), help="Only this torch.")
 @click.option("--cuda", callback=version_of("CUDA version"), help="Only this CUDA.")
+@click.option("--gpu", callback=checked(validate.gpu), help="Only the builds that run on this GPU (H100, sm_90).")
+@click.option("--drivers", is_flag=True, help="Each driver branch: its max CUDA and the torch builds it runs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 @click.pass_context
-def matrix(ctx: click.Context, torch: str | None, cuda: str | None, as_json: bool) -> int:
+def matrix(
+    ctx: click.Context, torch: str | None, cuda: str | None, gpu: str | None, drivers: bool, as_json: bool
+) -> int:
     """Show the compatibility knowledge base as tables.
 
     \b
@@ -66,9 +73,13 @@ def matrix(ctx: click.Context, torch: str | None, cuda: str | None, as_json: boo
       gpuenv matrix
       gpuenv matrix --torch 2.4
       gpuenv matrix --cuda 12.4 --json
+      gpuenv matrix --gpu H100
+      gpuenv matrix --drivers
     """
     kb = load_kb(settings(ctx).data)
-    found = query(kb, MatrixRequest(torch=torch, cuda=cuda), today=date.today(), on_warning=warn)
+    if drivers:
+        return show_drivers(kb, as_json=as_json)
+    found = query(kb, MatrixRequest(torch=torch, cuda=cuda, gpu=gpu), today=date.today(), on_warning=warn)
     if as_json:
         emit_json(found.to_dict())
         return 0
@@ -76,4 +87,14 @@ def matrix(ctx: click.Context, torch: str | None, cuda: str | None, as_json: boo
     out.print(table(TORCH_COLUMNS, found.torch_rows(), title="PyTorch releases"))
     out.print(table(CUDA_COLUMNS, found.cuda_rows(), title="CUDA"))
     click.echo(found.age_line)
+    return 0
+
+
+def show_drivers(kb: KnowledgeBase, *, as_json: bool) -> int:
+    """`matrix --drivers`: one row per driver branch."""
+    rows = driver_rows(kb)
+    if as_json:
+        emit_json({"drivers": [dict(zip(DRIVER_COLUMNS, row, strict=True)) for row in rows]})
+    else:
+        console().print(table(DRIVER_COLUMNS, rows, title="NVIDIA driver branches"))
     return 0

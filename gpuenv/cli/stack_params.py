@@ -9,14 +9,28 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.shell_completion import CompletionItem
 
 from gpuenv import validate
 from gpuenv.cli.params import F, checked, version_of
+from gpuenv.compat import load_kb
 from gpuenv.resolve import Request
 from gpuenv.stacks import StackRequest
 
 # The parameters stack_options adds: the fields of resolve.Request, and the stack file.
 STACK_KEYS = ("torch", "cuda", "driver", "python", "gpu", "os", "stack_file")
+
+
+def complete_gpu(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Shell completion of --gpu: the knowledge base's GPU models, then its compute capabilities."""
+    kb = load_kb(None)
+    names = [g.name for g in kb.gpus] + [f"sm_{a.sm.replace('.', '')}" for a in kb.architectures]
+    return [CompletionItem(name) for name in names if name.lower().startswith(incomplete.lower())]
+
+
+def complete_os(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Shell completion of --os: the knowledge base's OS names."""
+    return [CompletionItem(name) for name in load_kb(None).os_by_name if name.startswith(incomplete.lower())]
 
 
 def stack_options(func: F) -> F:
@@ -29,8 +43,13 @@ def stack_options(func: F) -> F:
         click.option("--cuda", callback=version_of("CUDA version"), help="CUDA version, e.g. 11.7 or 12.4.1."),
         click.option("--driver", callback=checked(validate.driver), help=driver_help),
         click.option("--python", callback=version_of("Python version"), help="Python version, e.g. 3.11."),
-        click.option("--gpu", callback=checked(validate.gpu), help="GPU model (H100, A100, L4…) or sm_NN."),
-        click.option("--os", "os", callback=checked(validate.os_name), help=os_help),
+        click.option(
+            "--gpu",
+            callback=checked(validate.gpu),
+            shell_complete=complete_gpu,
+            help="GPU model (H100, A100, L4…) or sm_NN.",
+        ),
+        click.option("--os", "os", callback=checked(validate.os_name), shell_complete=complete_os, help=os_help),
         click.option(
             "--stack",
             "stack_file",

@@ -11,13 +11,14 @@ import click
 
 from gpuenv import interrupt, output, validate
 from gpuenv.cli import settings as settings_of
-from gpuenv.cli.output import console, draw, emit_json, warn
-from gpuenv.cli.params import checked, output_option, verify_option
+from gpuenv.cli.output import console, emit_json, say, warn
+from gpuenv.cli.params import checked, gpu_indices, output_option, verify_option
+from gpuenv.cli.verify_view import RunView, header, present, show_checks
 from gpuenv.config import price_rows
 from gpuenv.errors import BadRequest
 from gpuenv.files import STDOUT
 from gpuenv.verify.launch import LAUNCHER_CHOICES, Explicit
-from gpuenv.verify.service import VerifyRequest
+from gpuenv.verify.service import VerifyOutcome, VerifyRequest, preview
 from gpuenv.verify.service import verify as run
 
 EPILOG = """\b
@@ -99,6 +100,13 @@ def multi_node_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @verify_option("expect-gpus", "Fail when fewer GPUs are visible.")
 @verify_option("strict", "Treat warnings as failures (exit 1).")
 @click.option(
+    "--gpus",
+    metavar="LIST",
+    callback=checked(gpu_indices),
+    help="Only these GPUs, by NVML index as nvidia-smi shows them (like dcgmi diag -i), e.g. 0,3.",
+)
+@click.option("--list-checks", is_flag=True, help="List each level's checks, limits and what each proves; run none.")
+@click.option(
     "--passive",
     is_flag=True,
     help="With --check nvml: read NVML in this process, without load, torch or a worker (the Slurm epilog).",
@@ -136,20 +144,23 @@ def multi_node_options(func: Callable[..., Any]) -> Callable[..., Any]:
 )
 @multi_node_options
 @click.pass_context
-def verify(ctx: click.Context, /, as_json: bool, **options: Any) -> int:
+def verify(ctx: click.Context, /, as_json: bool, list_checks: bool, **options: Any) -> int:
     """Certify this node (or, with --image, an image) for PyTorch work."""
+    if list_checks:
+        return show_checks(as_json=as_json)
     settings = settings_of(ctx)
     on_stdout = _one_stdout(as_json=as_json, **{k: options[k] for k in ("report", "junit", "prometheus")})
     explicit = Explicit(**{k: options.pop(k) for k in EXPLICIT_KEYS})
+    options["gpus"] = options["gpus"] or ()
     request = VerifyRequest(kb=settings.data, explicit=explicit, prices=price_rows(settings.config), **options)
-    quiet = settings.quiet
+    out = console(stderr=on_stdout)  # the header, the checks as they run, the report: one stream
+    shown = not (as_json or settings.quiet or request.image)
     # The engine turns the first SIGINT/SIGTERM into a partial report; any signal after it is only
     # noted, so a second Ctrl-C cannot stop the report the run promised from being written.
     with interrupt.Deferred() as late:
-        outcome = run(request, on_result=None if (as_json or quiet or request.image) else _progress)
-        quiet = quiet or not outcome.leads_node  # one process per node presents its report
+        outcome = _run_shown(request, out) if shown else run(request)
         if outcome.report is not None:
-            _present(outcome.report, as_json=as_json, quiet=quiet, to_stderr=on_stdout)
+            _present(outcome, as_json=as_json, quiet=settings.quiet, out=out, headed=shown)
         elif outcome.image_report is not None:
             _present_image(str(request.image), outcome.image_report, outcome.exit_code, as_json=as_json)
     for note in outcome.notes:
@@ -162,27 +173,45 @@ def verify(ctx: click.Context, /, as_json: bool, **options: Any) -> int:
     return outcome.exit_code
 
 
+def _run_shown(request: VerifyRequest, out: Any) -> VerifyOutcome:
+    """The run with its header first and each check shown while it runs."""
+    found = preview(request)
+    if not found.leads_node:  # another process of this node's ranks shows the run
+        return run(request)
+    say(out, header(found), "bold")
+    with RunView(out, found) as view:
+        return run(request, on_result=view.finished, on_start=view.started)
+
+
 def _one_stdout(*, as_json: bool, **outputs: Path | None) -> bool:
     """At most one thing on standard output; True when an output file is `-`."""
-    to_stdout = [f"--{name}" for name, path in outputs.items() if path is not None and str(path) == STDOUT]
+    to_stdout = [f"--{name}" for name, path in outputs.items() if path is not None and _is_stdout(path)]
     if len(to_stdout) > 1 or (to_stdout and as_json):
         both = ", ".join(to_stdout + (["--json"] if as_json else []))
         raise BadRequest(f"{both} would all write to standard output", hint="send one of them to a file")
     return bool(to_stdout)
 
 
-def _progress(result: Any) -> None:
-    click.echo(f"  {result.name:<10} {result.status:<8} {result.duration_s:6.1f}s  {result.summary}", err=True)
+STDOUT_NAMES = (STDOUT, "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
 
 
-def _present(report: Any, *, as_json: bool, quiet: bool, to_stderr: bool = False) -> None:
+def _is_stdout(path: Path) -> bool:
+    """`-` or a name of standard output's descriptor: the header, the checks and the table go to stderr."""
+    return str(path) in STDOUT_NAMES
+
+
+def _present(outcome: VerifyOutcome, *, as_json: bool, quiet: bool, out: Any, headed: bool) -> None:
+    report = outcome.report
+    assert report is not None
     if as_json:
         sys.stdout.write(output.text("verify", "json", report))
-    elif quiet:
+    elif not outcome.leads_node:  # another rank presents the report; this one speaks only of a failure
         if not report.verdict.certified:
             click.echo(report.verdict.summary, err=True)
+    elif quiet:
+        say(out, report.verdict.summary)
     else:
-        draw(output.screen("verify", report), console(stderr=to_stderr))
+        present(report, out, headed=headed)
 
 
 def _present_image(tag: str, data: dict[str, Any], code: int, *, as_json: bool) -> None:

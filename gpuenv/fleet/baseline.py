@@ -110,10 +110,20 @@ def learn_baselines(request: LearnRequest) -> Learned:
     if not learned.rows:
         raise BadRequest(
             f"no group has values from {request.min_hosts} healthy host(s): nothing to learn "
-            f"({len(hosts)} healthy of {len(all_hosts)} host(s))",
+            f"({_counted(hosts, all_hosts)})",
             hint="give more certified hosts' reports, or lower --min-hosts",
         )
     return learned
+
+
+def _counted(hosts: list[HostReport], all_hosts: list[HostReport]) -> str:
+    """ "1 certified GPU report of 10 (9 certified on CPU only)": what the hosts were, not just how few."""
+    cpu_only = sum(1 for h in all_hosts if h.gpu_model == "CPU" and h.certified)
+    uncertified = sum(1 for h in all_hosts if not h.certified)
+    text = f"{len(hosts)} certified GPU report(s) of {len(all_hosts)}"
+    parts = [f"{cpu_only} certified on CPU only"] if cpu_only else []
+    parts += [f"{uncertified} not certified"] if uncertified else []
+    return text + (f" ({', '.join(parts)})" if parts else "")
 
 
 def _collect(

@@ -142,3 +142,12 @@ def _default_tag(stack: Stack, options: ImageOptions) -> str:
     flavor += "-slim" if options.slim else ""
     tag = f"gpuenv/pytorch:{stack.torch}-{stack.cuda_build}-py{stack.python}-{stack.os}-{flavor}"
     return validate.image_ref(tag, "default tag")
+
+
+def os_line(stack: Stack, request: StackRequest, *, for_what: str) -> str:
+    """Which OS the rendered files are for, and why (a default said aloud, never assumed silently)."""
+    if request.stack_file is not None:
+        return f"OS: {stack.os}, from the stack file {request.stack_file}"
+    if request.constraints.os is not None:
+        return f"OS: {stack.os} (--os)"
+    return f"OS: {stack.os}, the default: {for_what} give --os for another"

@@ -19,18 +19,22 @@ from gpuenv.verify import registry
 from gpuenv.verify.gpucount import run_findings
 from gpuenv.verify.launch import comm_environment
 from gpuenv.verify.model import CheckResult, Report, decide
-from gpuenv.verify.runner import Run, VerifyOptions
+from gpuenv.verify.runner import OnStart, Run, VerifyOptions
 
 
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def run_verify(opts: VerifyOptions, *, on_result: Callable[[CheckResult], None] | None = None) -> Report:
-    """Run verify and build its report; never raises for a bad check, only for bad options."""
+def run_verify(
+    opts: VerifyOptions, *, on_result: Callable[[CheckResult], None] | None = None, on_start: OnStart | None = None
+) -> Report:
+    """Run verify and build its report; never raises for a bad check, only for bad options.
+
+    on_start hears each check as it starts (before its worker starts), on_result as it ends."""
     specs = registry.select(opts.level, opts.checks)
     started = now()
-    run = Run(opts, on_result)
+    run = Run(opts, on_result, on_start)
     started_at = time.monotonic()
     interrupted = run.execute(specs)
     if not interrupted:
@@ -73,6 +77,7 @@ def run_verify(opts: VerifyOptions, *, on_result: Callable[[CheckResult], None] 
             "expect_gpus": opts.expect_gpus,
             "device": opts.device,
             "timeout_s": opts.timeout,
+            **({"gpus": list(opts.gpus)} if opts.gpus else {}),
         },
         timings=run.timings,
         multi_node=multi_node(opts.placement, run.provided.get("multi_node")),

@@ -10,7 +10,9 @@ checks that create a CUDA context in the long-lived worker (`context_in_worker`)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from gpuenv.verify.catalogue import rules
 from gpuenv.verify.model import LEVELS, Level
 
 # What the engine knows before any check: HostFacts (GPUs NVML names, driver, PCI bus).
@@ -170,3 +172,31 @@ def order(specs: list[CheckSpec]) -> list[CheckSpec]:
 def _met(fact: str, spec: CheckSpec, provided_by: dict[str, str], done: set[str]) -> bool:
     source = provided_by.get(fact)
     return fact in ENGINE_FACTS or source is None or source == spec.name or source in done
+
+
+# What each level aims for on an 8-GPU node: the Slurm prolog's, the epilog's and an acceptance run's budget.
+LEVEL_TARGET_S: dict[Level, float] = {"quick": 30, "standard": 180, "deep": 900}
+
+
+def levels_overview() -> list[dict[str, Any]]:
+    """Per level: its target time, the checks it runs in order with each one's limit, what it proves
+    and the finding codes it can report (from the catalogue): `gpuenv verify --list-checks`."""
+    codes = sorted(rules())
+    return [
+        {
+            "level": level,
+            "target_s": LEVEL_TARGET_S[level],
+            "worst_case_s": sum(spec.timeout(level) for spec in select(level, ())),
+            "checks": [
+                {
+                    "name": spec.name,
+                    "limit_s": spec.timeout(level),
+                    "needs_torch": spec.needs_torch,
+                    "proves": spec.about,
+                    "findings": [code for code in codes if code.split(".", 1)[0] == spec.name],
+                }
+                for spec in select(level, ())
+            ],
+        }
+        for level in LEVELS
+    ]

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from gpuenv.errors import BadRequest
 from gpuenv.verify import registry
 from gpuenv.verify.catalogue import finding
-from gpuenv.verify.checks.nvml import amd
 from gpuenv.verify.checks.nvml.policy import load_policy
 from gpuenv.verify.checks.nvml.rules import xid_findings
 from gpuenv.verify.facts import HostFacts, gpu_node_note, host_facts, prefer
@@ -47,6 +47,11 @@ class VerifyOptions:
     kb: str | None = None
     timeout: float | None = None  # overrides every check's own limit
     placement: dict[str, Any] | None = None  # a run across nodes (gpuenv.verify.launch.Placement)
+    gpus: tuple[int, ...] = ()  # --gpus: only these GPUs (NVML indices, PCI bus order); () for all
+
+
+# on_start(check name, its limit in seconds): a check is about to run (before its worker starts)
+OnStart = Callable[[str, float], None]
 
 
 class Interrupted(Exception):
@@ -76,9 +81,15 @@ def signals_interrupt(deferred: list[int] | None = None) -> Iterator[None]:
 class Run:
     """One verify run: decides the device, drives the worker, collects results."""
 
-    def __init__(self, opts: VerifyOptions, on_result: Callable[[CheckResult], None] | None) -> None:
+    def __init__(
+        self,
+        opts: VerifyOptions,
+        on_result: Callable[[CheckResult], None] | None,
+        on_start: OnStart | None = None,
+    ) -> None:
         self.opts = opts
         self.on_result = on_result or (lambda _r: None)
+        self.on_start = on_start or (lambda _name, _limit: None)
         self.results: list[CheckResult] = []
         self.host = HostFacts()
         self.provided: dict[str, Any] = {}
@@ -93,7 +104,7 @@ class Run:
 
     def start_worker(self, *, forkserver: bool) -> Worker:
         started = time.monotonic()
-        worker = self.worker = Worker(self.stderr)
+        worker = self.worker = Worker(self.stderr, env=self.gpu_env())
         context = {
             "level": self.opts.level,
             "device": self.device,
@@ -111,6 +122,32 @@ class Run:
         self.add_time("worker_start", time.monotonic() - started)
         return worker
 
+    def cuda_visible(self) -> str | None:
+        """The GPUs the checks may use, as CUDA_VISIBLE_DEVICES says them: --gpus, else the environment's."""
+        if self.opts.gpus:
+            return ",".join(str(i) for i in self.opts.gpus)
+        return os.environ.get("CUDA_VISIBLE_DEVICES")
+
+    def gpu_env(self) -> dict[str, str]:
+        """What the worker's environment adds for --gpus: NVML's indices, in PCI bus order as NVML's are."""
+        if not self.opts.gpus:
+            return {}
+        return {"CUDA_VISIBLE_DEVICES": str(self.cuda_visible()), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+
+    def check_gpus_exist(self, probe: dict[str, Any], on_bus: list[str]) -> None:
+        """--gpus names GPUs this node has (NVML's count, else the PCI bus's): a bad request otherwise."""
+        count = len(probe.get("gpus", [])) if probe.get("nvml") == "ok" else len(on_bus)
+        missing = [i for i in self.opts.gpus if i >= count]
+        if missing:
+            has = f"GPUs 0-{count - 1}" if count > 1 else "GPU 0" if count == 1 else "no NVIDIA GPU"
+            raise BadRequest(
+                f"--gpus {','.join(map(str, missing))}: no such GPU on this node (it has {has})",
+                hint="nvidia-smi -L lists the GPUs with their indices",
+            )
+
+    def limit(self, spec: registry.CheckSpec) -> float:
+        return self.opts.timeout or spec.timeout(self.opts.level)
+
     def add_time(self, phase: str, seconds: float) -> None:
         self.timings[phase] = round(self.timings.get(phase, 0.0) + seconds, 3)
 
@@ -119,9 +156,11 @@ class Run:
         on_bus, amd_bus, scope = nvidia_on_pci(), amd_on_pci(), pci_scope()
         probe: dict[str, Any] = {"nvml": "not probed (--device cpu)"}
         if self.opts.device != "cpu":
-            probe = prefer(self.probe_nvml(), amd.probe, amd_bus=amd_bus, nvidia_bus=on_bus)
+            probe = prefer(self.probe_nvml(), self.probe_amd, amd_bus=amd_bus, nvidia_bus=on_bus)
+        self.check_gpus_exist(probe, on_bus or amd_bus)
+        environ = {**os.environ, **self.gpu_env()}  # --gpus: the GPUs the checks may use
         self.host = host_facts(
-            probe, pci_nvidia=on_bus, pci_amd=amd_bus, driver_gpus=driver_gpus(), scope=scope, environ=os.environ
+            probe, pci_nvidia=on_bus, pci_amd=amd_bus, driver_gpus=driver_gpus(), scope=scope, environ=environ
         )
         self.add_time("probe", time.monotonic() - started)
         if self.opts.device in ("cpu", "cuda"):
@@ -151,6 +190,16 @@ class Run:
         else:
             worker.kill()
         return answer
+
+    def probe_amd(self) -> dict[str, Any]:
+        """AMD SMI's GPUs and driver, from a helper process: a hung amdsmi_init must not hang verify."""
+        worker = Worker(self.stderr)
+        try:
+            return worker.ask({"op": "probe-amd"}, PROBE_TIMEOUT)
+        except (WorkerTimeout, WorkerDied):
+            return {"smi": "amdsmi", "nvml": "AMD SMI probe hung or crashed"}
+        finally:
+            worker.kill()
 
     def note_unwatched(self, result: CheckResult) -> None:
         if result.name == "nvml" and self.xid_unwatched:
@@ -184,7 +233,7 @@ class Run:
             target.findings.extend(found)
 
     def run_check(self, spec: registry.CheckSpec, torch_follows: bool) -> CheckResult:
-        limit = self.opts.timeout or spec.timeout(self.opts.level)
+        limit = self.limit(spec)
         mark = self.stderr.seek(0, os.SEEK_END)
         started = time.monotonic()
         running = False
@@ -248,6 +297,7 @@ class Run:
                     if deferred:
                         raise Interrupted(deferred[0])
                     torch_follows = any(s.needs_torch for s in specs[i:])
+                    self.on_start(spec.name, self.limit(spec))
                     result = self.run_check(spec, torch_follows)
                     self.results.append(result)
                     self.note_unwatched(result)

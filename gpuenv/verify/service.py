@@ -8,6 +8,7 @@ files) happens here, so the CLI only presents the outcome.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -19,7 +20,7 @@ from gpuenv.adapters.docker import run_verify_in_image
 from gpuenv.errors import EXIT_BAD_RESULT, EXIT_CANNOT_RUN, BadRequest, BadResult, CannotRun, GpuenvError
 from gpuenv.files import output_kind, write_output
 from gpuenv.output.jsontext import json_text
-from gpuenv.verify import faults
+from gpuenv.verify import faults, registry
 from gpuenv.verify.baselines import load_baselines
 from gpuenv.verify.checks.nvml.policy import load_policy
 from gpuenv.verify.cost import PriceRow, report_cost, resolve_price
@@ -27,7 +28,8 @@ from gpuenv.verify.engine import run_verify
 from gpuenv.verify.launch import Explicit, LauncherChoice, Placement, detect
 from gpuenv.verify.model import CheckResult, DeviceChoice, Level, Report, readable
 from gpuenv.verify.passive import run_passive
-from gpuenv.verify.runner import VerifyOptions
+from gpuenv.verify.pci import nvidia_on_pci
+from gpuenv.verify.runner import OnStart, VerifyOptions
 
 IMAGE_BUDGET = 10  # inside an image: this many times the per-check limit for the whole run
 
@@ -55,6 +57,7 @@ class VerifyRequest:
     instance_type: str | None = None  # this node's kind, for [prices] and fleet tables
     prices: tuple[PriceRow, ...] = ()  # the config file's [prices] table
     passive: bool = False  # --check nvml --passive: NVML read in this process, no load, no torch
+    gpus: tuple[int, ...] = ()  # --gpus: only these GPUs (NVML indices); () for every GPU
 
 
 @dataclass(frozen=True)
@@ -67,8 +70,49 @@ class VerifyOutcome:
     notes: tuple[str, ...] = ()  # what the user should know beside the verdict (a price not found)
 
 
-def verify(request: VerifyRequest, *, on_result: Callable[[CheckResult], None] | None = None) -> VerifyOutcome:
-    """Certify this node (or request.image); writes the requested output files."""
+@dataclass(frozen=True)
+class Preview:
+    """What is known of a run before any worker starts (no NVML, no torch): for a header."""
+
+    host: str
+    level: Level
+    checks: tuple[str, ...]  # in the order they will run
+    gpus: str  # which GPUs, in words
+    leads_node: bool  # False: another process of this node's ranks presents the run
+
+
+def preview(request: VerifyRequest) -> Preview:
+    """The run's header facts: this host, the level, the checks and the GPUs the PCI bus shows."""
+    placement = placement_of(request)
+    names = tuple(spec.name for spec in registry.select(request.level, request.checks))
+    return Preview(
+        host=socket.gethostname(),
+        level=request.level,
+        checks=names,
+        gpus=_gpus_in_words(request),
+        leads_node=placement is None or placement.leads_node,
+    )
+
+
+def _gpus_in_words(request: VerifyRequest) -> str:
+    if request.device == "cpu":
+        return "CPU only (--device cpu)"
+    if request.gpus:
+        return f"GPUs {','.join(map(str, request.gpus))} (--gpus)"
+    on_bus = len(nvidia_on_pci())
+    return f"{on_bus} NVIDIA GPU(s) on the PCI bus" if on_bus else "no NVIDIA GPU on the PCI bus"
+
+
+def verify(
+    request: VerifyRequest,
+    *,
+    on_result: Callable[[CheckResult], None] | None = None,
+    on_start: OnStart | None = None,
+) -> VerifyOutcome:
+    """Certify this node (or request.image); writes the requested output files.
+
+    on_start hears each check as it starts, on_result as it ends (on this node, by the process that
+    presents the node's report)."""
     faults.check_setting()
     _passive_alone(request)
     placement = placement_of(request)
@@ -76,10 +120,15 @@ def verify(request: VerifyRequest, *, on_result: Callable[[CheckResult], None] |
         if placement is not None:
             raise BadRequest("--image runs on this node alone, not across nodes", hint="drop --image or the launcher")
         return _in_image(request)
-    return _on_this_node(request, on_result, placement)
+    return _on_this_node(request, Callbacks(on_result, on_start), placement)
 
 
 def _passive_alone(request: VerifyRequest) -> None:
+    if request.gpus and (request.image is not None or request.passive):
+        raise BadRequest(
+            "--gpus selects the GPUs of a run on this node, not of --image or --passive",
+            hint="drop --gpus (--passive reads the GPUs CUDA_VISIBLE_DEVICES names)",
+        )
     if request.passive and (request.checks != ("nvml",) or request.image is not None):
         raise BadRequest(
             "--passive reads NVML on this node only", hint="use it as: gpuenv verify --check nvml --passive"
@@ -101,9 +150,13 @@ def placement_of(request: VerifyRequest, env: dict[str, str] | None = None) -> P
     return detect(os.environ if env is None else env, request.explicit, choice=request.launcher)
 
 
-def _on_this_node(
-    request: VerifyRequest, on_result: Callable[[CheckResult], None] | None, placement: Placement | None
-) -> VerifyOutcome:
+@dataclass(frozen=True)
+class Callbacks:
+    on_result: Callable[[CheckResult], None] | None = None
+    on_start: OnStart | None = None
+
+
+def _on_this_node(request: VerifyRequest, callbacks: Callbacks, placement: Placement | None) -> VerifyOutcome:
     load_baselines(request.baseline)  # bad files are a bad request, before anything runs
     load_policy(request.policy)
     artifacts = request.artifacts
@@ -121,9 +174,11 @@ def _on_this_node(
         kb=_text(request.kb),
         timeout=request.timeout,
         placement=placement.to_dict() if placement else None,
+        gpus=request.gpus,
     )
     leads_node = placement is None or placement.leads_node
-    run = run_passive if request.passive else partial(run_verify, on_result=on_result if leads_node else None)
+    heard = callbacks if leads_node else Callbacks()
+    run = run_passive if request.passive else partial(run_verify, on_result=heard.on_result, on_start=heard.on_start)
     report = run(opts)
     notes = _add_cost(request, report)
     files = [

@@ -28,6 +28,7 @@ from gpuenv.adapters import nvml as adapter
 from gpuenv.verify import faults
 from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks.common import CudaUnusable, unusable_finding
+from gpuenv.verify.checks.nvml import amd
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.facts import HostFacts
 from gpuenv.verify.model import CheckResult
@@ -163,6 +164,8 @@ def serve(answers: Any) -> None:
         op = request["op"]
         if op == "probe":
             answer: dict[str, Any] = probe(state)
+        elif op == "probe-amd":
+            answer = amd.probe()
         elif op == "xids":
             answer = drain_xids(state)
         elif op == "init":

@@ -28,7 +28,7 @@ class WorkerDied(Exception):
 class Worker:
     """The worker process and its line protocol, with a deadline on every answer."""
 
-    def __init__(self, stderr: IO[bytes]) -> None:
+    def __init__(self, stderr: IO[bytes], *, env: dict[str, str] | None = None) -> None:
         read_end, write_end = os.pipe()
         self.stderr = stderr
         self.proc = subprocess.Popen(
@@ -38,7 +38,7 @@ class Worker:
             stderr=stderr,
             pass_fds=(write_end,),
             start_new_session=True,
-            env={**os.environ, FD_ENV: str(write_end), PARENT_ENV: str(os.getpid())},
+            env={**os.environ, **(env or {}), FD_ENV: str(write_end), PARENT_ENV: str(os.getpid())},
         )
         os.close(write_end)
         self.answers = read_end

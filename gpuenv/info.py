@@ -1,0 +1,120 @@
+"""`gpuenv info`: what this machine is, in about a second, like nvidia-smi with torch's collect_env.
+
+The GPUs and the driver from NVML (init and the identity reads only), torch's version from its
+package metadata (torch is never imported: that alone takes seconds), this OS and Python, and the
+stack gpuenv would resolve for this machine (its driver, its GPUs' compute capability, its OS).
+"""
+
+from __future__ import annotations
+
+import platform
+import socket
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from gpuenv.adapters import nvml
+from gpuenv.compat import load_kb
+from gpuenv.errors import GpuenvError
+from gpuenv.resolve import Request, resolve
+from gpuenv.stack import Stack
+
+SCHEMA = "gpuenv.info/1"
+OS_RELEASE = Path("/etc/os-release")
+
+
+@dataclass(frozen=True)
+class MachineInfo:
+    hostname: str
+    os: str | None  # as the knowledge base names OSes, "ubuntu22.04"
+    python: str
+    nvml: str  # "ok", or why NVML gave nothing (library-not-found, driver-not-loaded, ...)
+    driver: str | None
+    cuda_driver: str | None  # the newest CUDA the driver runs, "12.4"
+    gpus: tuple[dict[str, Any], ...]
+    torch: str | None  # from the installed package's metadata, "2.4.1+cu121"; None: not installed
+    stack_request: dict[str, str]  # the constraints the stack was resolved for
+    stack: Stack | None
+    stack_note: str  # why there is no stack, or what it was resolved from
+    packages: dict[str, str | None] = field(default_factory=dict)  # gpuenv's optional libraries, versions
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["gpus"] = list(self.gpus)
+        data["stack"] = self.stack.to_dict() if self.stack is not None else None
+        return {"schema": SCHEMA, **data}
+
+
+def machine_info(*, kb_path: Path | None, os_release: Path = OS_RELEASE) -> MachineInfo:
+    """This machine's GPUs, driver, torch and resolved stack; never imports torch."""
+    problem = nvml.init()
+    versions = nvml.driver_versions() if problem is None else {}
+    gpus = tuple(nvml.identities()) if problem is None else ()
+    this_os = os_name(os_release)
+    asked = constraints(driver=versions.get("driver"), gpus=gpus, this_os=this_os, kb_path=kb_path)
+    stack, note = _resolved(asked, kb_path)
+    return MachineInfo(
+        hostname=socket.gethostname(),
+        os=this_os,
+        python=platform.python_version(),
+        nvml=problem or ("ok" if gpus else "no GPU"),
+        driver=versions.get("driver"),
+        cuda_driver=versions.get("cuda_driver"),
+        gpus=gpus,
+        torch=installed("torch"),
+        stack_request=asked,
+        stack=stack,
+        stack_note=note,
+        packages={name: installed(name) for name in ("nvidia-ml-py", "docker", "ansible-runner", "onnxruntime")},
+    )
+
+
+def installed(distribution: str) -> str | None:
+    """The installed version of a package, from its metadata (nothing is imported)."""
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def os_name(os_release: Path) -> str | None:
+    """This OS as the knowledge base names OSes (ID + VERSION_ID: "ubuntu22.04", "rockylinux9")."""
+    try:
+        lines = os_release.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    fields = dict(line.split("=", 1) for line in lines if "=" in line)
+    name, version = (fields.get(key, "").strip().strip("\"'") for key in ("ID", "VERSION_ID"))
+    if not name:
+        return None
+    if name in ("rocky", "rhel", "almalinux"):  # the knowledge base speaks of rockylinux8/9, by major
+        return f"rockylinux{version.split('.')[0]}"
+    return f"{name}{version}"
+
+
+def constraints(
+    *, driver: str | None, gpus: tuple[dict[str, Any], ...], this_os: str | None, kb_path: Path | None
+) -> dict[str, str]:
+    """What `gpuenv resolve` is asked for this machine: its driver, its GPUs' lowest compute capability
+    and its OS (where the knowledge base knows it)."""
+    asked: dict[str, str] = {}
+    if driver:
+        asked["driver"] = driver
+    capabilities = sorted(str(g["compute_capability"]) for g in gpus if g.get("compute_capability"))
+    if capabilities:
+        major, minor = capabilities[0].split(".")
+        asked["gpu"] = f"sm_{major}{minor}"
+    if this_os and this_os in load_kb(kb_path).os_by_name:
+        asked["os"] = this_os
+    return asked
+
+
+def _resolved(asked: dict[str, str], kb_path: Path | None) -> tuple[Stack | None, str]:
+    command = "gpuenv resolve " + " ".join(f"--{key} {value}" for key, value in asked.items())
+    try:
+        stack = resolve(load_kb(kb_path), Request(**asked))
+    except GpuenvError as exc:
+        return None, f"{command}: {exc.message}"
+    basis = "" if "driver" in asked else " (no NVIDIA driver found: not matched to one)"
+    return stack, command.strip() + basis

@@ -1,0 +1,63 @@
+"""`gpuenv info`: this machine's GPUs, driver, torch and resolved stack, through the real CLI, over the
+fake libnvidia-ml.so.1 and without NVML; torch's version from its metadata, torch never imported."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from tests.conftest import run_gpuenv
+from tests.verify.conftest import scenario_env
+
+
+def test_info_json_names_the_gpus_driver_torch_and_the_stack_for_them(fake_nvml_dir: Path) -> None:
+    proc = run_gpuenv("info", "--json", env=scenario_env(fake_nvml_dir, "healthy-8xh100"))
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout)
+    assert found["schema"] == "gpuenv.info/1" and found["nvml"] == "ok"
+    assert (found["driver"], found["cuda_driver"]) == ("580.65.06", "13.0")
+    assert [g["name"] for g in found["gpus"]] == ["NVIDIA H100 80GB HBM3"] * 8
+    assert found["torch"] == metadata.version("torch")
+    assert found["stack_request"]["driver"] == "580.65.06" and found["stack_request"]["gpu"] == "sm_90"
+    assert found["stack"]["gpu_sm"] == "9.0" and found["stack"]["schema"] == "gpuenv.stack/1"
+    assert found["stack_note"].startswith("gpuenv resolve --driver 580.65.06 --gpu sm_90")
+
+
+def test_info_text_is_one_fact_a_line(fake_nvml_dir: Path) -> None:
+    proc = run_gpuenv("info", env=scenario_env(fake_nvml_dir, "healthy-8xh100"))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[1] == "NVML     ok"
+    assert lines[2] == "driver   580.65.06 (runs CUDA up to 13.0)"
+    assert lines[3] == "GPUs     8 × NVIDIA H100 80GB HBM3"
+    assert "  0  NVIDIA H100 80GB HBM3  sm_90  00000000:18:00.0" in lines[4]
+    assert f"torch    {metadata.version('torch')}" in lines
+    assert any(line.startswith("stack    torch ") for line in lines)
+
+
+def test_info_without_nvml_says_why_and_still_resolves_for_this_os(tmp_path: Path) -> None:
+    proc = run_gpuenv("info", "--json", env={"LD_LIBRARY_PATH": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout)
+    assert found["nvml"] == "library-not-found" and found["gpus"] == [] and found["driver"] is None
+    assert "driver" not in found["stack_request"] and "no NVIDIA driver found" in found["stack_note"]
+
+
+def test_info_imports_no_torch(fake_nvml_dir: Path) -> None:
+    code = (
+        "import sys; from gpuenv.cli import _run; code = _run(['info', '--json'], debug=False); "
+        "sys.stderr.write(repr(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'))); sys.exit(code)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **scenario_env(fake_nvml_dir, "healthy-8xh100")},
+    )
+    assert proc.returncode == 0 and proc.stderr == "[]", proc.stderr
+    assert json.loads(proc.stdout)["torch"] == metadata.version("torch")

@@ -17,6 +17,7 @@ from typing import Any
 
 import jinja2
 
+from gpuenv.extras import needed
 from gpuenv.fleet.report_compare import grouped
 from gpuenv.fleet.report_model import FleetReport, GroupKey, HostReport
 from gpuenv.output.fleet import (
@@ -57,7 +58,8 @@ def _outlier_points(report: FleetReport, key: GroupKey) -> set[tuple[str, int | 
 
 def busbw_plots(report: FleetReport) -> Iterator[Plot]:
     """A histogram of hosts' busbw per GPU model, count, collective and size; outliers in red."""
-    from matplotlib.figure import Figure  # heavy optional extra (gpuenv[report]), only for --html
+    with needed("matplotlib", "fleet report --html"):
+        from matplotlib.figure import Figure  # heavy optional extra (gpuenv[report]), only for --html
 
     for key, pool in grouped(report.hosts).items():
         if key.figure != BUSBW:
@@ -90,7 +92,8 @@ def busbw_plots(report: FleetReport) -> Iterator[Plot]:
 
 def tflops_plots(report: FleetReport) -> Iterator[Plot]:
     """Each GPU's matmul TFLOP/s by host (hosts in name order), per GPU model and count; outliers in red."""
-    from matplotlib.figure import Figure  # heavy optional extra (gpuenv[report]), only for --html
+    with needed("matplotlib", "fleet report --html"):
+        from matplotlib.figure import Figure  # heavy optional extra (gpuenv[report]), only for --html
 
     for key, pool in grouped(report.hosts).items():
         if key.figure != TFLOPS:

@@ -10,7 +10,7 @@ then newest torch, a build the driver runs natively, torch's default build, the 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, get_args
 
 from gpuenv import resolve_reasons as explain
 from gpuenv.compat import (
@@ -44,7 +44,8 @@ class Request:
     os: str | None = None
     # What the stack is for. An image needs an nvidia/cuda base image of its CUDA for its OS; a host
     # (provision) installs wheels and needs none. Not a constraint the user gives, so not in given().
-    purpose: Purpose = "host"
+    # Typed str, not Purpose: callers build a Request from given()'s dict[str, str].
+    purpose: str = "host"
 
     def given(self) -> dict[str, str]:
         return {f.name: v for f in fields(self) if f.name != "purpose" and (v := getattr(self, f.name)) is not None}
@@ -67,6 +68,8 @@ class Refused(NamedTuple):
 
 
 def resolve(kb: KnowledgeBase, request: Request) -> Stack:
+    if request.purpose not in get_args(Purpose):
+        raise ValueError(f"a stack is for an image or a host, not {request.purpose!r}")
     request = _split_local_version(kb, request)
     os_info = _os(kb, request.os or DEFAULT_OS)
     arch = _arch(kb, request.gpu) if request.gpu else None

@@ -191,7 +191,12 @@ def _print_listing(path: Path, hosts: list[store.HostSeen], gpus: list[store.Gpu
             columns = tuple(k.replace("_", " ") for k in rows[0].to_dict())
             cells = ([printable(str(v if v is not None else "-")) for v in r.to_dict().values()] for r in rows)
             console().print(table(columns, cells, title=title))
-    click.echo(f"{len(hosts)} host(s), {len(gpus)} GPU(s); {len(noted)} failed or have events (--json lists all)")
+    newest = max((h.last_seen for h in hosts), default="-")[:10]
+    unwell = sum(1 for h in hosts if h.last_outcome != "certified")
+    click.echo(
+        f"{len(hosts)} host(s) ({unwell} not certified last), {len(gpus)} GPU(s); {len(noted)} failed or have "
+        f"events; newest report {newest} (--json lists all)"
+    )
 
 
 def _print_timeline(key: str, kind: str, rows: list[Any]) -> None:

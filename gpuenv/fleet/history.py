@@ -20,7 +20,7 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import closing, contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -374,7 +374,7 @@ class HostSeen:
     events: int  # of the GPUs now in it
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("host", "last_seen", "last_outcome", "reports", "gpus", "events")}
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -388,7 +388,7 @@ class GpuSeen:
     events: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("uuid", "serial", "host", "last_seen", "reports", "failed", "events")}
+        return asdict(self)
 
 
 # SQLite takes a bare column's value from the row that gave the max(): the newest report's

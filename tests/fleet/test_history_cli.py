@@ -8,6 +8,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+from gpuenv.fleet import history
 from tests.conftest import run_gpuenv
 from tests.fleet import fleet_reports as fr
 from tests.fleet.test_history import fleet_history
@@ -37,7 +38,10 @@ def test_fleet_history_lists_hosts_and_gpus(tmp_path: Path) -> None:
     shown = run_gpuenv("fleet", "history", "--list", "--history", str(db))
     assert shown.returncode == 0, shown.stderr
     assert "gpu017" in shown.stdout and "gpu044" in shown.stdout and "GPU-b" in shown.stdout
-    assert "2 host(s), 4 GPU(s); 1 failed or have events" in shown.stdout
+    assert "2 host(s) (0 not certified last), 4 GPU(s); 1 failed or have events; newest report 2026-11-30" in (
+        shown.stdout
+    )
+    assert max(g.last_seen for g in history.listing(db)[1]).startswith("2026-11-30")
     listed = json.loads(run_gpuenv("fleet", "history", "--list", "--history", str(db), "--json").stdout)
     hosts = {h["host"]: h for h in listed["hosts"]}
     assert hosts["gpu017"]["reports"] == 2 and hosts["gpu017"]["last_seen"].startswith("2026-10-20")

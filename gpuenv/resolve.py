@@ -10,10 +10,9 @@ then newest torch, a build the driver runs natively, torch's default build, the 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import NamedTuple
+from typing import Literal, NamedTuple, get_args
 
-from packaging.version import Version
-
+from gpuenv import resolve_reasons as explain
 from gpuenv.compat import (
     Architecture,
     CudaRelease,
@@ -28,6 +27,7 @@ from gpuenv.compat import (
 from gpuenv.errors import BadRequest
 from gpuenv.stack import Rejected, Stack
 
+Purpose = Literal["image", "host"]
 DEFAULT_OS = "ubuntu22.04"
 MIN_PYTHON = "3.10"
 # Preferred ways to get Python, most preferred first: the OS's own package needs no extra repository.
@@ -42,9 +42,13 @@ class Request:
     python: str | None = None
     gpu: str | None = None  # a model name ("H100") or "sm_90"
     os: str | None = None
+    # What the stack is for. An image needs an nvidia/cuda base image of its CUDA for its OS; a host
+    # (provision) installs wheels and needs none. Not a constraint the user gives, so not in given().
+    # Typed str, not Purpose: callers build a Request from given()'s dict[str, str].
+    purpose: str = "host"
 
     def given(self) -> dict[str, str]:
-        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
+        return {f.name: v for f in fields(self) if f.name != "purpose" and (v := getattr(self, f.name)) is not None}
 
 
 class Candidate(NamedTuple):
@@ -53,7 +57,19 @@ class Candidate(NamedTuple):
     python: str
 
 
+class Refused(NamedTuple):
+    """An alternative a constraint ruled out: the option that did ("image" is --os's images), and why."""
+
+    torch: TorchRelease
+    choice: str
+    constraint: str
+    why: str
+    toolkit: str = ""  # for "image": the CUDA toolkit that has no image
+
+
 def resolve(kb: KnowledgeBase, request: Request) -> Stack:
+    if request.purpose not in get_args(Purpose):
+        raise ValueError(f"a stack is for an image or a host, not {request.purpose!r}")
     request = _split_local_version(kb, request)
     os_info = _os(kb, request.os or DEFAULT_OS)
     arch = _arch(kb, request.gpu) if request.gpu else None
@@ -67,11 +83,12 @@ def resolve(kb: KnowledgeBase, request: Request) -> Stack:
             f"unknown torch version {request.torch}",
             hint=f"known: {_release_lines(kb)}",
         )
-    survivors, rejected = _candidates(kb, request, os_info, arch)
+    survivors, refused = _candidates(kb, request, os_info, arch)
     if not survivors:
-        raise BadRequest(_no_stack_message(request), hint=_nearest(kb, request))
-    best = max(survivors, key=lambda c: _rank(kb, c, request))
-    return _stack(kb, best, request, os_info, arch, survivors, rejected)
+        message = f"{_no_stack_message(request)}: {explain.refusals(refused, request, os_info.name)}"
+        raise BadRequest(message, hint=_nearest(kb, request))
+    best = max(survivors, key=lambda c: explain.rank(kb, c, request))
+    return _stack(kb, best, request, os_info, arch, survivors, refused)
 
 
 # --- inputs ------------------------------------------------------------------------------------
@@ -145,27 +162,29 @@ def _cuda_matches(row: CudaRelease, wanted: str) -> bool:
 
 def _candidates(
     kb: KnowledgeBase, request: Request, os_info: OsInfo, arch: Architecture | None
-) -> tuple[list[Candidate], list[tuple[TorchRelease, Rejected]]]:
+) -> tuple[list[Candidate], list[Refused]]:
     survivors: list[Candidate] = []
-    rejected: list[tuple[TorchRelease, Rejected]] = []
+    refused: list[Refused] = []
     for torch in kb.torch:
         if request.torch and not torch_matches(torch.version, request.torch):
             continue
-        for build in torch.builds:
+        builds = [b for b in torch.builds if not request.cuda or _cuda_matches(kb.cuda_by_build[b], request.cuda)]
+        if not builds:
+            why = f"built for {', '.join(torch.builds)}, not CUDA {request.cuda}"
+            refused.append(Refused(torch, f"torch {torch.version}", "cuda", why))
+        for build in builds:
             cuda = kb.cuda_by_build[build]
             name = f"torch {torch.version}+{build}"
-            if request.cuda and not _cuda_matches(cuda, request.cuda):
-                continue
-            why = _why_not(kb, torch, cuda, request, os_info, arch)
-            if why:
-                rejected.append((torch, Rejected(name, why)))
+            failed = _why_not(kb, torch, cuda, request, os_info, arch)
+            if failed:
+                refused.append(Refused(torch, name, *failed))
                 continue
             python = _pick_python(torch, os_info, request.python)
             if python is None:
-                rejected.append((torch, Rejected(name, _python_problem(torch, os_info, request.python))))
+                refused.append(Refused(torch, name, "python", _python_problem(torch, os_info, request.python)))
                 continue
             survivors.append(Candidate(torch, cuda, python))
-    return survivors, rejected
+    return survivors, refused
 
 
 def _why_not(
@@ -175,18 +194,23 @@ def _why_not(
     request: Request,
     os_info: OsInfo,
     arch: Architecture | None,
-) -> str | None:
-    """Why this torch build cannot be used, or None when it can."""
-    if "image" in os_info.roles and os_info.name not in cuda.images:
-        return f"no nvidia/cuda {cuda.toolkit} image for {os_info.name}"
+) -> tuple[str, str] | tuple[str, str, str] | None:
+    """The constraint that rules this torch build out and why, or None when it can be used."""
+    if request.purpose == "image" and not _has_image(cuda, os_info):
+        return "image", f"no nvidia/cuda {cuda.toolkit} image for {os_info.name}", cuda.toolkit
     if request.driver:
         compat = driver_runs_cuda(kb, request.driver, cuda.build)
         if not compat.ok:
-            return compat.message
+            return "driver", compat.message
     if arch is not None and gpu_code_for(torch.arch[cuda.build], arch.sm) is None:
         code = torch.arch[cuda.build]
-        return f"its GPU code is {code.span()}: no kernel for {arch.family} sm_{arch.sm.replace('.', '')}"
+        return "gpu", f"its GPU code is {code.span()}: no kernel for {arch.family} sm_{arch.sm.replace('.', '')}"
     return None
+
+
+def _has_image(cuda: CudaRelease, os_info: OsInfo) -> bool:
+    """Whether an image can be based on nvidia/cuda for this CUDA and OS (a host-only OS has none to miss)."""
+    return "image" not in os_info.roles or os_info.name in cuda.images
 
 
 def _pick_python(torch: TorchRelease, os_info: OsInfo, wanted: str | None) -> str | None:
@@ -214,25 +238,6 @@ def _python_problem(torch: TorchRelease, os_info: OsInfo, wanted: str | None) ->
     return f"{os_info.name} has no known way to provide Python {wanted} (has {', '.join(os_info.python)})"
 
 
-def _rank(kb: KnowledgeBase, c: Candidate, request: Request) -> tuple[bool, Version, bool, bool, bool, Version]:
-    native = request.driver is None or driver_runs_cuda(kb, request.driver, c.cuda.build).mode == "native"
-    default_fit = request.torch is not None or fit_for_default(c.torch, c.cuda.build)
-    confirmed = c.torch.build_confirmed(c.cuda.build)
-    return (
-        default_fit,
-        V(c.torch.version),
-        confirmed,
-        native,
-        c.cuda.build == c.torch.default_build,
-        V(c.cuda.version),
-    )
-
-
-def fit_for_default(torch: TorchRelease, build: str) -> bool:
-    """What the default (no --torch) may pick: a confirmed build of a release whose torchvision is out."""
-    return torch.build_confirmed(build) and torch.torchvision is not None
-
-
 # --- the result -------------------------------------------------------------------------------
 
 
@@ -243,11 +248,11 @@ def _stack(
     os_info: OsInfo,
     arch: Architecture | None,
     survivors: list[Candidate],
-    rejected: list[tuple[TorchRelease, Rejected]],
+    refused: list[Refused],
 ) -> Stack:
     torch, cuda, python = best
     branch = recommended_branch(kb, cuda)
-    warnings = _warnings(kb, best, request, os_info, arch)
+    warnings = explain.warnings(kb, best, request, os_info, arch)
     images = _base_images(cuda, os_info)
     return Stack(
         torch=torch.version,
@@ -268,14 +273,14 @@ def _stack(
         gpu_sm=arch.sm if arch else None,
         arch_list=_arch_list(kb, torch, cuda, arch),
         base_image_eol=bool(images) and (cuda.eol or cuda.toolkit in cuda.deleted_tags),
-        reasons=_reasons(kb, best, request, os_info, arch, survivors),
-        rejected=tuple(_nearby(rejected, best)),
+        reasons=explain.reasons(kb, best, request, os_info, arch, survivors),
+        rejected=tuple(_nearby(kb, refused, best, survivors, request)),
         warnings=tuple(warnings),
     )
 
 
 def _base_images(cuda: CudaRelease, os_info: OsInfo) -> dict[str, str]:
-    if "image" not in os_info.roles:
+    if "image" not in os_info.roles or os_info.name not in cuda.images:
         return {}
     repo, tk, osn, dnn = "nvidia/cuda", cuda.toolkit, os_info.name, cuda.cudnn_tag
     return {
@@ -296,91 +301,33 @@ def _arch_list(kb: KnowledgeBase, torch: TorchRelease, cuda: CudaRelease, arch: 
     return ";".join(sm + ("+PTX" if sm in code.ptx else "") for sm in keep)
 
 
-def _reasons(
-    kb: KnowledgeBase,
-    best: Candidate,
-    request: Request,
-    os_info: OsInfo,
-    arch: Architecture | None,
-    survivors: list[Candidate],
-) -> dict[str, str]:
-    torch, cuda, python = best
-    given = request.given()
-    constraints = ", ".join(f"{k} {v}" for k, v in given.items()) or "no constraints"
-    builds = sorted({c.cuda.build for c in survivors if c.torch is torch})
-    settled = request.torch is None and fit_for_default(torch, cuda.build)
-    newest = "newest settled release" if settled else "newest release"
-    reasons = {
-        "torch": f"{newest} that satisfies {constraints}",
-        "cuda_build": (
-            f"{cuda.build} among this release's usable builds ({', '.join(builds)})"
-            + ("; it is the build of torch's plain PyPI wheel" if cuda.build == torch.default_build else "")
-        ),
-        "cuda": f"newest patch of CUDA {cuda.version} with images ({cuda.toolkit})",
-        "cudnn": (
-            f"the cuDNN inside nvidia/cuda {cuda.toolkit} cudnn images; the torch wheel bundles its own"
-            if cuda.cudnn
-            else "not known for this toolkit"
-        ),
-        "python": f"Python {python} via {os_info.python[python].via}: {os_info.python[python].note}",
-        "os": f"{os_info.name}" + (" (default)" if request.os is None else " (requested)"),
-        "driver_min": f"the driver bundled with CUDA {cuda.toolkit}; runs the stack with no caveat",
-        "driver_floor": f"minor-version compatibility lets drivers ≥ {cuda.minor_compat_floor} run it, without PTX JIT",
-        "driver_branch": "newest long-term-support branch that runs this CUDA natively, else the lowest production one",
-    }
-    if request.driver:
-        reasons["driver"] = driver_runs_cuda(kb, request.driver, cuda.build).message
-    if arch is not None:
-        sm = arch.sm.replace(".", "")
-        code = torch.arch[cuda.build]
-        how = "its own SASS" if gpu_code_for(code, arch.sm) == "sass" else "PTX the driver JIT-compiles"
-        reasons["gpu"] = f"{arch.family} sm_{sm} runs torch {torch.version}+{cuda.build} ({code.span()}) through {how}"
-    return reasons
-
-
-def _nearby(rejected: list[tuple[TorchRelease, Rejected]], best: Candidate) -> list[Rejected]:
-    """The rejected alternatives worth showing: the chosen release's other builds and newer releases."""
+def _nearby(
+    kb: KnowledgeBase, refused: list[Refused], best: Candidate, survivors: list[Candidate], request: Request
+) -> list[Rejected]:
+    """The alternatives worth showing, nearest first: the chosen release's other builds, then newer releases,
+    each ruled out by a constraint or ranked below the choice."""
     chosen = V(best.torch.version)
-    return [r for torch, r in rejected if V(torch.version) >= chosen][:12]
+    passed_over = [
+        (c.torch, Rejected(f"torch {c.torch.version}+{c.cuda.build}", explain.ranked_below(kb, c, best, request)))
+        for c in survivors
+        if c != best and V(c.torch.version) >= chosen
+    ]
+    ruled_out = [(r.torch, Rejected(r.choice, r.why)) for r in refused if V(r.torch.version) >= chosen]
+    nearby = sorted(passed_over + ruled_out, key=lambda pair: V(pair[0].version))
+    return _runs_merged([rejected for _, rejected in nearby])[:8]
 
 
-def _warnings(
-    kb: KnowledgeBase, best: Candidate, request: Request, os_info: OsInfo, arch: Architecture | None
-) -> list[str]:
-    torch, cuda, python = best
-    out: list[str] = []
-    for item in torch.provenance.unconfirmed:
-        relevant = item in (f"build:{cuda.build}", f"arch:{cuda.build}", f"python:{python}") or ":" not in item
-        if relevant:
-            out.append(f"unconfirmed fact: torch {torch.version} {item.replace(':', ' ')} ({torch.provenance.source})")
-    if torch.torchvision is None:
-        out.append(f"torchvision has no release for torch {torch.version} yet: the stack pins torch without it")
-    if request.torch is None and not fit_for_default(torch, cuda.build):
-        out.append(
-            f"torch {torch.version} is not settled (unconfirmed builds or no torchvision), but nothing else fits"
-        )
-    for item in cuda.provenance.unconfirmed:
-        relevant = item in ("cudnn", "toolkit", "eol") or (
-            item == f"images:{os_info.name}" and "image" in os_info.roles
-        )
-        if relevant:
-            out.append(f"unconfirmed fact: CUDA {cuda.version} {item.replace(':', ' ')} ({cuda.provenance.source})")
-    if arch is not None and arch.provenance.unconfirmed and arch.min_cuda and V(cuda.version) < V(arch.min_cuda):
-        # what is unconfirmed about an architecture is how builds older than its first nvcc run on it
-        out.append(f"unconfirmed fact: {arch.family} sm {arch.sm} {', '.join(arch.provenance.unconfirmed)}")
-    if request.driver:
-        compat = driver_runs_cuda(kb, request.driver, cuda.build)
-        if compat.mode == "minor-version":
-            out.append(f"minor-version compatibility in use: {compat.message}")
-    if "image" in os_info.roles and (cuda.eol or cuda.toolkit in cuda.deleted_tags):
-        state = "deleted from the registries" if cuda.toolkit in cuda.deleted_tags else "end-of-life"
-        out.append(
-            f"nvidia/cuda {cuda.toolkit} images are {state}: NVIDIA deletes end-of-life tags six months later; "
-            "pin the base image by digest or mirror it"
-        )
-    if os_info.python[python].via == "deadsnakes":
-        out.append(f"Python {python} on {os_info.name} comes from the deadsnakes PPA, a third-party repository")
-    return out
+def _runs_merged(rejected: list[Rejected]) -> list[Rejected]:
+    """Consecutive releases ruled out for the same reason as one range: torch 2.1.0–2.3.1."""
+    merged: list[Rejected] = []
+    for r in rejected:
+        last = merged[-1] if merged else None
+        if last is not None and last.why == r.why and "+" not in last.choice + r.choice:
+            first = last.choice.split("–")[0]
+            merged[-1] = Rejected(f"{first}–{r.choice.removeprefix('torch ')}", r.why)
+        else:
+            merged.append(r)
+    return merged
 
 
 # --- impossible requests ----------------------------------------------------------------------
@@ -394,11 +341,11 @@ def _no_stack_message(request: Request) -> str:
 def _nearest(kb: KnowledgeBase, request: Request) -> str:
     """What each constraint allows with the others relaxed, like pip-tools' 'tried' list."""
     given = request.given()
-    tried: list[str] = []
+    tried: list[str] = [_for_a_host(kb, request)] if request.purpose == "image" else []
     for name in given:
         if name == "os" and len(given) > 1:
             continue
-        relaxed = Request(**{k: v for k, v in given.items() if k != name})
+        relaxed = Request(**{k: v for k, v in given.items() if k != name}, purpose=request.purpose)
         kept = ", ".join(f"{k} {v}" for k, v in relaxed.given().items()) or "no constraints"
         try:
             stack = resolve(kb, relaxed)
@@ -416,7 +363,16 @@ def _nearest(kb: KnowledgeBase, request: Request) -> str:
             tried.append(f"{row.build} exists for torch {releases[0]}–{releases[-1]}")
         else:
             tried.append(f"no torch release is built for CUDA {row.version}")
-    return "; ".join(tried) or "relax a constraint; see gpuenv matrix"
+    return "; ".join(t for t in tried if t) or "relax a constraint; see gpuenv matrix"
+
+
+def _for_a_host(kb: KnowledgeBase, request: Request) -> str:
+    """When only images were missing: what a host gets (provision installs wheels, no image needed)."""
+    try:
+        stack = resolve(kb, replace(request, purpose="host"))
+    except BadRequest:
+        return ""
+    return f"a host needs no image: provision (and resolve --for host) gets torch {stack.torch}+{stack.cuda_build}"
 
 
 def _gpu_hint(kb: KnowledgeBase, request: Request) -> str:

@@ -6,7 +6,7 @@ The application service behind `gpuenv resolve`, and the first step of build-ima
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
 
@@ -14,7 +14,7 @@ from gpuenv import validate
 from gpuenv.adapters import nvml
 from gpuenv.compat import OsInfo, load_kb, staleness_warning
 from gpuenv.errors import BadRequest, CannotRun
-from gpuenv.resolve import Request, resolve
+from gpuenv.resolve import Purpose, Request, resolve
 from gpuenv.stack import Stack, load_stack
 
 Warn = Callable[[str], None]
@@ -26,6 +26,8 @@ class StackRequest:
 
     constraints: Request = field(default_factory=Request)
     stack_file: Path | None = None
+    # resolve and build-image resolve for an image unless told otherwise (provision resolves per host)
+    purpose: Purpose = "image"
 
 
 def stack_for(request: StackRequest, *, kb_path: Path | None, on_warning: Warn | None = None) -> Stack:
@@ -41,8 +43,9 @@ def stack_for(request: StackRequest, *, kb_path: Path | None, on_warning: Warn |
                 hint="edit the stack file, or resolve again with the constraints",
             )
         return load_stack(request.stack_file)
+    constraints = replace(constraints, purpose=request.purpose)
     if constraints.driver == "auto":
-        constraints = Request(**{**constraints.given(), "driver": local_driver_version()})
+        constraints = replace(constraints, driver=local_driver_version())
     kb = load_kb(kb_path)
     warning = staleness_warning(kb, date.today())
     if warning and on_warning is not None:

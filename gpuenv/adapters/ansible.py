@@ -24,8 +24,9 @@ from gpuenv import interrupt
 from gpuenv.ansible.events import HostTally, Progress, progress_from_event
 from gpuenv.ansible.runner import BECOME_PROMPT, controller_path
 from gpuenv.errors import BadRequest, CannotRun
+from gpuenv.extras import install_hint, needed
 
-_INSTALL_HINT = "install it on this machine: pip install 'gpuenv[ansible]'"
+_INSTALL_HINT = f"install it on this machine: {install_hint('ansible')}"
 STOP_GRACE_S = 5.0  # SIGTERM, then this long for Ansible to stop its workers and ssh, then SIGKILL
 POLL_S = 0.5  # how often ansible-runner asks whether to cancel (its default is 5 s)
 
@@ -46,10 +47,8 @@ def run_playbook(
     on_progress: Callable[[Progress], None] | None = None,
 ) -> RunOutcome:
     """Run a playbook with ansible-runner; `args` comes from gpuenv.ansible.runner.runner_arguments."""
-    try:
+    with needed("ansible_runner", "running a playbook"):
         import ansible_runner  # heavy, and an optional extra (gpuenv[ansible])
-    except ImportError as exc:
-        raise CannotRun(f"ansible-runner is not installed ({exc})", hint=_INSTALL_HINT) from exc
     if shutil.which("ansible-playbook", path=args["envvars"]["PATH"]) is None:
         raise CannotRun("ansible-playbook is not on PATH", hint=_INSTALL_HINT)
     tally = HostTally()

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuenv.errors import BadRequest, BadResult, CannotRun
+from gpuenv.extras import needed
 from gpuenv.types import DEVICE_CHOICES, DeviceChoice, Level
 
 log = logging.getLogger(__name__)
@@ -66,10 +67,8 @@ class RunResult:
 
 def connect(*, timeout: float = API_TIMEOUT) -> Any:
     """A DockerClient that has answered a ping, or CannotRun."""
-    try:
+    with needed("docker", "talking to the Docker daemon"):
         import docker  # the Docker SDK (extra docker): loaded when a call is made
-    except ImportError as exc:
-        raise CannotRun("the Docker SDK is not installed", hint="pip install 'gpuenv[docker]'") from exc
     try:
         client = docker.from_env(timeout=int(timeout))
         client.ping()

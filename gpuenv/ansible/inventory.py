@@ -20,6 +20,7 @@ from typing import Any
 
 from gpuenv import validate
 from gpuenv.errors import BadRequest
+from gpuenv.extras import needed
 
 _GROUP = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}", re.ASCII)
 _INTERPRETER = re.compile(r"(/[A-Za-z0-9_.+-]+)+|auto|auto_silent|auto_legacy|auto_legacy_silent", re.ASCII)
@@ -127,7 +128,8 @@ def prescan_yaml(data: bytes, source: str) -> None:
     self-referencing alias, aliases expanding to more than the document plus ALIAS_BUDGET nodes,
     or nesting deeper than MAX_DEPTH. Reads libyaml's event stream only, so it is cheap. Text that
     is not YAML (an INI inventory) is left to Ansible."""
-    import yaml  # type: ignore[import-untyped]  # optional extra: PyYAML comes with ansible-core
+    with needed("yaml", "reading an inventory"):
+        import yaml  # type: ignore[import-untyped]  # optional extra: PyYAML comes with ansible-core
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     starts = (yaml.MappingStartEvent, yaml.SequenceStartEvent)

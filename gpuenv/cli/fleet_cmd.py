@@ -20,6 +20,7 @@ from gpuenv.cli.params import (
     hosts_request,
     verify_option,
 )
+from gpuenv.errors import BadRequest
 from gpuenv.fleet import history as store
 from gpuenv.fleet.run import HINTS, FleetBoard, FleetVerifyRequest, FleetVerifyResult, prepare, run
 
@@ -147,22 +148,58 @@ fleet.add_command(baseline)
 
 
 @fleet.command("history")
-@click.argument("key")
+@click.argument("key", required=False)
 @click.option(
     "--history", type=FILE, metavar="FILE", help="GPU history [default: $XDG_STATE_HOME/gpuenv/history.sqlite]."
 )
-@click.option("--json", "as_json", is_flag=True, help="The timeline as JSON on stdout.")
-def history(key: str, history: Path | None, as_json: bool) -> int:
-    """The timeline of a GPU (by UUID or serial) or of a host: every report the history holds."""
+@click.option("--list", "as_list", is_flag=True, help="List the hosts and GPUs the history holds, instead of a KEY.")
+@click.option("--json", "as_json", is_flag=True, help="The timeline (or the --list) as JSON on stdout.")
+def history(key: str | None, history: Path | None, as_list: bool, as_json: bool) -> int:
+    """The timeline of a GPU (by UUID or serial) or of a host: every report the history holds.
+
+    \b
+    Examples:
+      gpuenv fleet history --list
+      gpuenv fleet history GPU-8f2c1d3e-...   # or a serial, or a host name
+    """
     path = history or store.default_path()
+    if as_list == (key is not None):
+        raise BadRequest(
+            "give a KEY (a GPU UUID, a serial or a host name) or --list", hint="gpuenv fleet history --list"
+        )
+    if key is None:
+        hosts, gpus = store.listing(path)
+        if as_json:
+            emit_json(
+                {"schema": "gpuenv.fleet-history-list/1", "hosts": [h.to_dict() for h in hosts]}
+                | {"gpus": [g.to_dict() for g in gpus]}
+            )
+        else:
+            _print_listing(path, hosts, gpus)
+        return 0
     kind, rows = store.timeline(path, key)
+    if not rows:
+        raise BadRequest(f"{key} is not in the history {path}", hint="gpuenv fleet history --list shows what it holds")
     if as_json:
         emit_json({"schema": "gpuenv.fleet-history/1", "key": key, "kind": kind, "rows": [r.to_dict() for r in rows]})
-    elif rows:
-        _print_timeline(key, kind, rows)
     else:
-        click.echo(f"{key}: not in the history {path}", err=True)
-    return 0 if rows else 1
+        _print_timeline(key, kind, rows)
+    return 0
+
+
+def _print_listing(path: Path, hosts: list[store.HostSeen], gpus: list[store.GpuSeen]) -> None:
+    noted = [g for g in gpus if g.events or g.failed]
+    for title, rows in ((f"hosts in {path}", hosts), ("GPUs that failed or have events", noted)):
+        if rows:
+            columns = tuple(k.replace("_", " ") for k in rows[0].to_dict())
+            cells = ([printable(str(v if v is not None else "-")) for v in r.to_dict().values()] for r in rows)
+            console().print(table(columns, cells, title=title))
+    newest = max((h.last_seen for h in hosts), default="-")[:10]
+    unwell = sum(1 for h in hosts if h.last_outcome != "certified")
+    click.echo(
+        f"{len(hosts)} host(s) ({unwell} not certified last), {len(gpus)} GPU(s); {len(noted)} failed or have "
+        f"events; newest report {newest} (--json lists all)"
+    )
 
 
 def _print_timeline(key: str, kind: str, rows: list[Any]) -> None:

@@ -93,6 +93,8 @@ def report(ctx: click.Context, /, paths: tuple[Path, ...], as_json: bool, markdo
     result = fleet_report(request)
     for skipped in result.skipped:
         warn(f"skipped {skipped.path}: {skipped.reason}")
+    if result.recorded is not None and not settings_of(ctx).quiet:
+        click.echo(result.recorded.line(), err=True)
     if html is not None:
         output.write("fleet", "html", result, str(html), what="--html")
     _present(ctx, result, prometheus, as_json=as_json, markdown=markdown)

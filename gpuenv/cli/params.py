@@ -150,7 +150,15 @@ def verify_option(key: str, help_text: str | None = None, *, flag: str | None = 
     """
     name = flag or f"--{key}"
     dest = {"check": ("checks",), "--check-timeout": ("check_timeout_s",)}
-    return click.option(name, *dest.get(key, dest.get(name, ())), help=help_text, **_verify_declarations(name)[key])
+    words = help_text or VERIFY_HELP.get(key)
+    return click.option(name, *dest.get(key, dest.get(name, ())), help=words, **_verify_declarations(name)[key])
+
+
+# the help of a shared verify option where the command words none of its own
+VERIFY_HELP = {
+    "level": "How thorough verify is: quick (seconds), standard or deep (minutes).",
+    "device": "Device verify certifies on.",
+}
 
 
 def history_options(func: F) -> F:

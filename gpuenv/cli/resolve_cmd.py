@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date
 from typing import Any
 
@@ -16,6 +17,7 @@ from gpuenv.compat import KnowledgeBase, kb_age_line, load_kb
 from gpuenv.errors import BadRequest
 from gpuenv.matrix import CUDA_COLUMNS, DRIVER_COLUMNS, TORCH_COLUMNS, MatrixRequest, driver_rows
 from gpuenv.matrix import matrix as query
+from gpuenv.resolve import Purpose
 from gpuenv.stacks import describe, stack_for
 
 
@@ -29,8 +31,16 @@ from gpuenv.stacks import describe, stack_for
     default="text",
     help="text (default), json, or pip requirement lines with the wheel index.",
 )
+@click.option(
+    "--for",
+    "purpose",
+    type=click.Choice(["image", "host"]),
+    default="image",
+    show_default=True,
+    help="image: build-image's stack, on an nvidia/cuda base image; host: provision's, wheels only (no image needed).",
+)
 @click.pass_context
-def resolve(ctx: click.Context, /, as_json: bool, fmt: str, **options: Any) -> int:
+def resolve(ctx: click.Context, /, as_json: bool, fmt: str, purpose: Purpose, **options: Any) -> int:
     """Work out a fully pinned, matched stack, and explain each choice.
 
     \b
@@ -38,10 +48,11 @@ def resolve(ctx: click.Context, /, as_json: bool, fmt: str, **options: Any) -> i
       gpuenv resolve --cuda 11.7
       gpuenv resolve --driver 535.104.05 --gpu H100 --json > stack.json
       gpuenv resolve --torch 2.4 --format requirements > requirements.txt
+      gpuenv resolve --torch 2.4 --os ubuntu24.04 --for host
     """
     if as_json and fmt not in ("text", "json"):
         raise BadRequest(f"--json and --format {fmt} exclude each other", hint="use one of them")
-    request, quiet = stack_request(options), settings(ctx).quiet
+    request, quiet = replace(stack_request(options), purpose=purpose), settings(ctx).quiet
     stack = stack_for(request, kb_path=settings(ctx).data, on_warning=warn)
     if as_json or fmt == "json":
         emit_json(stack.to_dict())

@@ -20,7 +20,7 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import closing, contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -354,6 +354,74 @@ def _chunks(values: list[str], size: int = 500) -> Iterator[list[str]]:  # SQLit
 
 def _marks(chunk: list[str]) -> str:
     return ",".join("?" * len(chunk))
+
+
+def report_count(path: Path) -> int:
+    """How many reports the history holds (0 when there is none yet)."""
+    if not path.is_file():
+        return 0
+    with connect(path) as db:
+        return int(db.execute("SELECT count(*) FROM reports").fetchone()[0])
+
+
+@dataclass(frozen=True)
+class HostSeen:
+    host: str
+    last_seen: str  # the start of its newest report
+    last_outcome: str
+    reports: int
+    gpus: int  # in its newest report
+    events: int  # of the GPUs now in it
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class GpuSeen:
+    uuid: str
+    serial: str | None
+    host: str  # where its newest report saw it
+    last_seen: str
+    reports: int
+    failed: int  # reports in which a failing finding named it
+    events: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# SQLite takes a bare column's value from the row that gave the max(): the newest report's
+_HOSTS = """
+SELECT r.host, max(r.started), r.outcome, count(*), (SELECT count(*) FROM gpus g WHERE g.report_id = r.id)
+FROM reports r GROUP BY r.host ORDER BY r.host
+"""
+_GPUS = """
+SELECT g.uuid, g.serial, r.host, max(r.started), count(*), sum(g.failed)
+FROM gpus g JOIN reports r ON r.id = g.report_id WHERE g.uuid IS NOT NULL GROUP BY g.uuid ORDER BY r.host, g.uuid
+"""
+
+
+def listing(path: Path) -> tuple[list[HostSeen], list[GpuSeen]]:
+    """Every host and GPU the history holds, with when it was last seen and how many events it has."""
+    if not path.is_file():
+        raise BadRequest(f"no history at {path}", hint="fleet verify and fleet report record one; or give --history")
+    with connect(path) as db:
+        hosts = db.execute(_HOSTS).fetchall()
+        gpus = db.execute(_GPUS).fetchall()
+    events: dict[str, int] = {}
+    for event in gpu_events(path, [row[0] for row in gpus]):
+        events[event.uuid] = events.get(event.uuid, 0) + 1
+    gpu_rows = [
+        GpuSeen(uuid, serial, host, seen, n, int(failed or 0), events.get(uuid, 0))
+        for uuid, serial, host, seen, n, failed in gpus
+    ]
+    per_host: dict[str, int] = {}
+    for g in gpu_rows:
+        per_host[g.host] = per_host.get(g.host, 0) + g.events
+    return [
+        HostSeen(host, seen, outcome, n, gpus, per_host.get(host, 0)) for host, seen, outcome, n, gpus in hosts
+    ], gpu_rows
 
 
 def ingest_files(path: Path, reports: Iterable[tuple[Path, str | None]]) -> tuple[IngestResult, list[str]]:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from gpuenv.errors import BadRequest
 from gpuenv.fleet import stats
-from gpuenv.fleet.history import gpu_events
+from gpuenv.fleet.history import gpu_events, report_count
 from gpuenv.fleet.report_compare import compare, failures_by_code
-from gpuenv.fleet.report_model import DEFAULT_CLOCK_SKEW_S, FleetReport, HostReport
+from gpuenv.fleet.report_model import DEFAULT_CLOCK_SKEW_S, FleetReport, HostReport, Recorded
 from gpuenv.fleet.report_reading import load, report_files, workers_for
 from gpuenv.verify.cost import GroupCost, PriceRow, fleet_costs
 
@@ -33,6 +33,7 @@ def fleet_report(request: ReportRequest) -> FleetReport:
     """The service: read (recording each report in the GPU history, when one is given), compare,
     and the typed result (exit 2 when no report was found)."""
     files = list(report_files(request.paths))  # first: a missing path is a bad request, before the history opens
+    held = report_count(request.history) if request.history is not None else 0
     with workers_for(len(files)) as pool:
         hosts, skipped, superseded = load(
             files, pool, history=request.history, costs=bool(request.prices), clock_skew_s=request.clock_skew_s
@@ -57,7 +58,13 @@ def fleet_report(request: ReportRequest) -> FleetReport:
             superseded,
             tuple(e.to_dict() for e in events.result()) if events is not None else (),
             _costs(hosts, request.prices),
+            _recorded(request.history, held),
         )
+
+
+def _recorded(history: Path | None, held: int) -> Recorded | None:
+    """How many reports the history took (one it held already, by content, it did not take again)."""
+    return None if history is None else Recorded(str(history), report_count(history) - held)
 
 
 def _costs(hosts: list[HostReport], prices: tuple[PriceRow, ...]) -> tuple[GroupCost, ...]:

@@ -145,6 +145,17 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class Recorded:
+    """What one fleet report added to the GPU history: a report already there (same content) is not added."""
+
+    path: str
+    added: int
+
+    def line(self) -> str:
+        return f"recorded {self.added} new report(s) in the GPU history {self.path} (--no-history: none)"
+
+
+@dataclass(frozen=True)
 class FleetReport:
     hosts: tuple[HostReport, ...]
     skipped: tuple[Skipped, ...]
@@ -156,6 +167,7 @@ class FleetReport:
     superseded: int = 0  # older reports of a host, set aside for its latest
     events: tuple[dict[str, Any], ...] = field(default=())  # from the GPU history, when one is given
     costs: tuple[GroupCost, ...] = ()  # per node kind, over the certified hosts (with [prices] only)
+    recorded: Recorded | None = None  # what reading added to the GPU history (None: no history)
 
     def outcomes(self) -> dict[str, int]:
         counts = Counter(h.outcome for h in self.hosts)

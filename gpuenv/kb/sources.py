@@ -19,6 +19,7 @@ from urllib.parse import urljoin, urlsplit
 
 from gpuenv import __version__, files
 from gpuenv.errors import BadRequest, CannotRun
+from gpuenv.extras import needed
 
 DEFAULT_BASES: dict[str, str] = {
     "pypi": "https://pypi.org",
@@ -165,10 +166,8 @@ _HINT = "check the network or the index's base URL option, or use --from DIR wit
 
 
 def _httpx() -> Any:
-    try:
+    with needed("httpx", "kb refresh (reaching the indexes)"):
         import httpx  # optional extra (gpuenv[kb]): only kb refresh reaches the network
-    except ImportError as exc:
-        raise CannotRun("kb refresh needs httpx to reach the indexes", hint="pip install 'gpuenv[kb]'") from exc
     return httpx
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gpuenv.errors import CannotRun
+from gpuenv.extras import install_hint
 from gpuenv.files import Output, write_output
 from gpuenv.output.screen import Screen
 
@@ -56,9 +57,7 @@ def require(subject: Subject, fmt: str) -> None:
     try:
         import_module(library)
     except ImportError as exc:
-        raise CannotRun(
-            f"--{fmt} needs {library}, which is not installed", hint=f"pip install 'gpuenv[{extra}]'"
-        ) from exc
+        raise CannotRun(f"--{fmt} needs {library}, which is not installed", hint=install_hint(extra)) from exc
 
 
 def renderer(subject: Subject, fmt: str) -> Callable[[Any], str | Screen]:

@@ -6,16 +6,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from gpuenv.fleet.report_hosts import HostAttention, attention, figure_text
 from gpuenv.fleet.report_model import FleetReport, Group, Outlier
 from gpuenv.output.jsontext import json_text
 from gpuenv.output.screen import Block, Screen, escaped, line, table
 from gpuenv.verify.cost import cost_table
 
 MAX_LISTED = 20  # hosts named under one failure code before "and N more"
+MAX_ATTENTION = 25  # hosts in the "needing attention" table before "and N more"
 
 
-def _number(value: float) -> str:
-    return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.0f}"
+def _number(value: float, unit: str) -> str:
+    """A figure at its unit's fixed precision, without the unit (the table has a unit column)."""
+    return figure_text(value, unit).removesuffix(f" {unit}")
 
 
 def outcome_line(report: FleetReport) -> str:
@@ -24,7 +27,22 @@ def outcome_line(report: FleetReport) -> str:
     older = f" ({report.superseded} older report(s) of the same hosts set aside)" if report.superseded else ""
     doubts = [f"{n} {what}" for n, what in _doubts(report) if n]
     doubted = "".join(f"; {d}" for d in doubts)
-    return f"{len(report.hosts)} host(s){older}: {counts}; {len(report.outliers)} outlier(s){doubted}: fleet {verdict}"
+    outlying = len({o.host for o in report.outliers})
+    outliers = f"{outlying} host(s) with outliers" if outlying else "0 outlier(s)"
+    return f"{len(report.hosts)} host(s){older}: {counts}; {outliers}{doubted}: fleet {verdict}"
+
+
+ATTENTION_COLUMNS = ("host", "outcome", "what is wrong", "what to do")
+
+
+def attention_rows(hosts: tuple[HostAttention, ...]) -> list[tuple[str, ...]]:
+    """One row per problem, the host named on its first; the worst hosts first."""
+    rows: list[tuple[str, ...]] = []
+    for a in hosts[:MAX_ATTENTION]:
+        for n, p in enumerate(a.problems):
+            rows.append((a.host if n == 0 else "", a.outcome if n == 0 else "", p.what, p.todo))
+    more = len(hosts) - MAX_ATTENTION
+    return rows + ([(f"and {more} more", "", "", "")] if more > 0 else [])
 
 
 def _doubts(report: FleetReport) -> tuple[tuple[int, str], ...]:
@@ -57,42 +75,63 @@ def group_row(group: Group) -> tuple[str, ...]:
         str(key.gpu_count),
         key.metric(),
         group.unit,
-        _number(s.median),
-        _number(s.mad),
-        _number(s.p5),
-        _number(s.p95),
+        _number(s.median, group.unit),
+        _number(s.mad, group.unit),
+        _number(s.p5, group.unit),
+        _number(s.p95, group.unit),
         str(s.n),
         "yes" if group.judged else f"no: {group.hosts} host(s)",
     )
 
 
 GROUP_COLUMNS = ("GPU model", "GPUs", "metric", "unit", "median", "MAD", "p5", "p95", "n", "judged")
-OUTLIER_COLUMNS = ("host", "GPU", "UUID", "serial", "metric", "value", "median", "z")
+OUTLIER_COLUMNS = ("host", "GPU", "UUID", "serial", "metric", "value", "median", "off", "z")
 FAILURE_COLUMNS = ("finding", "hosts", "where")
 
 
-def outlier_row(o: Outlier) -> tuple[str, ...]:
+def outlier_rows(outliers: tuple[Outlier, ...]) -> list[tuple[str, ...]]:
+    """One row per host, figure and GPU, its worst value (a slow link is one row, not one per size)."""
+    worst: dict[tuple[str, str, int | None], tuple[Outlier, int]] = {}
+    for o in outliers:
+        where = (o.host, o.key.figure, o.gpu.cuda_index if o.gpu else None)
+        kept, n = worst.get(where, (o, 0))
+        worst[where] = (o if abs(o.z) > abs(kept.z) else kept, n + 1)
+    return [outlier_row(o, n) for o, n in worst.values()]
+
+
+def outlier_row(o: Outlier, values: int = 1) -> tuple[str, ...]:
     gpu = o.gpu
+    detail = o.key.metric().removeprefix(o.key.figure).strip()
+    metric = f"{o.key.figure} (worst of {values}: {detail})" if values > 1 and detail else o.key.metric()
+    off = f"{(o.value - o.median) / o.median:+.0%}" if o.median else "-"
     return (
         o.host,
         "-" if gpu is None or gpu.cuda_index is None else str(gpu.cuda_index),
         (gpu.uuid if gpu else None) or "-",
         (gpu.serial if gpu else None) or "-",
-        o.key.metric(),
-        f"{_number(o.value)} {o.unit}",
-        _number(o.median),
+        metric,
+        figure_text(o.value, o.unit),
+        figure_text(o.median, o.unit),
+        off,
         f"{o.z:+.1f}",
     )
 
 
 def screen(report: FleetReport) -> Screen:
-    """Failures, outliers, groups and costs as tables, then the history's events and the verdict."""
-    blocks: list[Block] = []
+    """The verdict, the hosts needing attention (worst first, what is wrong, what to do), then failures,
+    outliers, groups and costs as tables, the history's events, and the verdict again; no empty table."""
+    blocks: list[Block] = [line(outcome_line(report))]
+    hosts = attention(report)
+    if hosts:
+        blocks.append(table(ATTENTION_COLUMNS, attention_rows(hosts), title="Hosts needing attention", title_left=True))
     if report.failures:
         blocks.append(table(FAILURE_COLUMNS, failure_rows(report), title="Failing findings"))
     if report.outliers:
-        blocks.append(table(OUTLIER_COLUMNS, map(outlier_row, report.outliers), title="Outliers"))
-    blocks.append(table(GROUP_COLUMNS, map(group_row, report.groups), title="Figures by group"))
+        blocks.append(table(OUTLIER_COLUMNS, outlier_rows(report.outliers), title="Outliers", right_aligned=_RIGHT))
+    if report.groups:
+        blocks.append(
+            table(GROUP_COLUMNS, map(group_row, report.groups), title="Figures by group", right_aligned=_RIGHT)
+        )
     if report.costs:
         columns, cells = cost_table(report.costs)
         blocks.append(table(columns, cells, title="Cost by node kind (USD, certified hosts)"))
@@ -103,8 +142,12 @@ def screen(report: FleetReport) -> Screen:
     return tuple(blocks)
 
 
+_RIGHT = ("value", "median", "off", "z", "MAD", "p5", "p95", "n")
+
+
 def to_json(report: FleetReport) -> str:
-    return json_text(report.to_dict())
+    """The report's JSON, with the hosts needing attention (an addition to gpuenv.fleet-report/1)."""
+    return json_text(report.to_dict() | {"attention": [a.to_dict() for a in attention(report)]})
 
 
 def _md_table(columns: tuple[str, ...], rows: Iterator[tuple[str, ...]] | Any) -> list[str]:
@@ -118,6 +161,9 @@ def _md_table(columns: tuple[str, ...], rows: Iterator[tuple[str, ...]] | Any) -
 
 def to_markdown(report: FleetReport) -> str:
     lines = ["# Fleet report", "", outcome_line(report), ""]
+    hosts = attention(report)
+    if hosts:
+        lines += ["## Hosts needing attention", "", *_md_table(ATTENTION_COLUMNS, attention_rows(hosts)), ""]
     if report.skipped:
         lines += ["## Skipped files", ""] + [f"- `{escaped(s.path)}`: {escaped(s.reason)}" for s in report.skipped]
         lines += [""]
@@ -126,17 +172,19 @@ def to_markdown(report: FleetReport) -> str:
         lines += ["## Flagged hosts", "", *flagged, ""]
     if report.failures:
         lines += ["## Failing findings", "", *_md_table(FAILURE_COLUMNS, failure_rows(report)), ""]
-    lines += ["## Outliers", ""]
-    rule = report.rule
-    lines += [
-        f"Modified z beyond {rule.z:g} and at least {rule.min_deviation:.0%} from the median, in the bad "
-        f"direction; groups with values from fewer than {report.min_hosts} hosts are not judged.",
-        "",
-    ]
-    lines += [*_md_table(OUTLIER_COLUMNS, map(outlier_row, report.outliers)), ""] if report.outliers else ["None.", ""]
+    if report.outliers:
+        rule = report.rule
+        lines += ["## Outliers", ""]
+        lines += [
+            f"Modified z beyond {rule.z:g} and at least {rule.min_deviation:.0%} from the median, in the bad "
+            f"direction; groups with values from fewer than {report.min_hosts} hosts are not judged.",
+            "",
+        ]
+        lines += [*_md_table(OUTLIER_COLUMNS, outlier_rows(report.outliers)), ""]
     if report.events:
         lines += ["## GPU history", ""] + [f"- {escaped(e['message'])}" for e in report.events] + [""]
-    lines += ["## Figures by group", "", *_md_table(GROUP_COLUMNS, map(group_row, report.groups))]
+    if report.groups:
+        lines += ["## Figures by group", "", *_md_table(GROUP_COLUMNS, map(group_row, report.groups))]
     if report.costs:
         columns, cells = cost_table(report.costs)
         lines += ["", "## Cost by node kind", "", "USD, at the config file's [prices], over the certified hosts.", ""]

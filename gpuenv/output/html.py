@@ -17,17 +17,21 @@ from typing import Any
 
 import jinja2
 
+from gpuenv.extras import needed
 from gpuenv.fleet.report_compare import grouped
+from gpuenv.fleet.report_hosts import attention
 from gpuenv.fleet.report_model import FleetReport, GroupKey, HostReport
 from gpuenv.output.fleet import (
+    ATTENTION_COLUMNS,
     FAILURE_COLUMNS,
     GROUP_COLUMNS,
     OUTLIER_COLUMNS,
+    attention_rows,
     cost_notes,
     failure_rows,
     group_row,
     outcome_line,
-    outlier_row,
+    outlier_rows,
 )
 from gpuenv.resources import data_file
 from gpuenv.verify.cost import cost_table
@@ -57,7 +61,8 @@ def _outlier_points(report: FleetReport, key: GroupKey) -> set[tuple[str, int | 
 
 def busbw_plots(report: FleetReport) -> Iterator[Plot]:
     """A histogram of hosts' busbw per GPU model, count, collective and size; outliers in red."""
-    from matplotlib.figure import Figure  # heavy optional extra (gpuenv[report]), only for --html
+    with needed("matplotlib", "fleet report --html"):
+        from matplotlib.figure import Figure  # heavy optional extra (gpuenv[report]), only for --html
 
     for key, pool in grouped(report.hosts).items():
         if key.figure != BUSBW:
@@ -90,7 +95,8 @@ def busbw_plots(report: FleetReport) -> Iterator[Plot]:
 
 def tflops_plots(report: FleetReport) -> Iterator[Plot]:
     """Each GPU's matmul TFLOP/s by host (hosts in name order), per GPU model and count; outliers in red."""
-    from matplotlib.figure import Figure  # heavy optional extra (gpuenv[report]), only for --html
+    with needed("matplotlib", "fleet report --html"):
+        from matplotlib.figure import Figure  # heavy optional extra (gpuenv[report]), only for --html
 
     for key, pool in grouped(report.hosts).items():
         if key.figure != TFLOPS:
@@ -159,7 +165,9 @@ def to_html(report: FleetReport) -> str:
         rule=f"Modified z beyond {rule.z:g} and at least {rule.min_deviation:.0%} from the median, in the bad "
         f"direction; groups with values from fewer than {report.min_hosts} hosts are not judged.",
         outlier_columns=OUTLIER_COLUMNS,
-        outliers=[outlier_row(o) for o in report.outliers],
+        outliers=outlier_rows(report.outliers),
+        attention_columns=ATTENTION_COLUMNS,
+        attention=attention_rows(attention(report)),
         events=report.events,
         busbw=list(busbw_plots(report)),
         tflops=list(tflops_plots(report)),

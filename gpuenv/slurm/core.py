@@ -110,3 +110,24 @@ def config_lines(req: ConfigRequest) -> list[str]:
         f"Epilog={req.scripts_dir}/gpuenv-epilog",
         "PrologFlags=Alloc",
     ]
+
+
+HOOK_NAMES = ("health-check", "prolog", "epilog")
+# a hook script gpuenv wrote: what `slurm install` may replace (anything else it leaves alone)
+_OUR_SCRIPT = re.compile(r"#!/bin/sh\nexec \S+ -q slurm (health-check|prolog|epilog)( [^\n]*)?\n\Z")
+
+
+def hook_script(gpuenv: str, hook: str, reports_dir: str) -> str:
+    """The script slurm.conf names for a hook (health-check within slurmd's 60 s)."""
+    args = ["--reports-dir", reports_dir] + (["--max-time", "50"] if hook == "health-check" else [])
+    return wrapper_script(gpuenv, hook, args)
+
+
+def hook_scripts(req: ConfigRequest) -> dict[str, str]:
+    """File name -> text of the three hook scripts, for the paths config_lines names."""
+    config_lines(req)  # the same paths: plain, or ValueError
+    return {f"gpuenv-{hook}": hook_script(req.gpuenv, hook, req.reports_dir) for hook in HOOK_NAMES}
+
+
+def is_our_script(text: str) -> bool:
+    return _OUR_SCRIPT.match(text) is not None

@@ -43,6 +43,23 @@ def _run(args: list[str], *, timeout: float = TIMEOUT) -> str:
     return proc.stdout
 
 
+PING_TIMEOUT = 5.0
+NO_SLURM = "run the hooks on a Slurm node whose slurmctld is up (scontrol ping); outside Slurm, use gpuenv verify"
+
+
+def ping(*, timeout: float = PING_TIMEOUT) -> None:
+    """CannotRun unless slurmctld answers `scontrol ping` within the timeout."""
+    args = ["scontrol", "ping"]
+    try:
+        proc = _call(args, timeout=timeout)
+    except CannotRun as exc:
+        raise CannotRun(f"Slurm is not reachable: {exc.message}", hint=NO_SLURM) from exc
+    said = (proc.stdout or proc.stderr).strip().splitlines()
+    if proc.returncode != 0 or any("DOWN" in line for line in said):
+        detail = said[-1] if said else f"exit {proc.returncode}"
+        raise CannotRun(f"Slurm is not reachable: scontrol ping: {detail}", hint=NO_SLURM)
+
+
 def node_name(node: str) -> str | None:
     """The NodeName slurmctld has for `node` (`scontrol show node`), or None when it knows no such node."""
     args = ["scontrol", "-o", "show", "node", node]

@@ -46,10 +46,23 @@ class HookRequest:
 class HookResult:
     exit_code: int  # 0 healthy, 1 drained (or the job's GPUs failed), 3 could not run
     node: str | None
-    action: str  # "drained", "resumed", "kept", "none"
+    action: str  # "drained", "resumed", "kept", "none" (nothing to do), "left" (could not run, not drained)
     reason: str | None
     summary: str
     report: Path | None
+
+    def line(self) -> str:
+        """What the hook did, in words: `gpu01: nothing to do: certified`."""
+        return f"{self.node}: {ACTIONS.get(self.action, self.action)}: {self.summary}"
+
+
+ACTIONS = {
+    "drained": "drained",
+    "resumed": "resumed (gpuenv had drained it)",
+    "kept": "left drained (by someone else, not gpuenv)",
+    "none": "nothing to do",
+    "left": "not drained (--no-drain-on-error)",
+}
 
 
 @dataclass(frozen=True)
@@ -95,7 +108,11 @@ def _is_node_name(name: str) -> bool:
 
 
 def run_hook(req: HookRequest) -> HookResult:
-    """Run verify for a hook and act on the node: drain on a failure, resume only gpuenv's drains."""
+    """Run verify for a hook and act on the node: drain on a failure, resume only gpuenv's drains.
+    Slurm is asked first (scontrol ping): without it no verdict could be acted on, so verify does not run."""
+    if req.node is None and os.environ.get("SLURMD_NODENAME"):  # a name that is no node: before any Slurm call
+        validate.slurm_node(os.environ["SLURMD_NODENAME"], "SLURMD_NODENAME")
+    scontrol.ping()
     node = find_node(req.node)
     report_path = _report_path(req, node)
     run = run_verify(_verify_args(req, report_path), req.max_time, report_path, _verify_env(req))
@@ -115,7 +132,7 @@ def run_hook(req: HookRequest) -> HookResult:
         return _drain(node, core.failure_reason(run.report), 1, report_path)
     why = _could_not_run_why(run)
     if not req.drain_on_error:
-        return HookResult(3, node, "none", None, f"could not run: {why}", report_path)
+        return HookResult(3, node, "left", None, f"could not run: {why}", report_path)
     return _drain(node, core.could_not_run_reason(why), 3, report_path)
 
 

@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from gpuenv.errors import BadRequest, CannotRun
+from gpuenv.errors import BadRequest
+from gpuenv.extras import needed
 
 LauncherChoice = Literal["auto", "srun", "torchrun", "none"]
 LAUNCHER_CHOICES: tuple[str, ...] = ("auto", "srun", "torchrun", "none")
@@ -245,10 +246,8 @@ def _port(value: str, name: str) -> int:
 
 def expand_nodelist(text: str) -> list[str]:
     """A Slurm node list (`gpu[001-004,010]`, `a[1-2]-b[3-4]`) as host names, by python-hostlist."""
-    try:
+    with needed("hostlist", "expanding SLURM_NODELIST"):
         import hostlist  # extra slurm: only a node list needs it
-    except ImportError:
-        raise CannotRun("expanding SLURM_NODELIST needs python-hostlist", hint="pip install 'gpuenv[slurm]'") from None
     try:
         names: list[str] = hostlist.expand_hostlist(text)
     except hostlist.BadHostlist as exc:

@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from gpuenv.compat import V, driver_runs_cuda, gpu_code_for, load_kb
 from gpuenv.errors import BadRequest
-from gpuenv.resolve import Request, _python_problem, fit_for_default, resolve
+from gpuenv.resolve import Request, _python_problem, resolve
+from gpuenv.resolve_reasons import fit_for_default
 
 KB = load_kb()
 
@@ -173,9 +174,12 @@ oses = st.sampled_from([None, *[o.name for o in KB.os]])
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(torch=torch_versions, cuda=cuda_versions, driver=drivers, python=pythons, gpu=gpus, os=oses)
-def test_any_resolved_stack_satisfies_every_constraint(torch, cuda, driver, python, gpu, os) -> None:  # type: ignore[no-untyped-def]
-    request = Request(torch=torch, cuda=cuda, driver=driver, python=python, gpu=gpu, os=os)
+@given(
+    torch=torch_versions, cuda=cuda_versions, driver=drivers, python=pythons, gpu=gpus, os=oses,
+    purpose=st.sampled_from(["image", "host"]),
+)  # fmt: skip
+def test_any_resolved_stack_satisfies_every_constraint(torch, cuda, driver, python, gpu, os, purpose) -> None:  # type: ignore[no-untyped-def]
+    request = Request(torch=torch, cuda=cuda, driver=driver, python=python, gpu=gpu, os=os, purpose=purpose)
     try:
         stack = resolve(KB, request)
     except BadRequest as exc:
@@ -202,7 +206,8 @@ def test_any_resolved_stack_satisfies_every_constraint(torch, cuda, driver, pyth
         sm = f"{gpu[3:-1]}.{gpu[-1]}" if gpu.startswith("sm_") else KB.find_gpu(gpu).sm  # type: ignore[union-attr]
         # the GPU runs the build's own SASS (same major, minor at least the cubin's) or PTX it can JIT
         assert gpu_code_for(release.arch[stack.cuda_build], sm) is not None
-    image_os = "image" in KB.os_by_name[stack.os].roles
+    image_os = "image" in KB.os_by_name[stack.os].roles and stack.os in cuda_row.images
     assert bool(stack.base_images) == image_os
+    assert image_os or purpose == "host" or "image" not in KB.os_by_name[stack.os].roles  # a host needs no image
     if image_os:
         assert all(stack.cuda in ref and ref.endswith(stack.os) for ref in stack.base_images.values())

@@ -220,7 +220,7 @@ def test_the_timeline_by_uuid_serial_and_host(tmp_path: Path) -> None:
     assert history.timeline(db, "GPU-zzz") == ("none", [])
 
 
-def test_fleet_history_prints_the_timeline_and_exits_1_for_an_unknown_key(tmp_path: Path) -> None:
+def test_fleet_history_prints_the_timeline_and_exits_2_for_an_unknown_key(tmp_path: Path) -> None:
     db = tmp_path / "h.sqlite"
     fleet_history(db)
     shown = run_gpuenv("fleet", "history", "GPU-b", "--history", str(db))
@@ -229,7 +229,8 @@ def test_fleet_history_prints_the_timeline_and_exits_1_for_an_unknown_key(tmp_pa
     as_json = json.loads(run_gpuenv("fleet", "history", "gpu044", "--history", str(db), "--json").stdout)
     assert as_json["kind"] == "host" and {r["gpu"]["uuid"] for r in as_json["rows"]} == {"GPU-b", "GPU-d"}
     missing = run_gpuenv("fleet", "history", "GPU-zzz", "--history", str(db))
-    assert missing.returncode == 1 and "not in the history" in missing.stderr
+    assert missing.returncode == 2 and "GPU-zzz is not in the history" in missing.stderr
+    assert "hint: gpuenv fleet history --list" in missing.stderr
     absent = run_gpuenv("fleet", "history", "GPU-b", "--history", str(tmp_path / "nope.sqlite"))
     assert absent.returncode == 2 and absent.stderr.startswith("gpuenv: error: no history at")
     assert not (tmp_path / "nope.sqlite").exists()

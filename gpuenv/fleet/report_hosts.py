@@ -1,0 +1,113 @@
+"""The fleet report by host: which hosts need attention, worst first, what is wrong with each and what to do.
+
+Pure, from a FleetReport. A host's outliers are grouped by figure (a slow interconnect makes one problem,
+however many collectives and message sizes showed it), each said with its worst value against the median.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from gpuenv.fleet.report_model import FleetReport, Gpu, Outlier
+from gpuenv.verify.catalogue import rules
+
+# decimals per unit, so that a column of figures lines up (a unit not named here gets two)
+DECIMALS = {"GB/s": 1, "TFLOP/s": 1, "°C": 0, "MHz": 0, "J": 3, "ratio": 2, "ms": 2, "images/J": 1}
+COUNTS = ("images/s", "tokens/s", "queries/s")  # throughputs in the thousands: whole numbers
+# what to do about an outlying figure, by figure (then by check)
+OUTLIER_ADVICE = {
+    "allreduce": "check the interconnect (nvidia-smi topo -m, nvidia-smi nvlink -s, the NICs), then rerun "
+    "gpuenv verify --check allreduce",
+    "nvml.temperature_c": "check the cooling (fans, airflow, inlet temperature); drain it if it keeps running hot",
+    "nvml.sm_clock_mhz": "check clocks and power (nvidia-smi -q -d PERFORMANCE,POWER); drain it if it stays slow",
+    "amp": "check clocks, power and cooling (nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE), then rerun "
+    "gpuenv verify --level deep",
+    "models": "rerun gpuenv verify --level deep; if it stays slow, drain it and compare with a healthy peer",
+}
+NOT_CERTIFIED = "read its report (gpuenv verify --report) and rerun gpuenv verify on it"
+UNREACHED = "reach the host (ssh, its BMC) and rerun gpuenv fleet verify"
+
+
+def figure_text(value: float, unit: str) -> str:
+    """A figure with its unit at the unit's fixed precision: 182.4 GB/s, 36 °C, 0.905 J."""
+    decimals = 0 if unit in COUNTS else DECIMALS.get(unit, 2)
+    return f"{value:,.{decimals}f} {unit}"
+
+
+@dataclass(frozen=True)
+class Problem:
+    what: str  # what is wrong
+    todo: str  # what to do
+    kind: str  # "outcome", "failure", "outlier" or "flag"
+    figure: str | None = None  # an outlier's figure, a failure's finding code
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "what": self.what, "todo": self.todo, "figure": self.figure}
+
+
+@dataclass(frozen=True)
+class HostAttention:
+    host: str
+    outcome: str
+    problems: tuple[Problem, ...]
+    worst: float  # the largest share an outlier lies from its median (0 without one)
+
+    def severity(self) -> tuple[int, int, float]:
+        failing = sum(p.kind in ("outcome", "failure") for p in self.problems)
+        return (self.outcome != "certified", failing, self.worst)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"host": self.host, "outcome": self.outcome, "problems": [p.to_dict() for p in self.problems]}
+
+
+def attention(report: FleetReport) -> tuple[HostAttention, ...]:
+    """Every host with something wrong (not certified, a failing finding, an outlier, a doubt), worst first."""
+    problems: dict[str, list[Problem]] = {}
+    worst: dict[str, float] = {}
+    for h in report.hosts:
+        if not h.certified and not h.failures:
+            todo = UNREACHED if h.outcome in ("unreachable", "timeout", "not provisioned") else NOT_CERTIFIED
+            problems.setdefault(h.host, []).append(Problem(f"{h.outcome}, no failing finding named", todo, "outcome"))
+        problems.setdefault(h.host, []).extend(Problem(f, "see why in the report's dates", "flag") for f in h.flags)
+    for failure in report.failures:
+        rule = rules().get(failure.code)
+        todo = (rule.remediation if rule else None) or "see the finding in the host's report"
+        for host, gpus in failure.hosts:
+            problems.setdefault(host, []).append(Problem(f"{failure.code}{_on(gpus)}", todo, "failure", failure.code))
+    for (host, figure), outlying in _outliers_by_host_and_figure(report.outliers).items():
+        problems.setdefault(host, []).append(_outlier_problem(figure, outlying))
+        worst[host] = max(worst.get(host, 0.0), *(_share(o) for o in outlying))
+    outcomes = {h.host: h.outcome for h in report.hosts}
+    hosts = [HostAttention(h, outcomes.get(h, "-"), tuple(p), worst.get(h, 0.0)) for h, p in problems.items() if p]
+    return tuple(sorted(hosts, key=lambda a: (a.severity(), a.host), reverse=True))
+
+
+def _on(gpus: tuple[Gpu, ...]) -> str:
+    return f" on GPU {', '.join(str(g.cuda_index) for g in gpus)}" if gpus else ""
+
+
+def _share(o: Outlier) -> float:
+    return abs(o.value - o.median) / abs(o.median) if o.median else 0.0
+
+
+def _outliers_by_host_and_figure(outliers: Iterable[Outlier]) -> dict[tuple[str, str], list[Outlier]]:
+    grouped: dict[tuple[str, str], list[Outlier]] = {}
+    for o in outliers:
+        grouped.setdefault((o.host, o.key.figure), []).append(o)
+    return grouped
+
+
+def _outlier_problem(figure: str, found: list[Outlier]) -> Problem:
+    worst = max(found, key=_share)
+    direction = "below" if worst.value < worst.median else "above"
+    where = f"GPU {', '.join(sorted({str(o.gpu.cuda_index) for o in found if o.gpu}))} " if worst.gpu else ""
+    detail = worst.key.metric().removeprefix(figure).strip()
+    what = f"{figure} ({len(found)} values, worst {detail})" if len(found) > 1 and detail else worst.key.metric()
+    said = (
+        f"{where}{what}: {figure_text(worst.value, worst.unit)}, {_share(worst):.0%} {direction} "
+        f"the median {figure_text(worst.median, worst.unit)}"
+    )
+    advice = OUTLIER_ADVICE.get(figure) or OUTLIER_ADVICE.get(figure.split(".")[0], OUTLIER_ADVICE["models"])
+    return Problem(said, advice, "outlier", figure)

@@ -95,7 +95,7 @@ def test_missing_ansible_runner_exits_3(tmp_path: Path) -> None:
         "provision", "gpu01", *STACK, "--skip-verify", env={"PYTHONPATH": str(shim.parent)}, cwd=tmp_path
     )
     assert result.returncode == 3, result.stderr
-    assert "ansible-runner is not installed" in _one_error_line(result)
+    assert "needs ansible-runner, which is not installed" in _one_error_line(result)
 
 
 def test_ansible_playbook_missing_or_broken_is_cannot_run(tmp_path: Path) -> None:

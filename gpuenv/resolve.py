@@ -154,7 +154,7 @@ def torch_matches(version: str, wanted: str) -> bool:
 
 
 def _cuda_matches(row: CudaRelease, wanted: str) -> bool:
-    return wanted in (row.version, row.toolkit, row.build)
+    return row.names(wanted)
 
 
 # --- candidates and their filters ---------------------------------------------------------------

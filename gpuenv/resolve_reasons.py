@@ -129,6 +129,11 @@ def warnings(
         out.append(
             f"torch {torch.version} is not settled (unconfirmed builds or no torchvision), but nothing else fits"
         )
+    if request.cuda and request.cuda.count(".") == 2 and request.cuda != cuda.toolkit:
+        out.append(
+            f"CUDA {request.cuda} asked: the stack uses {cuda.toolkit}, the newest {cuda.version} patch "
+            f"(the {cuda.build} wheels run on any {cuda.version}.x; its images are {cuda.toolkit})"
+        )
     for item in cuda.provenance.unconfirmed:
         relevant = item in ("cudnn", "toolkit", "eol") or (
             item == f"images:{os_info.name}" and "image" in os_info.roles

@@ -87,6 +87,12 @@ class CudaRelease:
     deleted_tags: tuple[str, ...]
     provenance: Provenance
 
+    def names(self, cuda: str) -> bool:
+        """Whether `cuda` names this release: its minor, toolkit or build, or another patch of its minor."""
+        parts = cuda.split(".")
+        patch_of_minor = len(parts) == 3 and all(p.isdigit() for p in parts) and ".".join(parts[:2]) == self.version
+        return cuda in (self.version, self.toolkit, self.build) or patch_of_minor
+
 
 @dataclass(frozen=True)
 class Architecture:
@@ -186,11 +192,9 @@ class KnowledgeBase:
         return next((o for o in self.os if o.names_host(distribution, version)), None)
 
     def find_cuda(self, cuda: str) -> CudaRelease | None:
-        """A CUDA release by minor ("11.7"), toolkit ("11.7.1") or build ("cu117")."""
-        for row in self.cuda:
-            if cuda in (row.version, row.toolkit, row.build):
-                return row
-        return None
+        """A CUDA release by minor ("11.7"), toolkit ("11.7.1") or build ("cu117"); another patch of a
+        known minor ("12.4.0") finds that minor's row, whose toolkit is its newest patch."""
+        return next((row for row in self.cuda if row.names(cuda)), None)
 
     def arch(self, sm: str) -> Architecture | None:
         return next((a for a in self.architectures if a.sm == sm), None)

@@ -70,3 +70,13 @@ def test_baseline_learn_counts_cpu_only_reports_apart(tmp_path: Path) -> None:
     proc = run_gpuenv("fleet", "baseline", "learn", str(folder), "-o", str(tmp_path / "b.json"))
     assert proc.returncode == 2, proc.stderr
     assert "(1 certified GPU report(s) of 10 (9 certified on CPU only))" in proc.stderr
+
+
+def test_a_patch_release_of_a_known_cuda_minor_resolves_to_that_minor_and_says_so() -> None:
+    asked = run_gpuenv("resolve", "--cuda", "12.4.0", "--json")
+    assert asked.returncode == 0, asked.stderr
+    stack = json.loads(asked.stdout)
+    assert (stack["cuda"], stack["cuda_build"]) == ("12.4.1", "cu124")
+    assert any("CUDA 12.4.0 asked: the stack uses 12.4.1" in w for w in stack["warnings"])
+    unknown = run_gpuenv("resolve", "--cuda", "12.7.0")
+    assert unknown.returncode == 2 and "unknown CUDA version 12.7.0" in unknown.stderr

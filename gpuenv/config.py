@@ -23,7 +23,6 @@ from typing import Any, Literal
 
 from gpuenv import validate
 from gpuenv.errors import BadRequest
-from gpuenv.verify.cost import PriceRow
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -64,6 +63,14 @@ class Setting:
     source: str
     origin: str | None
     overrides: tuple[tuple[str, str, Any], ...] = ()
+
+
+def history_file(env: Mapping[str, str] | None = None) -> Path:
+    """Where the GPU history is kept by default: $XDG_STATE_HOME/gpuenv/history.sqlite, else
+    ~/.local/state/gpuenv/history.sqlite."""
+    env = os.environ if env is None else env
+    state = env.get("XDG_STATE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".local" / "state")
+    return Path(state) / "gpuenv" / "history.sqlite"
 
 
 def candidates(env: Mapping[str, str]) -> list[tuple[str, Path]]:
@@ -240,14 +247,6 @@ def check_prices(config: ConfigFile, value: Any) -> dict[str, float]:
                 hint="dollars per GPU-hour by GPU model (H100 = 2.5) or per node-hour by instance type",
             ) from exc
     return {name: float(price) for name, price in value.items()}
-
-
-def price_rows(config: ConfigFile | None) -> tuple[PriceRow, ...]:
-    """The [prices] table as cost.PriceRow entries, each with the line it is on (none without a file)."""
-    if config is None or "prices" not in config.data:
-        return ()
-    prices = check_prices(config, config.data["prices"])
-    return tuple(PriceRow(name, value, config.where(("prices", name))) for name, value in prices.items())
 
 
 def suggest(word: str, choices: list[str], what: str) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from gpuenv import output
+from gpuenv import config, output
 from gpuenv.ansible.events import Progress
 from gpuenv.cli import settings
 from gpuenv.cli.fleet_report_cmd import baseline, report
@@ -162,7 +162,7 @@ def history(key: str | None, history: Path | None, as_list: bool, as_json: bool)
       gpuenv fleet history --list
       gpuenv fleet history GPU-8f2c1d3e-...   # or a serial, or a host name
     """
-    path = history or store.default_path()
+    path = history or config.history_file()
     if as_list == (key is not None):
         raise BadRequest(
             "give a KEY (a GPU UUID, a serial or a host name) or --list", hint="gpuenv fleet history --list"

@@ -11,13 +11,13 @@ from gpuenv import output
 from gpuenv.cli import settings as settings_of
 from gpuenv.cli.output import draw, emit_json, warn
 from gpuenv.cli.params import history_options, history_path, output_option
-from gpuenv.config import price_rows
 from gpuenv.files import refuse_inputs, write_output
 from gpuenv.fleet import stats
 from gpuenv.fleet.baseline import LearnRequest, checked_text, learn_baselines, summary_line
 from gpuenv.fleet.report import ReportRequest, fleet_report
 from gpuenv.fleet.report_model import DEFAULT_CLOCK_SKEW_S
 from gpuenv.output.fleet import outcome_line
+from gpuenv.verify.cost import price_rows
 
 REPORT_EPILOG = """\b
 Examples:

@@ -14,12 +14,11 @@ from typing import Any, TypeVar
 import click
 from click.core import ParameterSource
 
-from gpuenv import validate
+from gpuenv import config, validate
 from gpuenv.ansible.hosts import Hosts
 from gpuenv.ansible.runner import check_limit
 from gpuenv.errors import BadRequest
 from gpuenv.files import check_output
-from gpuenv.fleet.history import default_path
 from gpuenv.types import DEVICE_CHOICES, LEVELS
 from gpuenv.verify.registry import CHECKS
 
@@ -185,7 +184,7 @@ def history_path(params: dict[str, Any]) -> Path | None:
     if given is not None:
         validate.safe_path(str(given), "--history")
         return given
-    return default_path()
+    return config.history_file()
 
 
 def become_prompt(text: str) -> str:

@@ -14,9 +14,9 @@ from gpuenv.cli import settings as settings_of
 from gpuenv.cli.output import console, emit_json, say, warn
 from gpuenv.cli.params import checked, gpu_indices, output_option, verify_option
 from gpuenv.cli.verify_view import RunView, header, present, show_checks
-from gpuenv.config import price_rows
 from gpuenv.errors import BadRequest
 from gpuenv.files import STDOUT
+from gpuenv.verify.cost import price_rows
 from gpuenv.verify.launch import LAUNCHER_CHOICES, Explicit
 from gpuenv.verify.service import VerifyOutcome, VerifyRequest, preview
 from gpuenv.verify.service import verify as run
@@ -153,7 +153,8 @@ def verify(ctx: click.Context, /, as_json: bool, list_checks: bool, **options: A
     explicit = Explicit(**{k: options.pop(k) for k in EXPLICIT_KEYS})
     options["gpus"] = options["gpus"] or ()
     request = VerifyRequest(kb=settings.data, explicit=explicit, prices=price_rows(settings.config), **options)
-    out = console(stderr=on_stdout)  # the header, the checks as they run, the report: one stream
+    # the header, the checks as they run, the report: one stream (none with --json: nothing is drawn)
+    out = None if as_json else console(stderr=on_stdout)
     shown = not (as_json or settings.quiet or request.image)
     # The engine turns the first SIGINT/SIGTERM into a partial report; any signal after it is only
     # noted, so a second Ctrl-C cannot stop the report the run promised from being written.

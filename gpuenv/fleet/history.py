@@ -15,10 +15,9 @@ nodes write reports and the controller ingests them.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -77,13 +76,6 @@ class IngestResult:
 
 
 # --- the file ---------------------------------------------------------------------------------
-
-
-def default_path(env: Mapping[str, str] | None = None) -> Path:
-    """$XDG_STATE_HOME/gpuenv/history.sqlite, else ~/.local/state/gpuenv/history.sqlite."""
-    env = os.environ if env is None else env
-    state = env.get("XDG_STATE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".local" / "state")
-    return Path(state) / "gpuenv" / "history.sqlite"
 
 
 def filesystem_of(path: Path, mounts: str) -> str:

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
+from gpuenv import config
 from gpuenv.verify.figures import BY_NAME, Reading, readings
 
 SECONDS_PER_HOUR = 3600.0
@@ -263,3 +264,11 @@ def cost_table(rows: Sequence[GroupCost]) -> tuple[list[str], list[list[str]]]:
         nodes = f"{row.priced_nodes}/{row.nodes}" if row.priced_nodes != row.nodes else str(row.nodes)
         cells.append([row.group, nodes, price, *[f"{row.costs[k]:.4g}" if k in row.costs else "-" for k in keys]])
     return columns, cells
+
+
+def price_rows(settings: config.ConfigFile | None) -> tuple[PriceRow, ...]:
+    """The config file's [prices] table as PriceRow entries, each with the line it is on (none without a file)."""
+    if settings is None or "prices" not in settings.data:
+        return ()
+    prices = config.check_prices(settings, settings.data["prices"])
+    return tuple(PriceRow(name, value, settings.where(("prices", name))) for name, value in prices.items())

@@ -34,9 +34,8 @@ from gpuenv.verify.facts import HostFacts
 from gpuenv.verify.model import CheckResult
 from gpuenv.verify.procs import die_with_parent
 from gpuenv.verify.ranks import RanksCrashed, start_forkserver
+from gpuenv.verify.worker_handle import FD_ENV, PARENT_ENV
 
-FD_ENV = "GPUENV_VERIFY_FD"
-PARENT_ENV = "GPUENV_VERIFY_PARENT"
 # Exceptions whose text says the device or the communication layer broke: a crash, not our bug.
 CRASH_MARKERS = (
     "CUDA error",

@@ -14,7 +14,10 @@ import time
 from typing import IO, Any
 
 from gpuenv.verify.procs import group_members
-from gpuenv.verify.worker import FD_ENV, PARENT_ENV
+
+# How the worker (gpuenv.verify.worker, its own program) finds its answer pipe and its parent
+FD_ENV = "GPUENV_VERIFY_FD"
+PARENT_ENV = "GPUENV_VERIFY_PARENT"
 
 
 class WorkerTimeout(Exception):

@@ -13,6 +13,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from gpuenv import config
 from gpuenv.errors import BadRequest
 from gpuenv.fleet import history
 from gpuenv.fleet import history_records as records
@@ -247,8 +248,8 @@ def test_a_network_filesystem_is_refused() -> None:
     mounts = "/dev/sda1 / ext4 rw 0 0\nserver:/export /mnt/shared nfs4 rw 0 0\n"
     assert history.filesystem_of(Path("/mnt/shared/gpuenv"), mounts) == "nfs4"
     assert history.filesystem_of(Path("/mnt/sharedother"), mounts) == "ext4"
-    assert history.default_path({"XDG_STATE_HOME": "/s"}) == Path("/s/gpuenv/history.sqlite")
-    assert history.default_path({"HOME": "/home/u"}) == Path("/home/u/.local/state/gpuenv/history.sqlite")
+    assert config.history_file({"XDG_STATE_HOME": "/s"}) == Path("/s/gpuenv/history.sqlite")
+    assert config.history_file({"HOME": "/home/u"}) == Path("/home/u/.local/state/gpuenv/history.sqlite")
 
 
 def test_fleet_report_records_its_reports_and_flags_the_returning_gpu(tmp_path: Path) -> None:

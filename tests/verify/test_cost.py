@@ -9,7 +9,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from gpuenv.config import price_rows, read
+from gpuenv.config import read
 from gpuenv.errors import BadRequest
 from gpuenv.resources import data_file
 from gpuenv.verify.cost import (
@@ -21,6 +21,7 @@ from gpuenv.verify.cost import (
     cost_table,
     fleet_costs,
     gpu_price,
+    price_rows,
     report_cost,
     resolve_price,
 )

@@ -255,9 +255,10 @@ LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 def connection_vars(host: Host) -> dict[str, Any]:
     """The host's variables, with a local connection for this machine (localhost, 127.0.0.1, ::1)
-    where the inventory names no connection: Ansible would otherwise go over SSH to itself."""
+    where the inventory names neither a connection nor a port: Ansible would otherwise go over SSH to
+    itself. A port (127.0.0.1:2222, --port) means an SSH server there: a container, a chroot, a tunnel."""
     address = str(host.vars.get("ansible_host", host.name)).lower()
-    if address in LOCAL_NAMES and "ansible_connection" not in host.vars:
+    if address in LOCAL_NAMES and "ansible_connection" not in host.vars and "ansible_port" not in host.vars:
         return {**host.vars, "ansible_connection": "local"}
     return dict(host.vars)
 

@@ -17,6 +17,10 @@ def test_provision_reaches_localhost_without_ssh(tmp_path: Path) -> None:
     assert 'ansible_connection: "local"' in hosts.split('"localhost":')[1].split('"127.0.0.1"')[0]
     assert 'ansible_connection: "local"' in hosts.split('"127.0.0.1":')[1].split('"gpu01"')[0]
     assert "ansible_connection" not in hosts.split('"gpu01":')[1]
+    # a port means an SSH server there (a container, a chroot, a tunnel): no local connection
+    ported = run_gpuenv("provision", "127.0.0.1:2222", "--render-only", str(tmp_path / "q"))
+    assert ported.returncode == 0, ported.stderr
+    assert "ansible_connection" not in (tmp_path / "q" / "inventory" / "hosts.yml").read_text()
 
 
 def test_render_only_says_which_os_it_rendered_for_and_why(tmp_path: Path) -> None:

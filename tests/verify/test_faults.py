@@ -93,13 +93,13 @@ def test_sigterm_mid_run_writes_a_partial_report(tmp_path: Path) -> None:
         [sys.executable, "-m", "gpuenv", "verify", "--device", "cpu", "--report", str(report_path)],
         env={**os.environ, **env},
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
         text=True,
     )
     try:
-        assert proc.stderr is not None
+        assert proc.stdout is not None
         deadline = time.monotonic() + 120
-        for line in proc.stderr:  # progress lines: wait until stack is done and allreduce hangs
+        for line in proc.stdout:  # a line per finished check: wait until stack is done and allreduce hangs
             if line.split()[:1] == ["stack"] or time.monotonic() > deadline:
                 break
         time.sleep(1)
@@ -158,14 +158,14 @@ def test_sigkill_of_gpuenv_leaves_no_process_of_the_run(fault: str) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpuenv", "verify", "--device", "cpu", "--check", "stack", "--check", "allreduce"],
         env={**os.environ, **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
         text=True,
     )
     try:
-        assert proc.stderr is not None
+        assert proc.stdout is not None
         deadline = time.monotonic() + 120
-        for line in proc.stderr:  # stack done: the allreduce worker (and its ranks) now hang
+        for line in proc.stdout:  # stack done (its line printed): the allreduce worker (and its ranks) now hang
             if line.split()[:1] == ["stack"] or time.monotonic() > deadline:
                 break
         time.sleep(2)

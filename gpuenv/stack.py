@@ -17,8 +17,10 @@ from gpuenv.errors import BadRequest
 
 SCHEMA = "gpuenv.stack/1"
 CPU_BUILD = "cpu"  # torch's CPU-only wheels (2.13.0+cpu): no CUDA, no driver
-NONE = "none"  # the CUDA, driver and arch fields of a CPU stack
+ROCM_BUILD_PREFIX = "rocm"  # torch's ROCm wheels: "rocm6.4" (2.9.1+rocm6.4)
+NONE = "none"  # the CUDA, driver and arch fields of a CPU stack; the CUDA and NVIDIA driver fields of a ROCm stack
 _ARCH_LIST = re.compile(r"\d{1,2}\.\d(\+PTX)?(;\d{1,2}\.\d(\+PTX)?)*", re.ASCII)
+_GFX_LIST = re.compile(r"gfx[0-9a-f]{3,4}(;gfx[0-9a-f]{3,4})*", re.ASCII)  # PYTORCH_ROCM_ARCH: "gfx90a;gfx942"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", re.ASCII)
 
 
@@ -42,8 +44,8 @@ class Stack:
     torch: str
     torchvision: str | None
     torchaudio: str | None
-    cuda: str  # full toolkit version, "11.7.1"
-    cuda_build: str  # "cu117"
+    cuda: str  # full toolkit version, "11.7.1"; NONE for CPU and ROCm stacks
+    cuda_build: str  # torch's wheel build: "cu117", "cpu" or "rocm6.4"
     cudnn: str | None
     python: str  # "3.10"
     python_source: PythonSource
@@ -55,11 +57,13 @@ class Stack:
     driver_floor: str  # lowest driver that runs it through minor-version compatibility
     driver_branch: str  # recommended branch to install, e.g. "R580"
     gpu_sm: str | None  # compute capability the stack was resolved for, "9.0"
-    arch_list: str  # TORCH_CUDA_ARCH_LIST for extension builds, e.g. "9.0" or "7.0;7.5;8.0;8.6"
+    arch_list: str  # TORCH_CUDA_ARCH_LIST ("7.0;7.5;8.0") or, on ROCm, PYTORCH_ROCM_ARCH ("gfx90a;gfx942")
     base_image_eol: bool
     reasons: dict[str, str] = field(default_factory=dict)
     rejected: tuple[Rejected, ...] = ()
     warnings: tuple[str, ...] = ()
+    rocm: str | None = None  # the ROCm release of a ROCm stack ("6.4"); None for CUDA and CPU stacks
+    gpu_gfx: str | None = None  # the AMD GPU architecture a ROCm stack was resolved for, "gfx942"
     schema: str = SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
@@ -84,17 +88,22 @@ class Stack:
         """A CPU stack: torch's +cpu wheels, nothing of CUDA or the driver."""
         return self.cuda_build == CPU_BUILD
 
+    @property
+    def platform(self) -> str:
+        """ "cuda", "rocm" or "cpu": which GPU software the stack's torch build runs on."""
+        if self.rocm is not None:
+            return "rocm"
+        return "cpu" if self.cpu_only else "cuda"
+
     def validate(self) -> Stack:
         """Every value re-checked before it reaches a template, a shell or Ansible; BadRequest if one is off."""
-        cuda_fields = ("cuda", "driver_min", "driver_floor", "driver_branch", "arch_list")
-        if self.cpu_only and any(getattr(self, name) != NONE for name in cuda_fields):
-            raise BadRequest(f"a CPU stack has {NONE!r} for {', '.join(cuda_fields)}", hint="regenerate the stack")
-        for name in ("torch", "python") if self.cpu_only else ("torch", "cuda", "python"):
+        self._check_platform_fields()
+        for name in ("torch", "python") if self.platform != "cuda" else ("torch", "cuda", "python"):
             validate.version(getattr(self, name), f"stack {name}")
-        for name in ("torchvision", "torchaudio", "cudnn", "gpu_sm"):
+        for name in ("torchvision", "torchaudio", "cudnn", "gpu_sm", "rocm"):
             if getattr(self, name) is not None:
                 validate.version(getattr(self, name), f"stack {name}")
-        for name in () if self.cpu_only else ("driver_min", "driver_floor"):
+        for name in ("driver_min", "driver_floor") if self.platform == "cuda" else ():
             validate.driver(getattr(self, name))
         validate.url(self.index_url, "stack index_url")
         validate.pip_requirement(self.numpy)
@@ -103,13 +112,35 @@ class Stack:
                 raise BadRequest(f"stack {name} {value!r} is invalid", hint="regenerate the stack")
         if self.schema != SCHEMA:
             raise BadRequest(f"stack schema {self.schema!r} is not {SCHEMA!r}", hint="regenerate the stack")
-        if not self.cpu_only and not _ARCH_LIST.fullmatch(self.arch_list):
+        if self.platform == "cuda" and not _ARCH_LIST.fullmatch(self.arch_list):
             raise BadRequest(f"stack arch_list {self.arch_list!r} is invalid", hint="e.g. 8.0;8.6;9.0")
+        if self.platform == "rocm" and not _GFX_LIST.fullmatch(self.arch_list):
+            raise BadRequest(f"stack arch_list {self.arch_list!r} is invalid", hint="e.g. gfx90a;gfx942")
         for package in self.python_source.packages:
             validate.pip_requirement(package)  # Debian and RPM package names fit the same grammar
         for ref in self.base_images.values():
             validate.image_ref(ref, "stack base image")
         return self
+
+    def _check_platform_fields(self) -> None:
+        """A CPU stack has nothing of CUDA or a driver; a ROCm stack nothing of CUDA or the NVIDIA driver."""
+        if self.platform == "cpu":
+            unused: tuple[str, ...] = ("cuda", "driver_min", "driver_floor", "driver_branch", "arch_list")
+        elif self.platform == "rocm":
+            unused = ("cuda", "driver_min", "driver_floor")
+            if self.cuda_build != ROCM_BUILD_PREFIX + str(self.rocm) or self.cudnn is not None or self.gpu_sm:
+                raise BadRequest(
+                    f"a ROCm {self.rocm} stack has cuda_build {ROCM_BUILD_PREFIX}{self.rocm}, no cuDNN and no gpu_sm",
+                    hint="regenerate the stack",
+                )
+        else:
+            unused = ()
+            if self.gpu_gfx is not None:
+                raise BadRequest("a CUDA stack has no gpu_gfx", hint="regenerate the stack")
+        if any(getattr(self, name) != NONE for name in unused):
+            raise BadRequest(
+                f"a {self.platform.upper()} stack has {NONE!r} for {', '.join(unused)}", hint="regenerate the stack"
+            )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Stack:
@@ -119,7 +150,7 @@ class Stack:
                 hint="write one with: gpuenv resolve ... --json > stack.json",
             )
         names = {f.name for f in fields(cls)}
-        missing = sorted(n for n in names if n not in data and n not in ("reasons", "rejected", "warnings"))
+        missing = sorted(n for n in names if n not in data and n not in _OPTIONAL)
         if missing:
             raise BadRequest(f"stack file lacks {', '.join(missing)}", hint="regenerate it with gpuenv resolve --json")
         values = {k: v for k, v in data.items() if k in names}
@@ -128,6 +159,9 @@ class Stack:
         values["rejected"] = tuple(Rejected(**r) for r in data.get("rejected", []))
         values["warnings"] = tuple(data.get("warnings", []))
         return cls(**values)
+
+
+_OPTIONAL = ("reasons", "rejected", "warnings", "rocm", "gpu_gfx")  # stack files written before ROCm lack the last two
 
 
 def load_stack(path: Path) -> Stack:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuenv.adapters import docker_gpus as gpu_access
 from gpuenv.errors import BadRequest, BadResult, CannotRun
 from gpuenv.extras import needed
 from gpuenv.types import DEVICE_CHOICES, DeviceChoice, Level
@@ -27,7 +28,6 @@ API_TIMEOUT = 60.0  # seconds for an ordinary API call
 BUILD_TIMEOUT = 7200.0  # seconds without a word from the daemon before a build is given up
 TAIL_LINES = 25
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
-_NO_GPU_RUNTIME = ("could not select device driver", "unknown or invalid runtime name: nvidia", "nvidia-container-cli")
 _PULL_FAILED = ("pull access denied", "manifest unknown")  # a build error that means: no base image
 
 DAEMON_HINT = (
@@ -283,18 +283,17 @@ def run_in_image(
     gpus: bool,
     timeout: float,
     network_mode: str = "none",
+    platform: str = "cuda",
+    device_groups: tuple[int, ...] = (),
 ) -> RunResult:
     """Run COMMAND in a new container of IMAGE and remove it; the wait is bounded by TIMEOUT.
 
-    With gpus, every GPU of the host is requested (DeviceRequest count=-1) with the host's IPC
-    namespace, which NCCL needs for its shared memory.
+    With gpus, every GPU of the host is given to it the way its platform needs (docker_gpus), with
+    the host's IPC namespace, which NCCL and RCCL need for their shared memory.
     """
-    import docker.types  # the Docker SDK (extra docker): loaded when a call is made
-
     options: dict[str, Any] = {"network_mode": network_mode, "detach": True}
     if gpus:
-        options["device_requests"] = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
-        options["ipc_mode"] = "host"
+        options.update(gpu_access.gpu_run_options(platform, device_groups=device_groups))
     container = _create(client, image, command, options)
     try:
         with _daemon_errors(f"starting a container of {image}"):
@@ -354,11 +353,13 @@ def run_verify_in_image(
     timeout: float,
     extra_args: list[str],
     on_note: Callable[[str], None] | None = None,
+    platform: str | None = None,
 ) -> tuple[int, dict[str, Any] | None]:
     """Run `gpuenv verify --level LEVEL --json` inside image TAG; (exit code, parsed report).
 
-    device "auto" asks Docker for every GPU and, when the host has none (or Docker cannot hand
+    device "auto" gives the container every GPU and, when the host has none (or Docker cannot hand
     them out), runs on the CPU and says so; "cuda" insists on GPUs; "cpu" never asks for them.
+    platform ("cuda" or "rocm") says how GPUs are handed over; None reads it from the image's labels.
     The report, when stdout holds one, gains an "image_run" entry saying how it was run.
     """
     note = on_note or (lambda text: log.warning("%s", text))
@@ -368,18 +369,14 @@ def run_verify_in_image(
     command = ["gpuenv", "verify", "--level", level, "--json"]
     result: RunResult | None = None
     if device in ("auto", "cuda"):
-        try:
-            result = run_in_image(client, tag, [*command, "--device", device, *extra_args], gpus=True, timeout=timeout)
-        except BadResult as exc:
-            _no_gpuenv(exc, tag)
-            if not _no_gpu_runtime(exc):
-                raise
-            if device == "cuda":
-                raise CannotRun(
-                    f"Docker cannot give containers GPUs here: {exc.message}",
-                    hint="install the NVIDIA Container Toolkit and restart Docker, or use --device cpu",
-                ) from exc
-            note(f"no GPUs available to containers on this host ({_gpu_reason(exc)}): verifying {tag} on the CPU")
+        platform = platform or gpu_access.platform_of(_labels(client, tag))
+        gpus = _on_gpus(client, tag, [*command, "--device", device, *extra_args], platform=platform, timeout=timeout)
+        if isinstance(gpus, str) and device == "cuda":
+            raise CannotRun(f"Docker cannot give containers GPUs here: {gpus}", hint=gpu_access.no_gpu_hint(platform))
+        if isinstance(gpus, str):
+            reason = gpu_access.short_reason(gpus)
+            note(f"no GPUs available to containers on this host ({reason}): verifying {tag} on the CPU")
+        result = gpus if isinstance(gpus, RunResult) else None
     if result is None:
         try:
             result = run_in_image(client, tag, [*command, "--device", "cpu", *extra_args], gpus=False, timeout=timeout)
@@ -397,21 +394,39 @@ def run_verify_in_image(
     return result.exit_code, report
 
 
+def _on_gpus(client: Any, tag: str, command: list[str], *, platform: str, timeout: float) -> RunResult | str:
+    """The run with the host's GPUs, or why the host cannot give containers any."""
+    groups = gpu_access.device_groups_of_daemon() if platform == gpu_access.ROCM else ()
+    if groups is None:
+        return gpu_access.NO_KFD
+    try:
+        return run_in_image(client, tag, command, gpus=True, timeout=timeout, platform=platform, device_groups=groups)
+    except BadResult as exc:
+        _no_gpuenv(exc, tag)
+        if gpu_access.no_gpu_reason(exc.message) is None:
+            raise
+        return exc.message
+
+
+def _labels(client: Any, tag: str) -> dict[str, str]:
+    """The image's labels, pulling it first when the daemon does not have it."""
+    import docker.errors  # the Docker SDK (extra docker): loaded when a call is made
+
+    with _daemon_errors(f"inspecting {tag}"):
+        try:
+            info = client.api.inspect_image(tag)
+        except docker.errors.ImageNotFound:
+            _pull(client, tag)
+            info = client.api.inspect_image(tag)
+    return dict((info.get("Config") or {}).get("Labels") or {})
+
+
 def _no_gpuenv(exc: BadResult, tag: str) -> None:
     if "executable file not found" in exc.message:
         raise BadResult(
             f"image {tag} has no gpuenv on its PATH",
             hint="build it with gpuenv build-image, which installs gpuenv in the image",
         ) from exc
-
-
-def _no_gpu_runtime(exc: BadResult) -> bool:
-    return any(s in exc.message.lower() for s in _NO_GPU_RUNTIME)
-
-
-def _gpu_reason(exc: BadResult) -> str:
-    found = next((s for s in _NO_GPU_RUNTIME if s in exc.message.lower()), "no GPU runtime")
-    return found
 
 
 def _parse_report(stdout: str) -> dict[str, Any] | None:

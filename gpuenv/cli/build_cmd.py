@@ -1,4 +1,4 @@
-"""`gpuenv build-image`: render a CUDA-matched Dockerfile and build, push and certify the image."""
+"""`gpuenv build-image`: render a Dockerfile matched to a CUDA or ROCm stack and build, push and certify the image."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ from gpuenv.render.dockerfile import FLAVORS
 SPEC_OVERRIDABLE = ("flavor", "cudnn", "with_", "slim")  # None unless set: a spec's value applies
 DIR = click.Path(file_okay=False, path_type=Path)
 HELP = {
-    "flavor": "runtime: the CUDA runtime base; devel: the cuDNN devel base with nvcc, for extensions.",
+    "flavor": "runtime: the CUDA runtime base (ROCm: AMD's rocm/dev image); devel: the cuDNN devel base with nvcc "
+    "(ROCm: the -complete image with hipcc, PYTORCH_ROCM_ARCH), for extensions.",
     "with": "Companions pinned with torch: torchvision, torchaudio (comma-separated or repeated); 'none'.",
     "tag": "Name the image (repeatable); default: gpuenv/pytorch, tagged with the stack's torch, CUDA build, "
     "Python, OS and flavor (see docs/build-image.md).",
@@ -43,7 +44,7 @@ HELP = {
 @stack_options
 @click.option("--spec", metavar="NAME|FILE", help="A curated image spec by name, or a TOML spec file (see images/).")
 @click.option("--flavor", **choice(FLAVORS, DEFAULTS["flavor"]), help=HELP["flavor"])
-@click.option("--cudnn", is_flag=True, help="Use the cuDNN variant of the runtime base image.")
+@click.option("--cudnn", is_flag=True, help="Use the cuDNN variant of the runtime base image (CUDA only).")
 @click.option(
     "--with",
     "with_",
@@ -95,6 +96,7 @@ def build_image(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
       gpuenv build-image --cuda 11.7 --cudnn --os ubuntu20.04 --tag team/torch:cu117
       gpuenv build-image --spec cu128-ubuntu22.04 --push --tag registry:5000/torch:cu128
       gpuenv build-image --cuda 12.8 --flavor devel --gpu H100 --render-only ./ctx
+      gpuenv build-image --rocm 6.4 --gpu MI300X --flavor devel --render-only ./ctx
       gpuenv build-image --stack stack.json --wheelhouse ./wheels --app . --verify
 
     Exit codes: 0 built, 1 a build step, push or verification failed, 2 bad request,

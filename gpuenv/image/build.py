@@ -11,6 +11,7 @@ from typing import Any
 
 from gpuenv.adapters import docker as adapter
 from gpuenv.adapters.docker import run_verify_in_image
+from gpuenv.adapters.docker_gpus import RUN_BY_HAND
 from gpuenv.errors import BadResult
 from gpuenv.image.plan import Plan
 from gpuenv.render.context import WHEEL_DIR, write_context
@@ -143,7 +144,7 @@ def build(prepared: Prepared, *, on_event: Callable[[Any], None], say: Say) -> B
     pushed = {ref: adapter.push(client, ref) for ref in plan.tags} if request.push else {}
     for ref, digest in pushed.items():
         say(f"pushed {ref}: {digest}")
-    verify = _verify(plan.tags[0], say) if request.verify else None
+    verify = _verify(plan.tags[0], plan.stack.platform, say) if request.verify else None
     steps = (result.steps, result.instructions, result.cached_steps)
     return Built(result.image_id, info, *steps, wheel_sha256=wheel_sha256, pushed=pushed, verify=verify)
 
@@ -155,16 +156,15 @@ def _wheel_digest(context: Path) -> str:
     return hashlib.sha256(wheel.read_bytes()).hexdigest()
 
 
-def _verify(image: str, say: Say) -> dict[str, Any]:
+def _verify(image: str, platform: str, say: Say) -> dict[str, Any]:
+    """gpuenv verify inside the new image, given the host's GPUs the way its platform (cuda, rocm) needs."""
     say(f"verifying {image}: gpuenv verify --level quick inside it")
     warn: Say = lambda text: say(f"warning: {text}")  # noqa: E731
     code, report = run_verify_in_image(
-        image, level="quick", device="auto", timeout=VERIFY_TIMEOUT, extra_args=[], on_note=warn
+        image, level="quick", device="auto", timeout=VERIFY_TIMEOUT, extra_args=[], on_note=warn, platform=platform
     )
     if code not in (0, 1):
-        raise BadResult(
-            f"gpuenv verify inside {image} could not run (exit {code})",
-            hint="run it by hand: docker run --rm --gpus all IMAGE gpuenv verify",
-        )
+        by_hand = RUN_BY_HAND.get(platform, RUN_BY_HAND["cuda"])  # a CPU stack's image runs as a CUDA one
+        raise BadResult(f"gpuenv verify inside {image} could not run (exit {code})", hint=f"run it by hand: {by_hand}")
     say(f"verify: {'passed' if code == 0 else 'FAILED'} (exit {code})")
     return {"exit_code": code, "report": report}

@@ -19,6 +19,8 @@ from gpuenv.stack import Stack
 from gpuenv.stacks import StackRequest, Warn, os_facts, stack_for
 
 Network = Literal["default", "host", "none"]
+# What the ROCm torch wheels depend on from their own index (not PyPI), so a wheelhouse must hold it.
+ROCM_TORCH_NEEDS = ("pytorch-triton-rocm",)
 SPEC_OVERRIDABLE = ("flavor", "cudnn", "slim", "with_packages")  # a spec sets them; the command line wins
 
 
@@ -132,6 +134,7 @@ def _check_inputs(request: BuildRequest, stack: Stack, options: ImageOptions) ->
     if request.wheelhouse is not None:
         pins = {"torch": stack.torch, **{n: str(getattr(stack, n)) for n in options.with_packages}}
         names = tuple(Requirement(r).name for r in (*options.gpuenv_requirements, *options.pip))
+        names += ROCM_TORCH_NEEDS if stack.platform == "rocm" else ()
         check_wheelhouse(request.wheelhouse, pins, names)
     if request.render_dir is not None:
         check_destination(request.render_dir, force=request.force, app=request.app)

@@ -21,6 +21,8 @@ from gpuenv.resources import shipped_dir
 from gpuenv.stack import Stack
 
 FLAVORS = ("runtime", "devel")
+ROCM = "rocm"  # Stack.platform of a ROCm stack
+ROCM_HOME = "/opt/rocm"  # where AMD's rocm/dev images install ROCm
 COMPANIONS = ("torchvision", "torchaudio")
 DEFAULT_WITH = ("torchvision",)
 LABEL_PREFIX = "io.gpuenv."
@@ -67,7 +69,7 @@ def render_image(stack: Stack, options: ImageOptions, os_info: OsInfo) -> Render
     """Dockerfile, requirements, constraints and stack.json for one image on the OS `os_info` describes."""
     _check_stack(stack, os_info)
     _check_options(stack, options)
-    variant = base_variant(options)
+    variant = base_variant(stack, options)
     base = options.base_image or stack.base_images[variant]
     labels = image_labels(stack, options, base)
     context = _template_values(stack, options, os_info, base, labels)
@@ -91,7 +93,10 @@ def render_image(stack: Stack, options: ImageOptions, os_info: OsInfo) -> Render
     )
 
 
-def base_variant(options: ImageOptions) -> str:
+def base_variant(stack: Stack, options: ImageOptions) -> str:
+    """Which of the stack's base images the options pick: a ROCm stack has one per flavour."""
+    if stack.platform == ROCM:
+        return options.flavor
     if options.flavor == "devel":
         return "cudnn-devel"
     return "cudnn-runtime" if options.cudnn else "runtime"
@@ -100,9 +105,7 @@ def base_variant(options: ImageOptions) -> str:
 def image_labels(stack: Stack, options: ImageOptions, base: str) -> dict[str, str]:
     """OCI labels plus gpuenv's, which carry the whole Stack so that an image says what it is."""
     companions = {name: getattr(stack, name) for name in options.with_packages}
-    title = f"PyTorch {stack.torch} ({stack.cuda_build}) on CUDA {stack.cuda}, Python {stack.python}, {stack.os}"
-    in_image = options.cudnn or options.flavor == "devel"
-    cudnn = (stack.cudnn or "unknown") if in_image else "bundled-with-torch"
+    title = f"PyTorch {stack.torch} ({stack.cuda_build}) on {_gpu_software(stack)}, Python {stack.python}, {stack.os}"
     labels = {
         "org.opencontainers.image.title": title,
         "org.opencontainers.image.description": f"{options.flavor} image rendered by gpuenv",
@@ -111,16 +114,11 @@ def image_labels(stack: Stack, options: ImageOptions, base: str) -> dict[str, st
         f"{LABEL_PREFIX}schema": stack.schema,
         f"{LABEL_PREFIX}torch": stack.torch,
         **{f"{LABEL_PREFIX}{name}": str(version) for name, version in companions.items()},
-        f"{LABEL_PREFIX}cuda": stack.cuda,
-        f"{LABEL_PREFIX}cuda-build": stack.cuda_build,
-        f"{LABEL_PREFIX}cudnn": cudnn,
+        **_build_labels(stack, options),
         f"{LABEL_PREFIX}python": stack.python,
         f"{LABEL_PREFIX}os": stack.os,
         f"{LABEL_PREFIX}numpy": stack.numpy,
-        f"{LABEL_PREFIX}driver-min": stack.driver_min,
-        f"{LABEL_PREFIX}driver-floor": stack.driver_floor,
-        f"{LABEL_PREFIX}driver-branch": stack.driver_branch,
-        f"{LABEL_PREFIX}gpu-sm": stack.gpu_sm or "any",
+        **_driver_labels(stack),
         f"{LABEL_PREFIX}arch-list": stack.arch_list,
         f"{LABEL_PREFIX}index-url": options.index_url or stack.index_url,
         f"{LABEL_PREFIX}flavor": options.flavor + ("-slim" if options.slim else ""),
@@ -129,6 +127,35 @@ def image_labels(stack: Stack, options: ImageOptions, base: str) -> dict[str, st
     for value in labels.values():
         _label_safe(value)
     return labels
+
+
+def _gpu_software(stack: Stack) -> str:
+    return f"ROCm {stack.rocm}" if stack.platform == ROCM else f"CUDA {stack.cuda}"
+
+
+def _build_labels(stack: Stack, options: ImageOptions) -> dict[str, str]:
+    """The GPU software: CUDA and cuDNN, or the ROCm release; and torch's wheel build."""
+    if stack.platform == ROCM:
+        return {f"{LABEL_PREFIX}rocm": str(stack.rocm), f"{LABEL_PREFIX}cuda-build": stack.cuda_build}
+    in_image = options.cudnn or options.flavor == "devel"
+    return {
+        f"{LABEL_PREFIX}cuda": stack.cuda,
+        f"{LABEL_PREFIX}cuda-build": stack.cuda_build,
+        f"{LABEL_PREFIX}cudnn": (stack.cudnn or "unknown") if in_image else "bundled-with-torch",
+    }
+
+
+def _driver_labels(stack: Stack) -> dict[str, str]:
+    """The host driver the image needs, and the GPU it was resolved for."""
+    if stack.platform == ROCM:
+        branch, gfx = stack.driver_branch, stack.gpu_gfx or "any"
+        return {f"{LABEL_PREFIX}driver-branch": branch, f"{LABEL_PREFIX}gpu-gfx": gfx}
+    return {
+        f"{LABEL_PREFIX}driver-min": stack.driver_min,
+        f"{LABEL_PREFIX}driver-floor": stack.driver_floor,
+        f"{LABEL_PREFIX}driver-branch": stack.driver_branch,
+        f"{LABEL_PREFIX}gpu-sm": stack.gpu_sm or "any",
+    }
 
 
 # --- checks -------------------------------------------------------------------------------------
@@ -140,8 +167,9 @@ def _check_stack(stack: Stack, os_info: OsInfo) -> None:
     if os_info.name != stack.os:
         raise BadRequest(f"the OS facts given are for {os_info.name}, not the stack's {stack.os}", hint="report a bug")
     if not stack.base_images or "image" not in os_info.roles:
+        images = "ROCm (rocm/dev)" if stack.platform == ROCM else "nvidia/cuda"
         raise BadRequest(
-            f"{stack.os} has no nvidia/cuda images, so no image can be built for it",
+            f"{stack.os} has no {images} images, so no image can be built for it",
             hint="build on an Ubuntu or Rocky Linux base (--os ubuntu22.04, rockylinux9); use provision for hosts",
         )
     if os_info.package_manager not in IMAGE_PYTHON_SOURCES:
@@ -165,6 +193,11 @@ def _check_stack(stack: Stack, os_info: OsInfo) -> None:
 def _check_options(stack: Stack, options: ImageOptions) -> None:
     if options.flavor not in FLAVORS:
         raise BadRequest(f"unknown flavour {options.flavor!r}", hint=f"choose one of: {', '.join(FLAVORS)}")
+    if options.cudnn and stack.platform == ROCM:
+        raise BadRequest(
+            "--cudnn picks NVIDIA's cuDNN image, which a ROCm stack has no use for",
+            hint="drop --cudnn: ROCm images come as --flavor runtime or devel (MIOpen ships in the torch wheels)",
+        )
     if options.slim and options.flavor == "devel":
         raise BadRequest(
             "--slim leaves the compilers out, but the devel flavour exists to compile extensions",
@@ -178,8 +211,8 @@ def _check_options(stack: Stack, options: ImageOptions) -> None:
                 f"{name} has no release for torch {stack.torch}",
                 hint=f"leave {name} out of --with (it is in maintenance and has no release for this torch)",
             )
-    if base_variant(options) not in stack.base_images and options.base_image is None:
-        raise BadRequest(f"the stack names no {base_variant(options)} image", hint="give one with --base-image")
+    if base_variant(stack, options) not in stack.base_images and options.base_image is None:
+        raise BadRequest(f"the stack names no {base_variant(stack, options)} image", hint="give one with --base-image")
     if options.base_image is not None:
         validate.image_ref(options.base_image, "--base-image")
     if options.index_url is not None:
@@ -207,6 +240,17 @@ def _lines(lines: list[str]) -> str:
 
 
 def _notes(stack: Stack, options: ImageOptions, variant: str) -> list[str]:
+    notes = _rocm_notes(stack, options) if stack.platform == ROCM else _cuda_notes(stack, options, variant)
+    if options.slim and stack.platform == ROCM:
+        notes.append("slim: gpuenv adds no C compiler or Python headers (AMD's rocm/dev base carries its own)")
+    elif options.slim:
+        notes.append("slim: no C compiler or Python headers, so torch.compile cannot build kernels in this image")
+    if stack.python_source.via == "deadsnakes":
+        notes.append(f"Python {stack.python} from the deadsnakes PPA (key pinned by fingerprint)")
+    return notes
+
+
+def _cuda_notes(stack: Stack, options: ImageOptions, variant: str) -> list[str]:
     notes = []
     if variant == "runtime":
         notes.append(
@@ -215,11 +259,16 @@ def _notes(stack: Stack, options: ImageOptions, variant: str) -> list[str]:
         )
     if options.flavor == "devel":
         notes.append(f"devel: nvcc on PATH, TORCH_CUDA_ARCH_LIST={stack.arch_list}")
-    if options.slim:
-        notes.append("slim: no C compiler or Python headers, so torch.compile cannot build kernels in this image")
-    if stack.python_source.via == "deadsnakes":
-        notes.append(f"Python {stack.python} from the deadsnakes PPA (key pinned by fingerprint)")
     return notes
+
+
+def _rocm_notes(stack: Stack, options: ImageOptions) -> list[str]:
+    if options.flavor == "devel":
+        return [f"devel: AMD's complete ROCm image, hipcc on PATH, PYTORCH_ROCM_ARCH={stack.arch_list}"]
+    return [
+        f"base is AMD's ROCm {stack.rocm} dev image: the PyTorch wheels bundle ROCm's math libraries and RCCL, "
+        "the base adds the HIP runtime, rocminfo and AMD SMI that gpuenv verify reads"
+    ]
 
 
 def _pip_args(options: ImageOptions, index_url: str | None) -> str:
@@ -244,6 +293,8 @@ def _template_values(
     return {
         "stack": stack,
         "options": options,
+        "rocm": stack.platform == ROCM,
+        "rocm_home": ROCM_HOME,
         "base_image": base,
         "labels": labels,
         "package_manager": manager,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.build_image.rocm import mi300x_stack, rocm_stack, write_stack
 from tests.conftest import REPO, run_gpuenv
 
 NO_DOCKER = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
@@ -178,6 +179,31 @@ def test_stack_file_from_resolve_is_rendered_exactly(tmp_path: Path) -> None:
     assert 'TORCH_CUDA_ARCH_LIST="9.0"' in (dest / "Dockerfile").read_text()
 
 
+def test_a_rocm_stack_file_renders_runtime_and_devel_without_docker(tmp_path: Path) -> None:
+    stack_file = write_stack(mi300x_stack(), tmp_path / "stack.json")
+    for flavor in ("runtime", "devel"):
+        dest = tmp_path / flavor
+        result = run_gpuenv(
+            "build-image", "--stack", str(stack_file), "--flavor", flavor, "--render-only", str(dest), env=NO_DOCKER
+        )
+        assert result.returncode == 0, result.stderr
+        text = (dest / "Dockerfile").read_text()
+        assert "rocm/dev-ubuntu-24.04:6.4" in text and "CUDA_HOME" not in text and "nvidia" not in text
+        assert ('PYTORCH_ROCM_ARCH="gfx942"' in text) is (flavor == "devel")
+        assert (
+            f"build it with: docker build -t gpuenv/pytorch:2.9.1-rocm6.4-py3.12-ubuntu24.04-{flavor}" in result.stdout
+        )
+
+
+def test_a_rocm_stack_asked_for_cudnn_is_exit_2_with_a_hint(tmp_path: Path) -> None:
+    stack_file = write_stack(rocm_stack(), tmp_path / "stack.json")
+    dest = tmp_path / "ctx"
+    result = run_gpuenv("build-image", "--stack", str(stack_file), "--cudnn", "--render-only", str(dest), env=NO_DOCKER)
+    _fails_cleanly(result, 2)
+    assert "cuDNN" in result.stderr and "hint:" in result.stderr and "--flavor runtime or devel" in result.stderr
+    assert not dest.exists()
+
+
 def test_wheelhouse_without_the_pinned_torch_is_refused_before_writing(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
     wheels.mkdir()
@@ -250,6 +276,9 @@ def test_rendering_imports_neither_docker_nor_torch() -> None:
         "from gpuenv.render.dockerfile import render_image; from gpuenv.render.images import curated_specs; "
         "plans = [plan_image(BuildRequest(spec=str(p)), kb_path=None) for p in curated_specs()]; "
         "[render_image(plan.stack, plan.options, plan.os_info) for plan in plans]; "
+        "from tests.build_image.rocm import rocm_stack; from gpuenv.render.dockerfile import ImageOptions; "
+        "from gpuenv.compat import load_kb; "
+        "render_image(rocm_stack(), ImageOptions(flavor='devel'), load_kb().os_by_name['ubuntu24.04']); "
         "heavy = [m for m in ('docker', 'torch', 'ansible_runner', 'pynvml', 'rich') if m in sys.modules]; "
         "print(heavy)"
     )

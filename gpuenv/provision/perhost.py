@@ -194,26 +194,24 @@ def _has_wanted_gpus(kb: KnowledgeBase, gpu: str, facts: HostFacts) -> bool:
 
 
 def _vendor_refusal(request: HostRequest, facts: HostFacts) -> str | None:
-    """A host with both vendors' GPUs, a ROCm stack on NVIDIA GPUs, anything but ROCm or CPU on AMD GPUs."""
+    """A host with both vendors' GPUs, a ROCm stack on NVIDIA GPUs, a CUDA stack (pinned or resolved) on AMD GPUs."""
     amd, nvidia = facts.amd_gpus, facts.nvidia_gpus
     if amd and nvidia:
         return f"{facts.host}: the host mixes NVIDIA and AMD GPUs ({facts.gpu_label()}); gpuenv installs one driver"
     pinned = request.pinned
-    if pinned is not None and pinned.platform == "rocm" and nvidia:
-        return platform_refusal(facts, pinned)
-    if amd and request.cpu_wheels:
+    if pinned is not None and pinned.platform == "rocm":
+        return _platform_refusal(facts, pinned) if nvidia else None
+    if not amd or request.cpu_wheels or (pinned is not None and pinned.cpu_only):
         return None
-    if amd and pinned is not None and pinned.platform != "rocm":
-        return None if pinned.cpu_only else platform_refusal(facts, pinned)
-    if amd and pinned is None:
-        return (
-            f"{facts.host}: a CUDA stack needs NVIDIA GPUs, but the host has {facts.gpu_label(amd)}: "
-            "give a ROCm stack with --stack FILE (gpuenv resolves none from flags yet)"
-        )
-    return None
+    if pinned is not None:
+        return _platform_refusal(facts, pinned)
+    return (
+        f"{facts.host}: a CUDA stack needs NVIDIA GPUs, but the host has {facts.gpu_label(amd)}: "
+        "give a ROCm stack with --stack FILE (gpuenv resolves none from flags yet)"
+    )
 
 
-def platform_refusal(facts: HostFacts, stack: Stack) -> str:
+def _platform_refusal(facts: HostFacts, stack: Stack) -> str:
     """One line naming the host and what was found: a ROCm stack on NVIDIA GPUs, a CUDA stack on AMD GPUs."""
     if stack.platform == "rocm":
         return (

@@ -103,7 +103,7 @@ class HostTally:
             if not summary.message:
                 summary.message = _message(data.get("task", ""), res)
         if kind == "runner_on_ok" and host and isinstance(res.get("ansible_facts"), dict):
-            plan = res["ansible_facts"].get("nvidia_driver_plan")
+            plan = res["ansible_facts"].get("nvidia_driver_plan") or res["ansible_facts"].get("amdgpu_plan")
             if isinstance(plan, dict):
                 self.plans[host] = plan
             gathered = res["ansible_facts"].get("gpuenv_host_facts")

@@ -16,6 +16,7 @@ from typing import Any
 
 from gpuenv.compat import KnowledgeBase, driver_runs_cuda, gpu_code_for
 from gpuenv.errors import BadRequest
+from gpuenv.provision.amdgpus import ROCM_ARCHITECTURES, find_amd_model, rocm_os_line, rocm_serves
 from gpuenv.provision.hostfacts import ARCHITECTURES, HostFacts
 from gpuenv.resolve import Request, resolve
 from gpuenv.stack import CPU_BUILD, NONE, Stack
@@ -167,7 +168,8 @@ def _resolution_key(request: HostRequest, facts: HostFacts) -> tuple[Any, ...]:
 
 
 def _check_host(kb: KnowledgeBase, request: HostRequest, facts: HostFacts) -> str | None:
-    """Why the host is refused before any resolution: --os, --gpu, an OS or architecture gpuenv cannot serve."""
+    """Why the host is refused before any resolution: --os, --gpu, an OS or architecture gpuenv cannot serve,
+    GPUs of the other vendor than the stack's."""
     if facts.os is None:
         hosts = ", ".join(o.name for o in kb.os if "host" in o.roles)
         return f"{facts.distribution} {facts.version} is not an OS gpuenv provisions ({hosts})"
@@ -175,11 +177,50 @@ def _check_host(kb: KnowledgeBase, request: HostRequest, facts: HostFacts) -> st
         return f"architecture {facts.architecture} has no NVIDIA driver (x86_64, aarch64)"
     if request.os_check and facts.os != request.os_check:
         return f"the host runs {facts.os}, --os asks for {request.os_check}"
-    if request.gpu_check:
-        wanted = _wanted_sm(kb, request.gpu_check)
-        if not facts.gpus or any(g.sm != wanted for g in facts.gpus):
-            return f"the host has {facts.gpu_label()}, --gpu asks for {request.gpu_check}"
-    return None
+    if request.gpu_check and not _has_wanted_gpus(kb, request.gpu_check, facts):
+        return f"the host has {facts.gpu_label()}, --gpu asks for {request.gpu_check}"
+    return _vendor_refusal(request, facts)
+
+
+def _has_wanted_gpus(kb: KnowledgeBase, gpu: str, facts: HostFacts) -> bool:
+    amd = find_amd_model(gpu)
+    if amd is not None:
+        wanted_gfx = amd.gfx if gpu.lower() == amd.gfx else None
+        return bool(facts.gpus) and all(
+            g.is_amd and (g.gfx == wanted_gfx if wanted_gfx else g.model == amd.model) for g in facts.gpus
+        )
+    wanted = _wanted_sm(kb, gpu)
+    return bool(facts.gpus) and all(not g.is_amd and g.sm == wanted for g in facts.gpus)
+
+
+def _vendor_refusal(request: HostRequest, facts: HostFacts) -> str | None:
+    """A host with both vendors' GPUs, a ROCm stack on NVIDIA GPUs, a CUDA stack (pinned or resolved) on AMD GPUs."""
+    amd, nvidia = facts.amd_gpus, facts.nvidia_gpus
+    if amd and nvidia:
+        return f"{facts.host}: the host mixes NVIDIA and AMD GPUs ({facts.gpu_label()}); gpuenv installs one driver"
+    pinned = request.pinned
+    if pinned is not None and pinned.platform == "rocm":
+        return _platform_refusal(facts, pinned) if nvidia else None
+    if not amd or request.cpu_wheels or (pinned is not None and pinned.cpu_only):
+        return None
+    if pinned is not None:
+        return _platform_refusal(facts, pinned)
+    return (
+        f"{facts.host}: a CUDA stack needs NVIDIA GPUs, but the host has {facts.gpu_label(amd)}: "
+        "give a ROCm stack with --stack FILE (gpuenv resolves none from flags yet)"
+    )
+
+
+def _platform_refusal(facts: HostFacts, stack: Stack) -> str:
+    """One line naming the host and what was found: a ROCm stack on NVIDIA GPUs, a CUDA stack on AMD GPUs."""
+    if stack.platform == "rocm":
+        return (
+            f"{facts.host}: a ROCm {stack.rocm} stack needs AMD Instinct GPUs, "
+            f"but the host has {facts.gpu_label(facts.nvidia_gpus)}"
+        )
+    return (
+        f"{facts.host}: a CUDA {stack.cuda} stack needs NVIDIA GPUs, but the host has {facts.gpu_label(facts.amd_gpus)}"
+    )
 
 
 def _wanted_sm(kb: KnowledgeBase, gpu: str) -> str | None:
@@ -263,12 +304,15 @@ def cpu_stack(kb: KnowledgeBase, stack: Stack) -> Stack:
 
 
 def _kept_driver(request: HostRequest, facts: HostFacts) -> str | None:
-    return facts.driver if request.skip_driver and facts.gpus else None
+    return facts.driver if request.skip_driver and facts.nvidia_gpus else None
 
 
 def _fact_warnings(request: HostRequest, facts: HostFacts) -> list[str]:
-    out = [f"unknown NVIDIA device 10de:{g.device_id}: not in the device-id table" for g in facts.gpus if not g.sm]
-    if request.skip_driver and facts.gpus and not facts.driver:
+    out = [
+        f"unknown NVIDIA device 10de:{g.device_id}: not in the device-id table" for g in facts.nvidia_gpus if not g.sm
+    ]
+    out += [f"unknown AMD device 1002:{g.device_id}: not in the device-id table" for g in facts.amd_gpus if not g.gfx]
+    if request.skip_driver and facts.nvidia_gpus and not facts.driver:
         out.append("--skip-driver, but no NVIDIA driver is loaded: the GPUs stay unusable")
     return out
 
@@ -278,6 +322,8 @@ def pinned_refusal(kb: KnowledgeBase, stack: Stack, facts: HostFacts, *, kept_dr
     os_info = kb.os_by_name.get(facts.os or "")
     if os_info is not None and stack.python not in os_info.python:
         return f"{facts.os} has no known way to provide Python {stack.python} (has {', '.join(os_info.python)})"
+    if stack.platform == "rocm":
+        return _rocm_refusal(stack, facts)
     if not stack.cpu_only:
         for gpu in facts.gpus:
             if gpu.sm and not _build_runs_on(kb, stack, gpu.sm):
@@ -287,6 +333,21 @@ def pinned_refusal(kb: KnowledgeBase, stack: Stack, facts: HostFacts, *, kept_dr
             verdict = driver_runs_cuda(kb, kept_driver, stack.cuda_build)
             if not verdict.ok:
                 return f"the loaded driver, kept by --skip-driver, cannot run the stack: {verdict.message}"
+    return None
+
+
+def _rocm_refusal(stack: Stack, facts: HostFacts) -> str | None:
+    """A ROCm stack: an OS the amdgpu role serves for that release, x86_64, GPU code for every AMD GPU."""
+    rocm = str(stack.rocm)
+    if not rocm_serves(rocm, facts.distribution, facts.version):
+        return f"ROCm {rocm} is not provisioned on {facts.os_label} (gpuenv provisions it on {rocm_os_line(rocm)})"
+    if facts.architecture not in ROCM_ARCHITECTURES:
+        return f"architecture {facts.architecture} has no amdgpu driver or ROCm (x86_64 only)"
+    targets = stack.arch_list.split(";")
+    for gpu in facts.amd_gpus:
+        if gpu.gfx and gpu.gfx not in targets:
+            build = f"torch {stack.torch}+{stack.cuda_build}"
+            return f"{build} has no GPU code for {gpu.model} ({gpu.gfx}): built for {stack.arch_list}"
     return None
 
 

@@ -37,7 +37,13 @@ from gpuenv.provision.perhost import (
     request_from,
     wheelhouse_torch,
 )
-from gpuenv.provision.variables import ProvisionOptions, driver_branch, kb_facts, render_variables
+from gpuenv.provision.variables import (
+    ProvisionOptions,
+    amdgpu_variables,
+    driver_branch,
+    kb_facts,
+    render_variables,
+)
 from gpuenv.resolve import resolve
 from gpuenv.stack import Stack, load_stack
 from gpuenv.stacks import StackRequest, Warn, local_driver_version
@@ -181,6 +187,8 @@ def _host_request(
     representative = check_request(kb, host_request)
     if not representative.cpu_only:  # --cuda 13.0 --driver-branch 470: the request contradicts itself
         driver_branch(representative, options, kb_facts(kb, representative))
+    if representative.platform == "rocm":  # a ROCm stack with --with-container-toolkit
+        amdgpu_variables(representative, options)
     return host_request, notes + ([left_out] if left_out else []), options
 
 

@@ -13,16 +13,22 @@ def stack_label(stack: dict[str, Any] | None) -> str:
     return f"torch {stack['torch']}+{stack['cuda_build']} py{stack['python']} {stack['os']}"
 
 
+def _gpu_label(g: dict[str, Any]) -> str:
+    if g.get("vendor") == "1002":  # AMD: the gfx target; NVIDIA GPUs carry no vendor key
+        return f"{g['model']} ({g['gfx']})" if g["model"] else f"unknown 1002:{g['device_id']}"
+    return f"{g['model']} (sm_{g['sm'].replace('.', '')})" if g["model"] else f"unknown 10de:{g['device_id']}"
+
+
 def facts_line(facts: dict[str, Any]) -> str:
     gpus: dict[str, int] = {}
     for g in facts["gpus"]:
-        label = f"{g['model']} (sm_{g['sm'].replace('.', '')})" if g["model"] else f"unknown 10de:{g['device_id']}"
+        label = _gpu_label(g)
         gpus[label] = gpus.get(label, 0) + 1
     gpu = ", ".join(f"{n}× {label}" for label, n in gpus.items()) or "no NVIDIA GPU"
     headers = "headers present" if facts["kernel_headers"] else "headers missing"
     return (
         f"{facts['os']} {facts['architecture']}, kernel {facts['kernel']} ({headers}); {gpu}; "
-        f"driver loaded: {facts['driver'] or 'none'}; Secure Boot {facts['secure_boot']}; "
+        f"driver loaded: {facts['driver'] or facts.get('amdgpu') or 'none'}; Secure Boot {facts['secure_boot']}; "
         f"{facts['free_gb']} GiB free; Python {', '.join(facts['pythons']) or 'none'}"
     )
 
@@ -30,6 +36,8 @@ def facts_line(facts: dict[str, Any]) -> str:
 def _stack_line(stack: dict[str, Any]) -> str:
     source = stack["python_source"]["via"]
     cuda = "CPU only" if stack["cuda_build"] == "cpu" else f"CUDA {stack['cuda']}"
+    if stack.get("rocm"):
+        cuda = f"ROCm {stack['rocm']}, {stack['arch_list']}"
     vision = f", torchvision {stack['torchvision']}" if stack.get("torchvision") else ""
     return f"torch {stack['torch']}+{stack['cuda_build']}{vision} ({cuda}), Python {stack['python']} via {source}"
 

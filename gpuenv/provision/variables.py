@@ -13,6 +13,7 @@ from typing import Any
 from gpuenv import validate
 from gpuenv.compat import KnowledgeBase, OsInfo, driver_runs_cuda
 from gpuenv.errors import BadRequest
+from gpuenv.provision.amdgpus import rocm_host_oses
 from gpuenv.requirements import gpuenv_requirements
 from gpuenv.stack import Stack
 from gpuenv.types import DeviceChoice, Level
@@ -68,7 +69,16 @@ def min_driver_branch(kb: KnowledgeBase, stack: Stack) -> int:
 
 
 def driver_branch(stack: Stack, options: ProvisionOptions, facts: KbFacts) -> str:
-    """The branch to install (asked for, else the stack's), checked to run the stack before anything is written."""
+    """The NVIDIA branch to install (asked for, else the stack's), checked to run the stack before anything is
+    written; "" for a ROCm stack, whose driver is the amdgpu of its ROCm release."""
+    if stack.platform == "rocm":
+        if options.driver_branch:
+            raise BadRequest(
+                f"--driver-branch names an NVIDIA driver branch; a ROCm {stack.rocm} stack installs AMD's amdgpu "
+                f"of ROCm {stack.rocm}",
+                hint="drop --driver-branch",
+            )
+        return ""
     if stack.cpu_only:
         return validate.driver_branch(options.driver_branch) if options.driver_branch else ""
     what = "--driver-branch" if options.driver_branch else "the stack's driver_branch"
@@ -98,7 +108,7 @@ def kb_facts(kb: KnowledgeBase, stack: Stack) -> KbFacts:
         supported.setdefault(distribution.lower(), []).append(o.version)
     policy = {a.family: a.open_modules for a in kb.architectures}
     nonfree = next((b for b in kb.driver_branches if b.branch == DEBIAN_NONFREE_BRANCH), None)
-    runs = nonfree and nonfree.latest and not stack.cpu_only
+    runs = nonfree and nonfree.latest and stack.platform == "cuda"
     verdict = driver_runs_cuda(kb, nonfree.latest, stack.cuda) if runs and nonfree and nonfree.latest else None
     return KbFacts(
         python_by_os=python_by_os,
@@ -107,7 +117,7 @@ def kb_facts(kb: KnowledgeBase, stack: Stack) -> KbFacts:
         open_modules_policy=policy,
         debian_nonfree_ok=bool(verdict and verdict.ok),
         debian_nonfree_branch=DEBIAN_NONFREE_BRANCH[1:],
-        min_driver_branch=0 if stack.cpu_only else min_driver_branch(kb, stack),
+        min_driver_branch=min_driver_branch(kb, stack) if stack.platform == "cuda" else 0,
     )
 
 
@@ -121,11 +131,11 @@ def requirements(stack: Stack, *, torch_only: bool) -> list[str]:
 
 def variables(stack: Stack, options: ProvisionOptions, facts: KbFacts) -> dict[str, Any]:
     branch = driver_branch(stack, options, facts)
-    return {
+    values = {
         "gpuenv_stack": {k: getattr(stack, k) for k in STACK_SUMMARY},
         "preflight_min_free_gb": options.min_free_gb,
         "preflight_supported": facts.supported,
-        "nvidia_driver_enabled": options.driver and not stack.cpu_only,  # a CPU stack needs no driver
+        "nvidia_driver_enabled": options.driver and stack.platform == "cuda",  # CPU: none; ROCm: amdgpu
         "nvidia_driver_branch": branch,
         "nvidia_driver_source": options.driver_source,
         "nvidia_driver_kernel_modules": options.kernel_modules,
@@ -150,6 +160,25 @@ def variables(stack: Stack, options: ProvisionOptions, facts: KbFacts) -> dict[s
         "verify_venv": options.venv,
         "verify_reports_dir": options.reports_dir,
     }
+    return {**values, **amdgpu_variables(stack, options)} if stack.platform == "rocm" else values
+
+
+def amdgpu_variables(stack: Stack, options: ProvisionOptions) -> dict[str, Any]:
+    """What the amdgpu role needs for a ROCm stack: the release whose repositories it uses, the OSes it serves."""
+    if options.container_toolkit:
+        raise BadRequest(
+            "--with-container-toolkit installs NVIDIA's container toolkit; containers on AMD GPUs need none",
+            hint="drop it: give containers --device=/dev/kfd --device=/dev/dri --group-add video",
+        )
+    rocm = str(stack.rocm)
+    return {
+        "amdgpu_enabled": options.driver,
+        "amdgpu_rocm": rocm,
+        "amdgpu_supported": rocm_host_oses(rocm),
+        "amdgpu_smi": True,
+        "amdgpu_allow_secure_boot": options.allow_secure_boot,
+        "amdgpu_reboot": options.reboot,
+    }
 
 
 def _refuse_templates(value: Any, name: str) -> None:
@@ -163,15 +192,26 @@ def _refuse_templates(value: Any, name: str) -> None:
         raise BadRequest(f"{name} holds template markup: {value[:60]!r}", hint="remove the braces")
 
 
+def _stack_comment(stack: Stack) -> str:
+    if stack.platform == "rocm":
+        return (
+            f"# Stack: torch {stack.torch}, ROCm {stack.rocm} ({stack.cuda_build}), Python {stack.python}, "
+            f"AMD's amdgpu of ROCm {stack.rocm}."
+        )
+    if stack.cpu_only:
+        return f"# Stack: torch {stack.torch} (CPU build), Python {stack.python}."
+    return (
+        f"# Stack: torch {stack.torch}, CUDA {stack.cuda} ({stack.cuda_build}), Python {stack.python}, "
+        f"driver branch {stack.driver_branch}."
+    )
+
+
 def render_variables(stack: Stack, options: ProvisionOptions, facts: KbFacts) -> str:
     values = variables(stack, options, facts)
     _refuse_templates(values, "variables")
     lines = [
         "# Written by gpuenv provision: the stack and options this project installs.",
-        f"# Stack: torch {stack.torch}, CUDA {stack.cuda} ({stack.cuda_build}), Python {stack.python}, "
-        f"driver branch {stack.driver_branch}."
-        if not stack.cpu_only
-        else f"# Stack: torch {stack.torch} (CPU build), Python {stack.python}.",
+        _stack_comment(stack),
         "---",
     ]
     lines += [f"{key}: {json.dumps(value)}" for key, value in values.items()]

@@ -1,4 +1,4 @@
-"""Filters for gpuenv's playbooks: parse what preflight found, and plan the driver installation.
+"""Filters for gpuenv's playbooks: parse what preflight found, and plan the NVIDIA driver installation.
 
 The driver plan is a pure function of the facts (OS, GPUs, NVSwitches, Secure Boot, whether the
 target is the control machine) and the settings (branch, source, kernel modules), so it can run
@@ -36,7 +36,25 @@ _GENERATION_BY_ID_PREFIX = {
 # CUDA 12.8, R570), as gpuenv's knowledge base records it (tests/provision/test_playbook_facts.py).
 MIN_BRANCH = {"Hopper": 520, "Ada": 520, "Blackwell": 570}
 _OPEN_DEFAULT_FROM_BRANCH = 560  # NVIDIA's installers default to the open modules from R560
-_PCI_LINE = re.compile(r"^(\S+)\s+0x([0-9a-fA-F]{4})\s+0x([0-9a-fA-F]{4,6})(?:\t(.*))?$")
+# 'SLOT [0xVENDOR] 0xDEVICE 0xCLASS[<TAB>name]'; lines without a vendor are NVIDIA's (preflight before AMD).
+_PCI_LINE = re.compile(r"^(\S+)\s+(?:0x([0-9a-fA-F]{4})\s+)?0x([0-9a-fA-F]{4})\s+0x([0-9a-fA-F]{4,6})(?:\t(.*))?$")
+NVIDIA, AMD = "10de", "1002"  # PCI vendor ids
+# AMD Instinct PCI device id -> GPU architecture (the Linux amdgpu driver's id list, as pci.ids names them);
+# gpuenv.provision.amdgpus carries the same ids with the model names (tests/provision keep them agreeing).
+AMD_GFX_BY_DEVICE_ID = {
+    "738c": "gfx908",  # MI100
+    "7408": "gfx90a",  # MI250X
+    "740c": "gfx90a",  # MI250X / MI250
+    "740f": "gfx90a",  # MI210
+    "74a0": "gfx942",  # MI300A
+    "74a1": "gfx942",  # MI300X
+    "74a2": "gfx942",  # MI308X
+    "74a5": "gfx942",  # MI325X
+    "75a0": "gfx950",  # MI350X
+    "75a3": "gfx950",  # MI355X
+}
+_AMD_GPU_CLASSES = ("0300", "0302", "0380", "1200")  # display controllers; Instinct parts are 0380 or 1200
+_AMD_ONBOARD_VGA = ("515e", "5159")  # ES1000 / RV100 server VGA: a display, not a GPU to provision
 _SUPPORTED = {"ubuntu": ("20.04", "22.04", "24.04"), "debian": ("12",), "rhel": ("8", "9")}
 _RHEL_LIKE = ("rocky",)  # the RHEL family releases the knowledge base knows
 _MOK_STEPS = (
@@ -50,26 +68,61 @@ _MOK_STEPS = (
 
 
 def parse_pci(text: str) -> list[dict[str, str]]:
-    """Lines 'SLOT 0xDEVICE 0xCLASS[<TAB>lspci description]' -> one dict per NVIDIA function."""
+    """Lines 'SLOT [0xVENDOR] 0xDEVICE 0xCLASS[<TAB>lspci description]' -> one dict per NVIDIA function
+    and per AMD GPU (AMD's other functions, such as a GPU's audio, are left out)."""
     devices = []
     for line in text.splitlines():
         match = _PCI_LINE.match(line.strip("\n"))
         if not match:
             continue
-        slot, device, pci_class, name = match.groups()
-        cls = pci_class.lower().ljust(6, "0")
+        slot, vendor, device, pci_class, name = match.groups()
+        vendor, device, cls = (vendor or NVIDIA).lower(), device.lower(), pci_class.lower().ljust(6, "0")
+        if vendor == AMD:
+            if cls[:4] in _AMD_GPU_CLASSES and device not in _AMD_ONBOARD_VGA:
+                devices.append(_amd_device(slot, device, cls, name))
+            continue
+        if vendor != NVIDIA:
+            continue
         kind = "gpu" if cls[:4] in ("0300", "0302") else "nvswitch" if cls[:4] == "0680" else "other"
         devices.append(
             {
                 "slot": slot,
-                "device_id": device.lower(),
+                "vendor": NVIDIA,
+                "device_id": device,
                 "class": cls,
                 "kind": kind,
-                "name": (name or "").strip() or f"NVIDIA device 10de:{device.lower()}",
+                "name": (name or "").strip() or f"NVIDIA device 10de:{device}",
                 "generation": generation(device),
             }
         )
     return devices
+
+
+def _amd_device(slot: str, device: str, cls: str, name: str | None) -> dict[str, str]:
+    return {
+        "slot": slot,
+        "vendor": AMD,
+        "device_id": device,
+        "class": cls,
+        "kind": "gpu",
+        "name": (name or "").strip() or f"AMD device 1002:{device}",
+        "generation": AMD_GFX_BY_DEVICE_ID.get(device, "unknown"),  # the gfx target, "gfx942"
+    }
+
+
+def platform_refusal(host: str, platform: str, devices: list[dict[str, Any]], stack: str) -> str:
+    """'' when the stack's platform fits the GPUs found; else one line naming the host and what was found.
+    A ROCm stack needs AMD GPUs and no NVIDIA ones; a CUDA stack no AMD GPUs (a CPU stack runs anywhere)."""
+    gpus = [d for d in devices if d.get("kind") == "gpu"]
+    amd = [d for d in gpus if d.get("vendor") == AMD]
+    nvidia = [d for d in gpus if d.get("vendor", NVIDIA) == NVIDIA]
+    other = {"rocm": nvidia, "cuda": amd}.get(platform, [])
+    if not other:
+        return ""
+    found = ", ".join(sorted({str(d.get("name")) for d in other}))
+    vendor = "NVIDIA" if other is nvidia else "AMD"
+    wants = "AMD Instinct GPUs" if platform == "rocm" else "NVIDIA GPUs"
+    return f"{host}: {stack} needs {wants}, but the host has {len(other)} {vendor} GPU(s) ({found})"
 
 
 def generation(device_id: str) -> str:
@@ -175,7 +228,7 @@ def _plan(facts: dict[str, Any]) -> dict[str, Any]:
             f"{facts['distribution']} {facts['distribution_version']} is not supported "
             "(Ubuntu 20.04/22.04/24.04, Debian 12, Rocky Linux 8/9)"
         )
-    gpus = [d for d in facts.get("gpus") or [] if d.get("kind") == "gpu"]
+    gpus = [d for d in facts.get("gpus") or [] if d.get("kind") == "gpu" and d.get("vendor", NVIDIA) == NVIDIA]
     if not gpus:
         return {
             "action": "skip",
@@ -268,4 +321,5 @@ class FilterModule:
             "gpuenv_parse_pci": parse_pci,
             "gpuenv_driver_plan": driver_plan,
             "gpuenv_secure_boot_state": secure_boot_state,
+            "gpuenv_platform_refusal": platform_refusal,
         }

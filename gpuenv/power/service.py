@@ -318,7 +318,7 @@ def _start(workload: Workload, request: TuneRequest, gpus: list[GpuLimits], adap
     if device is None:
         raise CannotRun(
             f"{hello.get('why', 'no CUDA device')}: tune power measures each GPU",
-            hint="install a CUDA build of torch; --device cpu only exercises the mechanism",
+            hint="install a CUDA (on AMD, ROCm) build of torch; --device cpu only exercises the mechanism",
         )
     if device == "cuda" and hello.get("cuda_devices", 0) < len(gpus):
         masks = "ROCR_VISIBLE_DEVICES and HIP_VISIBLE_DEVICES" if adapter.smi == "amdsmi" else "CUDA_VISIBLE_DEVICES"

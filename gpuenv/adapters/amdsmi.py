@@ -71,7 +71,14 @@ def missing(problem: str) -> bool:
 
 def _error_name(exc: Any) -> str:
     code = exc.get_error_code() if hasattr(exc, "get_error_code") else None
-    names = {2: "NOT_SUPPORTED", 10: "NO_PERMISSION", 31: "NOT_FOUND", 34: "driver-not-loaded", 51: "driver-not-loaded"}
+    names = {
+        1: "INVALID_ARGUMENT",
+        2: "NOT_SUPPORTED",
+        10: "NO_PERMISSION",
+        31: "NOT_FOUND",
+        34: "driver-not-loaded",
+        51: "driver-not-loaded",
+    }
     return names.get(code, f"AMD SMI error {code}") if isinstance(code, int) else str(exc)
 
 
@@ -194,3 +201,93 @@ def _power(cap: dict[str, Any] | None, info: dict[str, Any] | None) -> dict[str,
         "default_mw": default // 1000 if default else None,
         "usage_mw": draw * 1000 if draw is not None else None,
     }
+
+
+# --- power caps, for gpuenv tune power (the shape gpuenv.adapters.nvml's power functions give) ----
+
+
+class AmdSmiCallFailed(Exception):
+    """An AMD SMI call that must succeed did not; `reason` as _error_name gives it (NO_PERMISSION, ...)."""
+
+    def __init__(self, what: str, reason: str) -> None:
+        super().__init__(f"{what}: {reason}")
+        self.reason = reason
+
+
+def _must(what: str, call: Callable[[], Any]) -> Any:
+    smi = _amdsmi()
+    try:
+        return call()
+    except smi.AmdSmiException as exc:
+        raise AmdSmiCallFailed(what, _error_name(exc)) from exc
+
+
+def _handle(index: int) -> Any:
+    handles = _must("listing the GPUs", _handles)
+    if not 0 <= index < len(handles):
+        raise AmdSmiCallFailed(f"GPU {index}", "NOT_FOUND")
+    return handles[index]
+
+
+def _milliwatts(microwatts: Any) -> int | None:
+    """AMD SMI's power caps are microwatts on bare metal; gpuenv's are milliwatts, as NVML's."""
+    value = _number(microwatts)
+    return None if value is None else value // 1000
+
+
+POWER_CAP_FIELDS = {
+    "min_mw": "min_power_cap",
+    "max_mw": "max_power_cap",
+    "default_mw": "default_power_cap",
+    "limit_mw": "power_cap",
+}
+
+
+def power_limits() -> list[dict[str, Any]]:
+    """Every GPU's power-cap range, default and cap in force (milliwatts), AMD SMI order; needs
+    init(). A value the GPU cannot give is None, with the reason in `unknown`. A minimum of 0 is
+    AMD SMI's answer where the GPU names no floor (MI300X): the caller chooses one."""
+    smi = _amdsmi()
+    found = []
+    for i, h in enumerate(_handles()):
+        unknown: dict[str, str] = {}
+        cap = _read(unknown, "power_cap", partial(smi.amdsmi_get_power_cap_info, h)) or {}
+        limits = {key: _milliwatts(cap.get(field)) for key, field in POWER_CAP_FIELDS.items()}
+        found.append({**_identity(i, h, unknown), **limits, "unknown": unknown})
+    return found
+
+
+def power_limit_mw(index: int) -> int:
+    """The power cap in force on one GPU (AMD SMI index), milliwatts; raises AmdSmiCallFailed."""
+    smi = _amdsmi()
+    what = f"GPU {index}: reading its power cap"
+    cap = _milliwatts(_must(what, partial(smi.amdsmi_get_power_cap_info, _handle(index))).get("power_cap"))
+    if cap is None:
+        raise AmdSmiCallFailed(what, "NOT_SUPPORTED")
+    return cap
+
+
+def set_power_limit_mw(index: int, milliwatts: int) -> None:
+    """Set one GPU's power cap (root); the driver keeps it until reboot, reset or the next set."""
+    smi = _amdsmi()
+    h = _handle(index)
+    what = f"GPU {index}: setting its power cap to {milliwatts / 1000:g} W"
+    _must(what, partial(smi.amdsmi_set_power_cap, h, 0, int(milliwatts) * 1000))
+
+
+def power_mw(index: int) -> int | None:
+    """The socket power one GPU draws now (milliwatts), None where it cannot say; needs init()."""
+    smi = _amdsmi()
+    info = _read({}, "power", partial(smi.amdsmi_get_power_info, _handle(index))) or {}
+    watts = _number(info.get("current_socket_power")) or _number(info.get("socket_power"))
+    return None if watts is None else watts * 1000
+
+
+def energy_mj(index: int) -> float | None:
+    """One GPU's energy accumulator (millijoules: the count times its resolution, in microjoules),
+    None where it is unsupported; needs init()."""
+    smi = _amdsmi()
+    counter = _read({}, "energy", partial(smi.amdsmi_get_energy_count, _handle(index)))
+    if not counter or _number(counter.get("energy_accumulator")) is None:
+        return None
+    return float(counter["energy_accumulator"]) * float(counter["counter_resolution"]) / 1000

@@ -6,11 +6,14 @@ however many collectives and message sizes showed it), each said with its worst 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
-from gpuenv.fleet.report_model import FleetReport, Gpu, Outlier
+from gpuenv.fleet.report_model import FleetReport, Gpu, Outlier, is_amd
+from gpuenv.resources import data_file
 from gpuenv.verify.catalogue import rules
 
 # decimals per unit, so that a column of figures lines up (a unit not named here gets two)
@@ -25,6 +28,15 @@ OUTLIER_ADVICE = {
     "amp": "check clocks, power and cooling (nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE), then rerun "
     "gpuenv verify --level deep",
     "models": "rerun gpuenv verify --level deep; if it stays slow, drain it and compare with a healthy peer",
+}
+# the same advice on an AMD host, with AMD's tools (amd-smi) where NVIDIA's are named above
+OUTLIER_ADVICE_AMD = {
+    **OUTLIER_ADVICE,
+    "allreduce": "check the interconnect (amd-smi xgmi, amd-smi topology, the NICs), then rerun "
+    "gpuenv verify --check allreduce",
+    "nvml.sm_clock_mhz": "check clocks and power (amd-smi metric --clock --power); drain it if it stays slow",
+    "amp": "check clocks, power and cooling (amd-smi metric --clock --power --temperature), then rerun "
+    "gpuenv verify --level deep",
 }
 NOT_CERTIFIED = "read its report (gpuenv verify --report) and rerun gpuenv verify on it"
 UNREACHED = "reach the host (ssh, its BMC) and rerun gpuenv fleet verify"
@@ -71,10 +83,10 @@ def attention(report: FleetReport) -> tuple[HostAttention, ...]:
             todo = UNREACHED if h.outcome in ("unreachable", "timeout", "not provisioned") else NOT_CERTIFIED
             problems.setdefault(h.host, []).append(Problem(f"{h.outcome}, no failing finding named", todo, "outcome"))
         problems.setdefault(h.host, []).extend(Problem(f, "see why in the report's dates", "flag") for f in h.flags)
+    amd_hosts = {h.host for h in report.hosts if is_amd(h.gpu_model)}
     for failure in report.failures:
-        rule = rules().get(failure.code)
-        todo = (rule.remediation if rule else None) or "see the finding in the host's report"
         for host, gpus in failure.hosts:
+            todo = _remediation(failure.code, amd=host in amd_hosts)
             problems.setdefault(host, []).append(Problem(f"{failure.code}{_on(gpus)}", todo, "failure", failure.code))
     for (host, figure), outlying in _outliers_by_host_and_figure(report.outliers).items():
         problems.setdefault(host, []).append(_outlier_problem(figure, outlying))
@@ -82,6 +94,20 @@ def attention(report: FleetReport) -> tuple[HostAttention, ...]:
     outcomes = {h.host: h.outcome for h in report.hosts}
     hosts = [HostAttention(h, outcomes.get(h, "-"), tuple(p), worst.get(h, 0.0)) for h, p in problems.items() if p]
     return tuple(sorted(hosts, key=lambda a: (a.severity(), a.host), reverse=True))
+
+
+def _remediation(code: str, *, amd: bool) -> str:
+    """The catalogue's remediation; on an AMD host AMD SMI's where the nvml rule has one."""
+    rule = rules().get(code)
+    said = _amd_remediations().get(code) if amd else None
+    return said or (rule.remediation if rule else None) or "see the finding in the host's report"
+
+
+@cache
+def _amd_remediations() -> dict[str, str]:
+    """The nvml rules' remediations on AMD GPUs (gpuenv/data/amdsmi-policy.json), by finding code."""
+    data = json.loads(data_file("amdsmi-policy.json").read_text())
+    return {f"nvml.{name}": text for name, text in data["remediations"].items()}
 
 
 def _on(gpus: tuple[Gpu, ...]) -> str:
@@ -109,5 +135,6 @@ def _outlier_problem(figure: str, found: list[Outlier]) -> Problem:
         f"{where}{what}: {figure_text(worst.value, worst.unit)}, {_share(worst):.0%} {direction} "
         f"the median {figure_text(worst.median, worst.unit)}"
     )
-    advice = OUTLIER_ADVICE.get(figure) or OUTLIER_ADVICE.get(figure.split(".")[0], OUTLIER_ADVICE["models"])
+    table = OUTLIER_ADVICE_AMD if is_amd(worst.key.gpu_model) else OUTLIER_ADVICE
+    advice = table.get(figure) or table.get(figure.split(".")[0], table["models"])
     return Problem(said, advice, "outlier", figure)

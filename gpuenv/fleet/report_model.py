@@ -41,6 +41,13 @@ class Series(NamedTuple):
     nbytes: int | None = None
 
 
+def is_amd(gpu_model: str) -> bool:
+    """Whether a host's GPU model (the name its report gives its GPUs, or `unknown AMD GPU`) is
+    AMD's: an AMD host's problems take AMD's tools in their advice."""
+    key = gpu_model.lower()
+    return key.startswith(("amd", "unknown amd")) or "instinct" in key
+
+
 Member = tuple[int, int | None, float]  # a value in a group: (host's position, CUDA index, value)
 
 

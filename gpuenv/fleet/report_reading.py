@@ -123,7 +123,7 @@ def host_report(report: VerifyReport, path: str, *, matmul: bool = False, costs:
         path=path,
         outcome=report.verdict.outcome if report.verdict is not None else "could not run",
         started=report.started,
-        gpu_model="CPU" if cpu else _model(gpus),
+        gpu_model="CPU" if cpu else _model(gpus, amd=_read_by_amd_smi(report.checks)),
         gpu_count=0 if cpu else len(gpus),
         gpus=gpus,
         failures=tuple(_failures(report.checks, gpus)),
@@ -133,14 +133,21 @@ def host_report(report: VerifyReport, path: str, *, matmul: bool = False, costs:
     )
 
 
-def _model(gpus: tuple[Gpu, ...]) -> str:
-    """The node's GPU model: the name most of its GPUs have."""
+def _model(gpus: tuple[Gpu, ...], *, amd: bool = False) -> str:
+    """The node's GPU model: the name most of its GPUs have (AMD's market name, "AMD Instinct
+    MI300X", is never NVIDIA's, so a mixed fleet compares like with like); a node whose GPUs have
+    no name is an unknown GPU of its vendor, never grouped with the other vendor's."""
     names = [str(g.name) for g in gpus if g.name]
     if not names:
-        return "unknown GPU"
+        return "unknown AMD GPU" if amd else "unknown GPU"
     if names.count(names[0]) == len(names):
         return names[0]
     return Counter(names).most_common(1)[0][0]
+
+
+def _read_by_amd_smi(checks: tuple[Check, ...]) -> bool:
+    """Whether the nvml check read the GPUs through AMD SMI (an AMD node)."""
+    return any(c.name == "nvml" and c.metrics.get("smi") == "amdsmi" for c in checks)
 
 
 def _failures(checks: tuple[Check, ...], gpus: tuple[Gpu, ...]) -> Iterator[tuple[str, Gpu | None]]:

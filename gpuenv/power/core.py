@@ -95,7 +95,7 @@ def launch_bound(results: list[CapResult]) -> str | None:
         f"launch-bound: the GPU drew {top.watts:g} W under the workload at its {top.limit_w:g} W limit "
         f"({top.watts / top.limit_w:.0%}, under {LAUNCH_BOUND_SHARE:.0%}): the NLP step does not load it "
         "(kernel launches or the host set its pace), so no cap is chosen; run at --level standard or deep, "
-        "check that nothing else holds the GPU (nvidia-smi), and run gpuenv verify on this node"
+        "check that nothing else holds the GPU (nvidia-smi, amd-smi process), and run gpuenv verify on this node"
     )
 
 

@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gpuenv import interrupt
-from gpuenv.adapters import nvml as nvml_adapter
 from gpuenv.errors import BadRequest, BadResult, CannotRun, Interrupted
-from gpuenv.power import record, state
+from gpuenv.power import devices, record, state
 from gpuenv.power.core import (
     RESULT_SCHEMA,
     GpuLimits,
@@ -39,10 +38,11 @@ from gpuenv.power.core import (
     caps,
     choose,
 )
+from gpuenv.power.devices import PowerControl
 from gpuenv.power.workload import PARENT_ENV
 from gpuenv.types import DeviceChoice, Level
 from gpuenv.verify import faults
-from gpuenv.verify.facts import visible
+from gpuenv.verify.facts import visible, visible_spec
 
 HELLO_TIMEOUT = 300.0  # the workload process imports torch (and initialises CUDA) first
 HELD_TOLERANCE_MW = 1000
@@ -55,7 +55,7 @@ class TuneRequest:
     steps: int = 5  # caps tried per GPU, evenly across its range (the original limit besides)
     max_loss: float = 0.05  # throughput the chosen cap may give up against the fastest
     apply: bool = False
-    gpus: tuple[int, ...] = ()  # NVML indices; none: every GPU
+    gpus: tuple[int, ...] = ()  # NVML (or AMD SMI) indices; none: every GPU
     timeout: float = 300.0  # seconds for the NLP step at one cap
     state_file: Path | None = None  # default: state.location()
 
@@ -164,26 +164,25 @@ class WorkloadProcess:
         self.stderr.close()
 
 
-# --- NVML ---------------------------------------------------------------------------------------
+# --- the GPUs' limits (NVML or AMD SMI: gpuenv/power/devices.py) -----------------------------------
 
 
-def _nvml() -> Any:
-    problem = nvml_adapter.init()
-    if problem:
-        raise CannotRun(f"NVML cannot be used here: {problem}", hint="tune power needs the NVIDIA driver and a GPU")
-    return nvml_adapter
+def _control() -> PowerControl:
+    return devices.open_control()
 
 
 def _watts(milliwatts: int | None) -> float | None:
     return None if milliwatts is None else milliwatts / 1000
 
 
-def _limits(adapter: Any, wanted: tuple[int, ...]) -> list[GpuLimits]:
+def _limits(adapter: PowerControl, wanted: tuple[int, ...]) -> list[GpuLimits]:
     """The GPUs to tune, with their range and the limit in force; GPUs that cannot say are refused."""
     found = adapter.power_limits()
     unknown = sorted(set(wanted) - {g["index"] for g in found})
     if unknown:
-        raise BadRequest(f"no GPU with NVML index {unknown[0]}", hint=f"this node has GPUs 0 to {len(found) - 1}")
+        raise BadRequest(
+            f"no GPU with {adapter.library} index {unknown[0]}", hint=f"this node has GPUs 0 to {len(found) - 1}"
+        )
     gpus = []
     for g in found:
         if wanted and g["index"] not in wanted:
@@ -194,30 +193,31 @@ def _limits(adapter: Any, wanted: tuple[int, ...]) -> list[GpuLimits]:
         watts = [_watts(g[k]) for k in ("min_mw", "max_mw", "default_mw", "limit_mw")]
         gpus.append(GpuLimits(g["index"], g["uuid"], g["name"], *watts))  # type: ignore[arg-type]
     if not gpus:
-        raise CannotRun("NVML shows no GPU", hint="is the driver loaded? (nvidia-smi)")
+        raise CannotRun(f"{adapter.library} shows no GPU", hint=f"is the driver loaded? ({adapter.show_hint})")
     return gpus
 
 
-def _set(adapter: Any, index: int, watts: float) -> None:
+def _set(adapter: PowerControl, index: int, watts: float) -> None:
     """Set and read back; the driver must hold what was asked (to a watt: some round it)."""
     milliwatts = round(watts * 1000)
     try:
         adapter.set_power_limit_mw(index, milliwatts)
         held = adapter.power_limit_mw(index)
-    except adapter.NvmlCallFailed as exc:
-        if exc.reason == "NO_PERMISSION":
+    except adapter.failed as exc:
+        if getattr(exc, "reason", None) == "NO_PERMISSION":
             raise BadRequest(f"{exc}: changing a power limit needs root", hint="sudo gpuenv tune power") from exc
-        if exc.reason in ("NOT_SUPPORTED", "FUNCTION_NOT_FOUND"):
-            raise CannotRun(f"{exc}: this GPU or driver does not let NVML set it", hint="--gpu the others") from exc
-        raise BadResult(str(exc), hint="nvidia-smi -q -d POWER shows what the GPU allows") from exc
+        if getattr(exc, "reason", None) in ("NOT_SUPPORTED", "FUNCTION_NOT_FOUND"):
+            why = f"{exc}: this GPU or driver does not let {adapter.library} set it"
+            raise CannotRun(why, hint="--gpu the others") from exc
+        raise BadResult(str(exc), hint=f"{adapter.show_hint} shows what the GPU allows") from exc
     if abs(held - milliwatts) > HELD_TOLERANCE_MW:
-        raise BadResult(f"GPU {index} holds {held / 1000:g} W after being set to {watts:g} W", hint="nvidia-smi -q")
+        raise BadResult(f"GPU {index} holds {held / 1000:g} W after being set to {watts:g} W", hint=adapter.show_hint)
 
 
 # --- putting the limits back --------------------------------------------------------------------
 
 
-def put_back(adapter: Any, saved: tuple[SavedLimit, ...]) -> list[str]:
+def put_back(adapter: PowerControl, saved: tuple[SavedLimit, ...]) -> list[str]:
     """Every saved GPU at its original limit (set only where it differs, then read back); what failed."""
     try:
         by_uuid = {g["uuid"]: g["index"] for g in adapter.power_limits() if g.get("uuid")}
@@ -235,7 +235,9 @@ def put_back(adapter: Any, saved: tuple[SavedLimit, ...]) -> list[str]:
 
 
 @contextmanager
-def _limits_kept(adapter: Any, path: Path, saved: tuple[SavedLimit, ...], workload: Workload) -> Iterator[list[bool]]:
+def _limits_kept(
+    adapter: PowerControl, path: Path, saved: tuple[SavedLimit, ...], workload: Workload
+) -> Iterator[list[bool]]:
     """Run the body; then, however it ends, stop the workload, put every original limit back and
     remove the state file — unless the body kept a cap (--apply: it says so through the flag)."""
     kept = [False]
@@ -248,7 +250,7 @@ def _limits_kept(adapter: Any, path: Path, saved: tuple[SavedLimit, ...], worklo
             if problems:
                 raise BadResult(
                     f"could not put back the original power limit: {'; '.join(problems)}",
-                    hint=f"the originals stay in {path}: gpuenv tune power --restore (or nvidia-smi -i N -pl W)",
+                    hint=f"the originals stay in {path}: gpuenv tune power --restore (or {adapter.set_hint})",
                 )
             if not kept[0]:
                 state.remove(path)
@@ -279,14 +281,14 @@ def tune(request: TuneRequest, *, workload: Workload | None = None) -> TuneOutco
         raise BadRequest("--apply with --device cpu", hint="a cap is chosen from a GPU's own figures only")
     path = state_path(request.state_file)
     refuse_if_changed(path)
-    adapter = _nvml()
+    adapter = _control()
     gpus = _limits(adapter, request.gpus)
     runner = workload or WorkloadProcess()
     saved = tuple(SavedLimit(g.index, g.uuid, round(g.original_w * 1000)) for g in gpus)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     try:
         with _limits_kept(adapter, path, saved, runner) as kept:
-            device = _start(runner, request, gpus)
+            device = _start(runner, request, gpus, adapter)
             state.write(path, PowerState("tuning", os.getpid(), started, saved))
             tunings = [_sweep(adapter, runner, request, gpu, device) for gpu in gpus]
             if request.apply:
@@ -294,7 +296,7 @@ def tune(request: TuneRequest, *, workload: Workload | None = None) -> TuneOutco
     except KeyboardInterrupt as exc:
         raise Interrupted(f"interrupted by {exc or 'SIGINT'}; every GPU's original power limit is back") from None
     for tuning in tunings:
-        with suppress(adapter.NvmlCallFailed):  # unknown stays None: the restore itself was read back
+        with suppress(adapter.failed):  # unknown stays None: the restore itself was read back
             tuning.final_w = adapter.power_limit_mw(tuning.gpu.index) / 1000
     note = _cpu_note() if device == "cpu" else None
     return TuneOutcome(device, request.level, request.max_loss, kept[0], str(path), tunings, note)
@@ -307,7 +309,7 @@ def _cpu_note() -> str:
     )
 
 
-def _start(workload: Workload, request: TuneRequest, gpus: list[GpuLimits]) -> str:
+def _start(workload: Workload, request: TuneRequest, gpus: list[GpuLimits], adapter: PowerControl) -> str:
     try:
         hello = workload.start(request.device)
     except WorkloadFailed as exc:
@@ -316,25 +318,32 @@ def _start(workload: Workload, request: TuneRequest, gpus: list[GpuLimits]) -> s
     if device is None:
         raise CannotRun(
             f"{hello.get('why', 'no CUDA device')}: tune power measures each GPU",
-            hint="install a CUDA build of torch; --device cpu only exercises the mechanism",
+            hint="install a CUDA (on AMD, ROCm) build of torch; --device cpu only exercises the mechanism",
         )
     if device == "cuda" and hello.get("cuda_devices", 0) < len(gpus):
+        masks = "ROCR_VISIBLE_DEVICES and HIP_VISIBLE_DEVICES" if adapter.smi == "amdsmi" else "CUDA_VISIBLE_DEVICES"
         raise CannotRun(
-            f"torch sees {hello.get('cuda_devices')} GPU(s), NVML {len(gpus)}",
-            hint="unset CUDA_VISIBLE_DEVICES, or --gpu the GPUs torch sees",
+            f"torch sees {hello.get('cuda_devices')} GPU(s), {adapter.library} {len(gpus)}",
+            hint=f"unset {masks}, or --gpu the GPUs torch sees",
         )
     return str(device)
 
 
-def _cuda_index(gpu: GpuLimits) -> int:
-    listed = visible([{"index": gpu.index, "uuid": gpu.uuid}], os.environ.get("CUDA_VISIBLE_DEVICES"))
-    return int(listed[0]["cuda_index"]) if listed else gpu.index
+def _cuda_index(adapter: PowerControl, gpu: GpuLimits) -> int:
+    """The GPU's torch index: NVML's under CUDA_VISIBLE_DEVICES; AMD SMI's under ROCR_VISIBLE_DEVICES
+    and HIP_VISIBLE_DEVICES (positions among every GPU, so all of them are listed)."""
+    amd = adapter.smi == "amdsmi"
+    every = [{"index": g["index"], "uuid": g["uuid"]} for g in adapter.power_limits()] if amd else []
+    listed = visible(every or [{"index": gpu.index, "uuid": gpu.uuid}], visible_spec(adapter.smi, every, os.environ))
+    mine = [g for g in listed if g["index"] == gpu.index]
+    return int(mine[0]["cuda_index"]) if mine else gpu.index
 
 
-def _sweep(adapter: Any, workload: Workload, request: TuneRequest, gpu: GpuLimits, device: str) -> GpuTuning:
+def _sweep(adapter: PowerControl, workload: Workload, request: TuneRequest, gpu: GpuLimits, device: str) -> GpuTuning:
     """Every cap on one GPU, then its original limit back before the next GPU starts."""
     tuning = GpuTuning(gpu)
-    ask = {"device": device, "level": request.level, "nvml_index": gpu.index, "cuda_index": _cuda_index(gpu)}
+    ask = {"device": device, "level": request.level, "nvml_index": gpu.index, "cuda_index": _cuda_index(adapter, gpu)}
+    ask["smi"] = adapter.smi  # whose energy reading the workload takes
     for cap in caps(gpu, request.steps):
         _set(adapter, gpu.index, cap)
         try:
@@ -360,7 +369,7 @@ def _steps(level: Level, device: str) -> int:
     return GPU_STEPS[level] if device == "cuda" else CPU_STEPS
 
 
-def _apply(adapter: Any, path: Path, tunings: list[GpuTuning], started: str) -> bool:
+def _apply(adapter: PowerControl, path: Path, tunings: list[GpuTuning], started: str) -> bool:
     """Keep each chosen cap: recorded in the state file first, so --restore can undo it."""
     chosen = [(t.gpu, t.choice.limit_w) for t in tunings if t.choice is not None and t.choice.limit_w is not None]
     if not chosen:
@@ -402,12 +411,12 @@ def restore(state_file: Path | None = None) -> RestoreOutcome:
         return RestoreOutcome(str(path), ())
     if found.phase == "tuning" and state.running(found.pid):
         raise BadRequest(f"{found.describe()} and is still running", hint="stop it instead: it restores on SIGTERM")
-    adapter = _nvml()
+    adapter = _control()
     with interrupt.Deferred():
         problems = put_back(adapter, found.gpus)
     if problems:
         raise BadResult(
-            f"could not put back: {'; '.join(problems)}", hint=f"{path} is kept; nvidia-smi -i N -pl W by hand"
+            f"could not put back: {'; '.join(problems)}", hint=f"{path} is kept; {adapter.set_hint} by hand"
         )
     state.remove(path)
     record.remove(record_path(path))

@@ -3,8 +3,9 @@
 A child of gpuenv in its own process group, so a crash or a hang here never stops gpuenv from
 putting the limits back: the parent owns the limits, this process only runs the step. One JSON
 request a line on stdin, one JSON answer a line on the original stdout (library prints go to
-stderr). It reads its GPU's energy counter around the timed steps itself, so the joules cover
-exactly the work timed; where the counter is unsupported it samples the power draw instead.
+stderr). It reads its GPU's energy counter (NVML's, or AMD SMI's on an AMD node) around the timed
+steps itself, so the joules cover exactly the work timed; where the counter is unsupported it
+samples the power draw instead.
 It dies with its parent (PR_SET_PDEATHSIG).
 """
 
@@ -16,6 +17,7 @@ import sys
 import traceback
 from typing import Any
 
+from gpuenv.power.energy import AmdEnergyMeter
 from gpuenv.verify import faults
 from gpuenv.verify.checks.common import EnergyMeter
 from gpuenv.verify.procs import die_with_parent
@@ -45,7 +47,8 @@ def measure(request: dict[str, Any]) -> dict[str, Any]:
     MEASURED[0] += 1
     device = f"cuda:{request['cuda_index']}" if request["device"] == "cuda" else "cpu"
     size = nlp.size_for(device, request["level"])
-    meter = EnergyMeter(int(request["nvml_index"]))
+    index = int(request["nvml_index"])  # the management library's index: NVML's, or AMD SMI's
+    meter = AmdEnergyMeter(index) if request.get("smi") == "amdsmi" else EnergyMeter(index)
     result = nlp.throughput(device, size=size, steps=int(request["steps"]), around=meter)
     return {
         "tokens": int(result.tokens),

@@ -18,7 +18,7 @@ from typing import Any
 from gpuenv import validate
 from gpuenv.errors import BadRequest, CannotRun
 from gpuenv.slurm import core, kernel_xids, scontrol
-from gpuenv.verify import reportfile
+from gpuenv.verify import pci, reportfile
 from gpuenv.verify.checks.nvml.policy import load_policy
 from gpuenv.verify.checks.nvml.rules import xid_findings
 from gpuenv.verify.facts import GpuInfo, visible
@@ -155,7 +155,10 @@ def job_kernel_xids(
 ) -> tuple[list[Finding], str | None]:
     """XIDs the kernel logged on the job's GPUs since the job started, judged like the nvml
     check's; the note says what was not read (or the warnings), else None."""
-    snap = next((_snapshot(c) for c in report.checks if c.name == "nvml"), None)
+    nvml = next((c for c in report.checks if c.name == "nvml"), None)
+    if nvml is not None and nvml.metrics.get("smi") == "amdsmi":
+        return [], "kernel log not read: XIDs are NVIDIA's; AMD SMI's findings are the nvml check's"
+    snap = _snapshot(nvml) if nvml is not None else None
     if not snap:
         return [], "kernel log not read: the report has no NVML snapshot to name the job's GPUs"
     gpus = visible(snap.get("gpus", []), env.get("CUDA_VISIBLE_DEVICES"))
@@ -245,11 +248,21 @@ def _verify_args(req: HookRequest, report: Path | None) -> list[str]:
 
 
 def _verify_env(req: HookRequest) -> dict[str, str]:
+    """This environment, for a job's hook narrowed to the job's GPUs in the variables of the
+    node's vendor (an AMD node: AMD GPUs on the PCI bus and no NVIDIA one, as verify chooses)."""
     env = dict(os.environ)
-    gpus = core.job_gpus(env) if req.hook != "health-check" else None
-    if gpus:
-        env["CUDA_VISIBLE_DEVICES"] = gpus
+    if req.hook == "health-check":
+        return env
+    for name, value in core.job_gpu_env(env, amd=amd_node()).items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     return env
+
+
+def amd_node() -> bool:
+    return bool(pci.amd_on_pci()) and not pci.nvidia_on_pci()
 
 
 def run_verify(args: list[str], max_time: float, report: Path | None, env: dict[str, str]) -> VerifyRun:

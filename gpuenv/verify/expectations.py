@@ -1,7 +1,7 @@
 """What a healthy GPU of each model measures, before any recorded run (data in
 gpuenv/data/gpu-expectations.json, every figure with its source): the dense matmul rate on the
 amp check's one square shape, the device-to-device copy bandwidth and the allreduce busbw by GPU
-count. A model matches a device name (NVML's or torch's) by prefix of the name normalised as the
+count. A model matches a device name (NVML's, AMD SMI's or torch's) by prefix of the name normalised as the
 KB's GPU table normalises it. An estimate (`confirmed: false`) can warn, never fail. The
 recorded-run baselines (baselines.py) stay the tighter second line."""
 
@@ -22,9 +22,10 @@ Kind = Literal["matmul", "copy", "busbw"]
 
 def name_key(name: str) -> str:
     """A device name as the KB's GPU table compares names: lower case, no spaces, dashes or
-    underscores, without an NVIDIA/Tesla/GeForce prefix ("NVIDIA A100-SXM4-80GB" -> "a100sxm480gb")."""
+    underscores, without an NVIDIA/Tesla/GeForce prefix ("NVIDIA A100-SXM4-80GB" -> "a100sxm480gb"),
+    nor AMD's "AMD Instinct" before a market name ("AMD Instinct MI300X", AMD SMI's and torch's -> "mi300x")."""
     key = re.sub(r"[\s_-]+", "", name.lower())
-    for prefix in ("nvidia", "tesla", "geforce"):
+    for prefix in ("nvidia", "tesla", "geforce", "amd", "instinct"):
         key = key.removeprefix(prefix)
     return key
 

@@ -194,7 +194,7 @@ def test_tune_power_restore_refuses_a_damaged_state_cleanly(
     def no_nvml() -> Any:
         raise CannotRun("no NVML here (the fuzz test stops before any limit is set)")
 
-    monkeypatch.setattr(service, "_nvml", no_nvml)
+    monkeypatch.setattr(service, "_control", no_nvml)
     with _folder() as root:
         path = root / "power-state.json"
         path.write_text(json.dumps(_mutated(STATE, where, value, delete and bool(where)), allow_nan=True))

@@ -35,7 +35,7 @@ def no_limit_is_set(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         reached.append("nvml")
         raise AssertionError("the restore reached NVML")
 
-    monkeypatch.setattr(service, "_nvml", nvml)
+    monkeypatch.setattr(service, "_control", nvml)
     return reached
 
 

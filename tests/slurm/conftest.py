@@ -207,3 +207,8 @@ def leftover_processes(mark: str) -> list[int]:
 
 def new_mark() -> str:
     return uuid.uuid4().hex
+
+
+# the fake libamd_smi.so and an AMD PCI bus, for the hooks' AMD GPU mapping (tests/slurm/test_amd_gpus.py)
+from tests.verify.test_amdsmi import amd_sysfs as amd_sysfs  # noqa: E402
+from tests.verify.test_amdsmi import fake_rocm as fake_rocm  # noqa: E402

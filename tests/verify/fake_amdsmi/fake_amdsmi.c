@@ -11,16 +11,25 @@
  * critical), power_w, power_cap_w, power_default_w, gfx_clk, gfx_clk_max, xgmi_links, xgmi_down
  * (the number of a link that is down), procs (that many compute processes, pids 4000+), thermal
  * (1: the socket thermal limit holds the clocks down now, as AMD SMI's violation status says). Global:
- * count, driver, init_error (an amdsmi_status_t amdsmi_init returns). */
+ * count, driver, init_error (an amdsmi_status_t amdsmi_init returns).
+ * Power caps, as the fake NVML keeps its limits: amdsmi_set_power_cap appends "gpuN <microwatts>
+ * <pid>" to FAKE_AMDSMI_POWER_LOG (without it: NOT_SUPPORTED), and every read of the cap takes
+ * the GPU's last line there (else power_cap_w), so a test reads what every process set, in order.
+ * power_min_w is the floor AMD SMI gives (0, as on MI300X, by default); power_set_denied=1 makes a
+ * set NO_PERM (not root). The energy counter grows at min(power_w, the cap) watts from amdsmi_init. */
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #define MAXGPU 16
 #define OK 0
 #define E_INVAL 1
 #define E_NOT_SUPPORTED 2
+#define E_NO_PERM 10
 #define E_NOT_INIT 32
 #define E_INSUFFICIENT 41
 
@@ -29,7 +38,7 @@ typedef struct {
     char name[96], serial[32], unsupported[512];
     unsigned long long gfx, ecc_uncorrected, ecc_corrected;
     int bad_pages, bad_pages_pending, bad_pages_unreservable, temp, temp_crit, power_w, power_cap_w, power_default_w;
-    int gfx_clk, gfx_clk_max, xgmi_links, xgmi_down, procs, thermal;
+    int gfx_clk, gfx_clk_max, xgmi_links, xgmi_down, procs, thermal, power_min_w, power_set_denied;
 } gpu_t;
 
 #pragma pack(push, 1)
@@ -68,6 +77,7 @@ static gpu_t gpus[MAXGPU];
 static int count = 8, init_error = 0, initialised = 0;
 static char driver[64] = "6.10.5", unsupported_all[512] = "";
 static int socket_token;
+static struct timespec started;
 
 static void defaults(void) {
     for (int i = 0; i < MAXGPU; i++) {
@@ -92,6 +102,7 @@ static void set(gpu_t *g, const char *key, const char *val) {
     ULL(gfx) ULL(ecc_uncorrected) ULL(ecc_corrected)
     INT(bad_pages) INT(bad_pages_pending) INT(bad_pages_unreservable) INT(temp) INT(temp_crit) INT(power_w) INT(power_cap_w)
     INT(power_default_w) INT(gfx_clk) INT(gfx_clk_max) INT(xgmi_links) INT(xgmi_down) INT(procs) INT(thermal)
+    INT(power_min_w) INT(power_set_denied)
 }
 
 static void load(void) {
@@ -125,7 +136,11 @@ static int unsupported(gpu_t *g, const char *fn) {
     if (g < gpus || g >= gpus + count) return E_INVAL; \
     if (unsupported(g, __func__)) return E_NOT_SUPPORTED;
 
-int amdsmi_init(uint64_t flags) { (void)flags; load(); if (init_error) return init_error; initialised = 1; return OK; }
+int amdsmi_init(uint64_t flags) {
+    (void)flags; load(); clock_gettime(CLOCK_MONOTONIC, &started);
+    if (init_error) return init_error;
+    initialised = 1; return OK;
+}
 int amdsmi_shut_down(void) { initialised = 0; return OK; }
 int amdsmi_get_socket_handles(uint32_t *n, void **handles) {
     if (!initialised) return E_NOT_INIT;
@@ -186,16 +201,52 @@ int amdsmi_get_temp_metric(void *h, uint32_t sensor, uint32_t metric, int64_t *t
     if (metric == 0) *t = g->temp; else if (metric == 5) *t = g->temp_crit; else return E_NOT_SUPPORTED;
     return OK;
 }
+/* The cap in force (microwatts): the GPU's last line in FAKE_AMDSMI_POWER_LOG, else the scenario's. */
+static uint64_t current_cap(gpu_t *g) {
+    const char *path = getenv("FAKE_AMDSMI_POWER_LOG");
+    FILE *f = path ? fopen(path, "r") : NULL;
+    unsigned long long cap = (uint64_t)g->power_cap_w * 1000000, uw;
+    int gpu;
+    char line[128];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "gpu%d %llu", &gpu, &uw) == 2 && gpu == g->index) cap = uw;
+    if (f) fclose(f);
+    return cap;
+}
 int amdsmi_get_power_cap_info(void *h, uint32_t sensor, power_cap_info_t *p) {
     GPU(h) (void)sensor; memset(p, 0, sizeof *p);
-    p->power_cap = (uint64_t)g->power_cap_w * 1000000; p->default_power_cap = (uint64_t)g->power_default_w * 1000000;
-    p->min_power_cap = 0; p->max_power_cap = (uint64_t)g->power_default_w * 1000000; p->dpm_cap = 2100;
+    p->power_cap = current_cap(g); p->default_power_cap = (uint64_t)g->power_default_w * 1000000;
+    p->min_power_cap = (uint64_t)g->power_min_w * 1000000; p->max_power_cap = (uint64_t)g->power_default_w * 1000000;
+    p->dpm_cap = 2100;
+    return OK;
+}
+int amdsmi_set_power_cap(void *h, uint32_t sensor, uint64_t cap) {
+    GPU(h) (void)sensor; if (g->power_set_denied) return E_NO_PERM;
+    if (cap < (uint64_t)g->power_min_w * 1000000 || cap > (uint64_t)g->power_default_w * 1000000) return E_INVAL;
+    const char *path = getenv("FAKE_AMDSMI_POWER_LOG");
+    if (!path) return E_NOT_SUPPORTED;
+    char line[128];
+    int n = snprintf(line, sizeof line, "gpu%d %llu %d\n", g->index, (unsigned long long)cap, (int)getpid());
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644); /* one write per line: whole lines */
+    if (fd < 0) return E_NOT_SUPPORTED;
+    int wrote = (int)write(fd, line, (size_t)n);
+    close(fd);
+    return wrote == n ? OK : E_NOT_SUPPORTED;
+}
+/* Counts of 15.259 microjoules (MI300X's resolution), at min(power_w, the cap) since amdsmi_init. */
+int amdsmi_get_energy_count(void *h, uint64_t *energy, float *resolution, uint64_t *timestamp) {
+    GPU(h) struct timespec now; clock_gettime(CLOCK_MONOTONIC, &now);
+    double seconds = (double)(now.tv_sec - started.tv_sec) + (double)(now.tv_nsec - started.tv_nsec) / 1e9;
+    double watts = (double)g->power_w, capped = (double)current_cap(g) / 1e6;
+    if (capped < watts) watts = capped;
+    *resolution = 15.259f; *energy = (uint64_t)(seconds * watts * 1e6 / 15.259);
+    *timestamp = (uint64_t)now.tv_sec * 1000000000ULL + (uint64_t)now.tv_nsec;
     return OK;
 }
 int amdsmi_get_power_info(void *h, power_info_t *p) {
     GPU(h) memset(p, 0, sizeof *p);
     p->socket_power = (uint64_t)g->power_w; p->current_socket_power = (uint32_t)g->power_w;
-    p->average_socket_power = 0xFFFF; p->power_limit = (uint32_t)g->power_cap_w;
+    p->average_socket_power = 0xFFFF; p->power_limit = (uint32_t)(current_cap(g) / 1000000);
     return OK;
 }
 int amdsmi_get_clock_info(void *h, uint32_t type, clk_info_t *c) {
@@ -266,7 +317,6 @@ int amdsmi_get_cpu_socket_power_cap(void) { return E_NOT_SUPPORTED; }
 int amdsmi_get_cpu_socket_power_cap_max(void) { return E_NOT_SUPPORTED; }
 int amdsmi_get_cpu_socket_temperature(void) { return E_NOT_SUPPORTED; }
 int amdsmi_get_cpucore_handles(void) { return E_NOT_SUPPORTED; }
-int amdsmi_get_energy_count(void) { return E_NOT_SUPPORTED; }
 int amdsmi_get_esmi_err_msg(void) { return E_NOT_SUPPORTED; }
 int amdsmi_get_fw_info(void) { return E_NOT_SUPPORTED; }
 int amdsmi_get_gpu_accelerator_partition_profile(void) { return E_NOT_SUPPORTED; }
@@ -382,7 +432,6 @@ int amdsmi_set_gpu_perf_determinism_mode(void) { return E_NOT_SUPPORTED; }
 int amdsmi_set_gpu_perf_level(void) { return E_NOT_SUPPORTED; }
 int amdsmi_set_gpu_power_profile(void) { return E_NOT_SUPPORTED; }
 int amdsmi_set_gpu_process_isolation(void) { return E_NOT_SUPPORTED; }
-int amdsmi_set_power_cap(void) { return E_NOT_SUPPORTED; }
 int amdsmi_set_soc_pstate(void) { return E_NOT_SUPPORTED; }
 int amdsmi_set_xgmi_plpd(void) { return E_NOT_SUPPORTED; }
 int amdsmi_status_code_to_string(void) { return E_NOT_SUPPORTED; }

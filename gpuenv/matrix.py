@@ -18,7 +18,7 @@ from gpuenv.compat import (
     staleness_warning,
 )
 from gpuenv.errors import BadRequest
-from gpuenv.resolve import torch_matches
+from gpuenv.resolve_request import torch_matches
 from gpuenv.stacks import Warn
 
 TORCH_COLUMNS = ("torch", "torchvision", "torchaudio", "CUDA builds", "PyPI default", "Python", "unconfirmed")

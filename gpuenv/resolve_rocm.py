@@ -298,7 +298,12 @@ def _refusals(refused: list[RocmRefused], request: Request) -> str:
     """What ruled every alternative out, by the option that did (--os, --gpu, --rocm, --python)."""
     by_constraint: dict[str, list[str]] = {}
     for r in refused:
-        by_constraint.setdefault(r.constraint, []).append(f"{r.choice} {r.why}" if r.constraint == "rocm" else r.why)
+        why = (
+            (f"{r.choice} is {r.why}" if r.why.startswith("built") else f"{r.choice}: {r.why}")
+            if r.constraint == "rocm"
+            else r.why
+        )
+        by_constraint.setdefault(r.constraint, []).append(why)
     if len(by_constraint) > 1:  # releases without the ROCm build asked for are not news beside the rest
         by_constraint.pop("rocm", None)
     given = request.given()

@@ -167,3 +167,14 @@ def test_build_image_and_provision_take_rocm_too() -> None:
     for command in ("build-image", "provision"):
         done = run_gpuenv(command, "--help")
         assert "--rocm" in done.stdout, command
+
+
+def test_matrix_shows_the_rocm_releases_and_amd_gpus() -> None:
+    done = run_gpuenv("matrix", "--rocm", "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    rocm64 = next(row for row in data["rocm"] if row["build"] == "rocm6.4")
+    assert (rocm64["images tag"], rocm64["torch"]) == ("6.4.4", "2.8.0–2.9.1")
+    mi355x = next(row for row in data["amd_gpus"] if row["GPU"] == "MI355X")
+    assert (mi355x["gfx"], mi355x["from ROCm"], mi355x["PCI ids (1002:)"]) == ("gfx950", "7.0", "75a3")
+    assert mi355x["torch builds with its kernels"].startswith("2.10.0+rocm7.0")

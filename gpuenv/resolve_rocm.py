@@ -332,7 +332,8 @@ def _nearest(kb: KnowledgeBase, request: Request, amd: AmdGpu | None) -> str:
         tried.append(f"{amd.name} ({amd.gfx}{floor}) {runs}")
     for rocm in kb.rocm_matching(request.rocm) if request.rocm else ():
         made = [t.torch for t in kb.torch_rocm if rocm.build in t.arch]
-        tried.append(f"{rocm.build} exists for torch {made[0]}–{made[-1]}" if made else f"no torch has {rocm.build}")
+        span = made[0] if len(made) == 1 else f"{made[0]}–{made[-1]}" if made else ""
+        tried.append(f"{rocm.build} exists for torch {span}" if made else f"no torch has {rocm.build}")
     if request.os:
         tried.append("AMD's OS support per ROCm release: gpuenv matrix --rocm")
     return "; ".join(tried) or "relax a constraint; see gpuenv matrix --rocm"

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import click
 import pytest
 
 from gpuenv import validate
+from gpuenv.cli.stack_params import complete_gpu, complete_rocm
 from gpuenv.compat import amd_gpu_by_pci_id, load_kb, parse_kb
 from gpuenv.errors import BadRequest
 from gpuenv.resolve import Request, resolve
@@ -178,3 +180,15 @@ def test_matrix_shows_the_rocm_releases_and_amd_gpus() -> None:
     mi355x = next(row for row in data["amd_gpus"] if row["GPU"] == "MI355X")
     assert (mi355x["gfx"], mi355x["from ROCm"], mi355x["PCI ids (1002:)"]) == ("gfx950", "7.0", "75a3")
     assert mi355x["torch builds with its kernels"].startswith("2.10.0+rocm7.0")
+
+
+def test_matrix_of_cuda_points_an_amd_gpu_at_the_rocm_tables() -> None:
+    done = run_gpuenv("matrix", "--gpu", "MI300X")
+    assert done.returncode == 2 and "gpuenv matrix --rocm" in done.stderr
+
+
+def test_shell_completion_offers_amd_gpus_and_rocm_releases() -> None:
+    ctx = click.Context(click.Command("resolve"))
+    option = click.Option(["--gpu"])
+    assert [item.value for item in complete_gpu(ctx, option, "MI3")] == ["MI300A", "MI300X", "MI325X", "MI350X", "MI355X"]
+    assert [item.value for item in complete_rocm(ctx, option, "6.2")] == ["6.2", "6.2.4"]

@@ -190,5 +190,11 @@ def test_matrix_of_cuda_points_an_amd_gpu_at_the_rocm_tables() -> None:
 def test_shell_completion_offers_amd_gpus_and_rocm_releases() -> None:
     ctx = click.Context(click.Command("resolve"))
     option = click.Option(["--gpu"])
-    assert [item.value for item in complete_gpu(ctx, option, "MI3")] == ["MI300A", "MI300X", "MI325X", "MI350X", "MI355X"]
+    assert [item.value for item in complete_gpu(ctx, option, "MI3")] == [
+        "MI300A",
+        "MI300X",
+        "MI325X",
+        "MI350X",
+        "MI355X",
+    ]
     assert [item.value for item in complete_rocm(ctx, option, "6.2")] == ["6.2", "6.2.4"]

@@ -18,7 +18,7 @@ from gpuenv.compat import (
     staleness_warning,
 )
 from gpuenv.errors import BadRequest
-from gpuenv.resolve import torch_matches
+from gpuenv.resolve_request import torch_matches
 from gpuenv.stacks import Warn
 
 TORCH_COLUMNS = ("torch", "torchvision", "torchaudio", "CUDA builds", "PyPI default", "Python", "unconfirmed")
@@ -116,6 +116,8 @@ def architecture(kb: KnowledgeBase, gpu: str) -> Architecture:
     else:
         found = kb.find_gpu(gpu)
         arch = kb.arch(found.sm) if found is not None else None
+    if arch is None and kb.find_amd_gpu(gpu) is not None:
+        raise BadRequest(f"{gpu} is an AMD GPU: these tables are CUDA's", hint="see gpuenv matrix --rocm")
     if arch is None:
         known = ", ".join(g.name for g in kb.gpus)
         raise BadRequest(f"unknown GPU {gpu!r}", hint=f"known: {known}, or sm_NN")

@@ -9,8 +9,8 @@ then newest torch, a build the driver runs natively, torch's default build, the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
-from typing import Literal, NamedTuple, get_args
+from dataclasses import replace
+from typing import NamedTuple, get_args
 
 from gpuenv import resolve_reasons as explain
 from gpuenv.compat import (
@@ -25,30 +25,31 @@ from gpuenv.compat import (
     recommended_branch,
 )
 from gpuenv.errors import BadRequest
+from gpuenv.resolve_request import (
+    DEFAULT_OS,
+    MIN_PYTHON,
+    PYTHON_SOURCE_RANK,
+    Purpose,
+    Request,
+    numpy_requirement,
+    pick_python,
+    python_problem,
+    torch_matches,
+)
+from gpuenv.resolve_rocm import resolve_rocm, split_rocm_build, wants_rocm
 from gpuenv.stack import Rejected, Stack
 
-Purpose = Literal["image", "host"]
-DEFAULT_OS = "ubuntu22.04"
-MIN_PYTHON = "3.10"
-# Preferred ways to get Python, most preferred first: the OS's own package needs no extra repository.
-PYTHON_SOURCE_RANK = {"system": 0, "distro": 1, "appstream": 1, "deadsnakes": 2}
-
-
-@dataclass(frozen=True)
-class Request:
-    torch: str | None = None  # "2.4", "2.4.0" or "2.4.0+cu121" (the local version picks the build)
-    cuda: str | None = None
-    driver: str | None = None
-    python: str | None = None
-    gpu: str | None = None  # a model name ("H100") or "sm_90"
-    os: str | None = None
-    # What the stack is for. An image needs an nvidia/cuda base image of its CUDA for its OS; a host
-    # (provision) installs wheels and needs none. Not a constraint the user gives, so not in given().
-    # Typed str, not Purpose: callers build a Request from given()'s dict[str, str].
-    purpose: str = "host"
-
-    def given(self) -> dict[str, str]:
-        return {f.name: v for f in fields(self) if f.name != "purpose" and (v := getattr(self, f.name)) is not None}
+__all__ = [
+    "DEFAULT_OS",
+    "MIN_PYTHON",
+    "PYTHON_SOURCE_RANK",
+    "Candidate",
+    "Purpose",
+    "Refused",
+    "Request",
+    "resolve",
+    "torch_matches",
+]
 
 
 class Candidate(NamedTuple):
@@ -72,16 +73,18 @@ def resolve(kb: KnowledgeBase, request: Request) -> Stack:
         raise ValueError(f"a stack is for an image or a host, not {request.purpose!r}")
     request = _split_local_version(kb, request)
     os_info = _os(kb, request.os or DEFAULT_OS)
+    if request.torch and not any(torch_matches(t.version, request.torch) for t in kb.torch):
+        raise BadRequest(
+            f"unknown torch version {request.torch}",
+            hint=f"known: {_release_lines(kb)}",
+        )
+    if wants_rocm(kb, request):
+        return resolve_rocm(kb, request, os_info)
     arch = _arch(kb, request.gpu) if request.gpu else None
     if request.cuda and kb.find_cuda(request.cuda) is None:
         raise BadRequest(
             f"unknown CUDA version {request.cuda}",
             hint=f"known: {', '.join(c.version for c in kb.cuda)}",
-        )
-    if request.torch and not any(torch_matches(t.version, request.torch) for t in kb.torch):
-        raise BadRequest(
-            f"unknown torch version {request.torch}",
-            hint=f"known: {_release_lines(kb)}",
         )
     survivors, refused = _candidates(kb, request, os_info, arch)
     if not survivors:
@@ -95,10 +98,12 @@ def resolve(kb: KnowledgeBase, request: Request) -> Stack:
 
 
 def _split_local_version(kb: KnowledgeBase, request: Request) -> Request:
-    """--torch 2.4.0+cu121 is --torch 2.4.0 --cuda cu121 (refused if --cuda says otherwise)."""
+    """--torch 2.4.0+cu121 is --torch 2.4.0 --cuda cu121 (refused if --cuda says otherwise); +rocm6.4 is --rocm 6.4."""
     if not request.torch or "+" not in request.torch:
         return request
     version, build = request.torch.split("+", 1)
+    if build.startswith("rocm"):
+        return split_rocm_build(kb, request, version, build)
     row = kb.find_cuda(build)
     if row is None:
         raise BadRequest(
@@ -147,12 +152,6 @@ def _arch(kb: KnowledgeBase, gpu: str) -> Architecture:
     return arch
 
 
-def torch_matches(version: str, wanted: str) -> bool:
-    """'2.4' matches any 2.4.x; '2.0.1' matches exactly; '2.4.0+cu121' matches 2.4.0."""
-    wanted = wanted.split("+", 1)[0]
-    return version == wanted or version.startswith(wanted + ".")
-
-
 def _cuda_matches(row: CudaRelease, wanted: str) -> bool:
     return row.names(wanted)
 
@@ -179,9 +178,9 @@ def _candidates(
             if failed:
                 refused.append(Refused(torch, name, *failed))
                 continue
-            python = _pick_python(torch, os_info, request.python)
+            python = pick_python(torch, os_info, request.python)
             if python is None:
-                refused.append(Refused(torch, name, "python", _python_problem(torch, os_info, request.python)))
+                refused.append(Refused(torch, name, "python", python_problem(torch, os_info, request.python)))
                 continue
             survivors.append(Candidate(torch, cuda, python))
     return survivors, refused
@@ -213,31 +212,6 @@ def _has_image(cuda: CudaRelease, os_info: OsInfo) -> bool:
     return "image" not in os_info.roles or os_info.name in cuda.images
 
 
-def _pick_python(torch: TorchRelease, os_info: OsInfo, wanted: str | None) -> str | None:
-    usable = [
-        v for v in torch.python if v in os_info.python and V(v) >= V(MIN_PYTHON) and v not in torch.python_experimental
-    ]
-    if wanted is not None:
-        return wanted if wanted in usable else None
-    if not usable:
-        return None
-    # The OS's own package first; among equals the lowest version, the one every release supports.
-    return min(usable, key=lambda v: (PYTHON_SOURCE_RANK.get(os_info.python[v].via, 9), V(v)))
-
-
-def _python_problem(torch: TorchRelease, os_info: OsInfo, wanted: str | None) -> str:
-    span = f"{torch.python[0]}–{torch.python[-1]}"
-    if wanted in torch.python_experimental:
-        return f"torch {torch.version}'s Python {wanted} wheels are experimental, without torchvision"
-    if wanted is None:
-        return f"no Python ≥ {MIN_PYTHON} that torch {torch.version} supports ({span}) is available on {os_info.name}"
-    if wanted not in torch.python:
-        return f"torch {torch.version} supports Python {span}, not {wanted}"
-    if V(wanted) < V(MIN_PYTHON):
-        return f"gpuenv stacks use Python ≥ {MIN_PYTHON}"
-    return f"{os_info.name} has no known way to provide Python {wanted} (has {', '.join(os_info.python)})"
-
-
 # --- the result -------------------------------------------------------------------------------
 
 
@@ -266,7 +240,7 @@ def _stack(
         os=os_info.name,
         base_images=images,
         index_url=kb.index_url(cuda.build),
-        numpy="numpy<2" if V(torch.version) < V("2.3") else "numpy<3",
+        numpy=numpy_requirement(torch.version),
         driver_min=cuda.bundled_driver,
         driver_floor=cuda.minor_compat_floor,
         driver_branch=branch.branch,

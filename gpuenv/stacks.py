@@ -39,7 +39,7 @@ def stack_for(request: StackRequest, *, kb_path: Path | None, on_warning: Warn |
     if request.stack_file is not None:
         if constraints.given():
             raise BadRequest(
-                "--stack cannot be combined with --torch/--cuda/--driver/--python/--gpu/--os",
+                "--stack cannot be combined with --torch/--cuda/--rocm/--driver/--python/--gpu/--os",
                 hint="edit the stack file, or resolve again with the constraints",
             )
         return load_stack(request.stack_file)
@@ -82,15 +82,7 @@ def describe(stack: Stack, *, quiet: bool) -> list[str]:
         ("torch", stack.torch, "torch"),
         ("torchvision", stack.torchvision or "-", None),
         ("torchaudio", stack.torchaudio or "- (no release)", None),
-        ("CUDA build", stack.cuda_build, "cuda_build"),
-        ("CUDA toolkit", stack.cuda, "cuda"),
-        ("cuDNN", stack.cudnn or "unknown", "cudnn"),
-        ("Python", f"{stack.python} ({stack.python_source.via})", "python"),
-        ("OS", stack.os, "os"),
-        ("wheel index", stack.index_url, None),
-        ("driver min", stack.driver_min, "driver_min"),
-        ("driver floor", stack.driver_floor, "driver_floor"),
-        ("driver branch", stack.driver_branch, "driver_branch"),
+        *(_rocm_rows(stack) if stack.platform == "rocm" else _cuda_rows(stack)),
         *((f"image {variant}", ref, None) for variant, ref in stack.base_images.items()),
     ]
     width = max(len(str(value)) for _, value, _ in rows)
@@ -102,3 +94,32 @@ def describe(stack: Stack, *, quiet: bool) -> list[str]:
         lines += [f"  {key}: {stack.reasons[key]}" for key in ("driver", "gpu") if key in stack.reasons]
         lines += [f"  rejected {rejected.choice}: {rejected.why}" for rejected in stack.rejected]
     return lines
+
+
+Row = tuple[str, str, str | None]
+
+
+def _cuda_rows(stack: Stack) -> list[Row]:
+    return [
+        ("CUDA build", stack.cuda_build, "cuda_build"),
+        ("CUDA toolkit", stack.cuda, "cuda"),
+        ("cuDNN", stack.cudnn or "unknown", "cudnn"),
+        ("Python", f"{stack.python} ({stack.python_source.via})", "python"),
+        ("OS", stack.os, "os"),
+        ("wheel index", stack.index_url, None),
+        ("driver min", stack.driver_min, "driver_min"),
+        ("driver floor", stack.driver_floor, "driver_floor"),
+        ("driver branch", stack.driver_branch, "driver_branch"),
+    ]
+
+
+def _rocm_rows(stack: Stack) -> list[Row]:
+    return [
+        ("ROCm build", stack.cuda_build, "cuda_build"),
+        ("ROCm", str(stack.rocm), "rocm"),
+        ("Python", f"{stack.python} ({stack.python_source.via})", "python"),
+        ("OS", stack.os, "os"),
+        ("wheel index", stack.index_url, None),
+        ("driver", stack.driver_branch, "driver_branch"),
+        ("PYTORCH_ROCM_ARCH", stack.arch_list, "arch_list"),
+    ]

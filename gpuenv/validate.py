@@ -17,7 +17,7 @@ from gpuenv.errors import BadRequest
 MAX_LEN = 200
 
 _VERSION = re.compile(r"\d{1,4}(\.\d{1,4}){0,3}", re.ASCII)
-_TORCH_VERSION = re.compile(r"\d{1,4}(\.\d{1,4}){0,3}(\+cu\d{3,4})?", re.ASCII)
+_TORCH_VERSION = re.compile(r"\d{1,4}(\.\d{1,4}){0,3}(\+(cu\d{3,4}|rocm\d{1,2}(\.\d{1,2}){1,2}))?", re.ASCII)
 _DRIVER = re.compile(r"\d{3}(\.\d{1,3}){0,2}", re.ASCII)
 _DRIVER_BRANCH = re.compile(r"[Rr]?(\d{3})", re.ASCII)
 _OS = re.compile(r"[a-z]{2,20}\d{1,2}(\.\d{2})?", re.ASCII)
@@ -80,8 +80,8 @@ def version(value: str, what: str = "version") -> str:
 
 
 def torch_version(value: str) -> str:
-    """A torch version, optionally with the local version of a CUDA build ('2.4', '2.4.0+cu121')."""
-    return _match(_TORCH_VERSION, value, "torch version", "e.g. 2.4, 2.4.0 or 2.4.0+cu121")
+    """A torch version, optionally with the local version of a CUDA or ROCm build ('2.4.0+cu121', '2.6.0+rocm6.2.4')."""
+    return _match(_TORCH_VERSION, value, "torch version", "e.g. 2.4, 2.4.0, 2.4.0+cu121 or 2.6.0+rocm6.2.4")
 
 
 def os_name(value: str) -> str:

@@ -17,6 +17,7 @@ from gpuenv.compat import KnowledgeBase, kb_age_line, load_kb
 from gpuenv.errors import BadRequest
 from gpuenv.matrix import CUDA_COLUMNS, DRIVER_COLUMNS, TORCH_COLUMNS, MatrixRequest, driver_rows
 from gpuenv.matrix import matrix as query
+from gpuenv.matrix_rocm import AMD_GPU_COLUMNS, ROCM_COLUMNS, amd_gpu_rows, rocm_rows
 from gpuenv.resolve import Purpose
 from gpuenv.stacks import describe, stack_for
 
@@ -72,10 +73,11 @@ def resolve(ctx: click.Context, /, as_json: bool, fmt: str, purpose: Purpose, **
 @click.option("--cuda", callback=version_of("CUDA version"), help="Only this CUDA.")
 @click.option("--gpu", callback=checked(validate.gpu), help="Only the builds that run on this GPU (H100, sm_90).")
 @click.option("--drivers", is_flag=True, help="Each driver branch: its max CUDA and the torch builds it runs.")
+@click.option("--rocm", is_flag=True, help="The ROCm releases (OS support, images, torch builds) and AMD's GPUs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 @click.pass_context
 def matrix(
-    ctx: click.Context, torch: str | None, cuda: str | None, gpu: str | None, drivers: bool, as_json: bool
+    ctx: click.Context, torch: str | None, cuda: str | None, gpu: str | None, drivers: bool, rocm: bool, as_json: bool
 ) -> int:
     """Show the compatibility knowledge base as tables.
 
@@ -86,10 +88,13 @@ def matrix(
       gpuenv matrix --cuda 12.4 --json
       gpuenv matrix --gpu H100
       gpuenv matrix --drivers
+      gpuenv matrix --rocm
     """
     kb = load_kb(settings(ctx).data)
     if drivers:
         return show_drivers(kb, as_json=as_json)
+    if rocm:
+        return show_rocm(kb, as_json=as_json)
     found = query(kb, MatrixRequest(torch=torch, cuda=cuda, gpu=gpu), today=date.today(), on_warning=warn)
     if as_json:
         emit_json(found.to_dict())
@@ -108,4 +113,21 @@ def show_drivers(kb: KnowledgeBase, *, as_json: bool) -> int:
         emit_json({"drivers": [dict(zip(DRIVER_COLUMNS, row, strict=True)) for row in rows]})
     else:
         console().print(table(DRIVER_COLUMNS, rows, title="NVIDIA driver branches"))
+    return 0
+
+
+def show_rocm(kb: KnowledgeBase, *, as_json: bool) -> int:
+    """`matrix --rocm`: one row per ROCm release, then one per AMD GPU."""
+    releases, gpus = rocm_rows(kb), amd_gpu_rows(kb)
+    if as_json:
+        emit_json(
+            {
+                "rocm": [dict(zip(ROCM_COLUMNS, row, strict=True)) for row in releases],
+                "amd_gpus": [dict(zip(AMD_GPU_COLUMNS, row, strict=True)) for row in gpus],
+            }
+        )
+    else:
+        out = console()
+        out.print(table(ROCM_COLUMNS, releases, title="ROCm releases with PyTorch wheels"))
+        out.print(table(AMD_GPU_COLUMNS, gpus, title="AMD Instinct GPUs"))
     return 0

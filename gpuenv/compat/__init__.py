@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from gpuenv.compat.load import SCHEMA, load_kb, parse_kb
 from gpuenv.compat.model import (
+    AmdGpu,
     AnsibleNames,
     Architecture,
     ArchList,
@@ -16,13 +17,16 @@ from gpuenv.compat.model import (
     OsInfo,
     PciDevice,
     Provenance,
+    RocmRelease,
     SchemaError,
     TorchRelease,
+    TorchRocm,
     V,
 )
 from gpuenv.compat.rules import (
     STALE_AFTER_DAYS,
     DriverCompat,
+    amd_gpu_by_pci_id,
     cubin_runs_on,
     driver_runs_cuda,
     gpu_by_pci_id,
@@ -37,6 +41,7 @@ from gpuenv.compat.rules import (
 __all__ = [
     "SCHEMA",
     "STALE_AFTER_DAYS",
+    "AmdGpu",
     "AnsibleNames",
     "ArchList",
     "Architecture",
@@ -48,9 +53,12 @@ __all__ = [
     "OsInfo",
     "PciDevice",
     "Provenance",
+    "RocmRelease",
     "SchemaError",
     "TorchRelease",
+    "TorchRocm",
     "V",
+    "amd_gpu_by_pci_id",
     "cubin_runs_on",
     "driver_runs_cuda",
     "gpu_by_pci_id",

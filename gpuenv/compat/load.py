@@ -16,6 +16,7 @@ from typing import Any
 from packaging.version import InvalidVersion
 
 from gpuenv.compat.model import (
+    AmdGpu,
     AnsibleNames,
     Architecture,
     ArchList,
@@ -26,8 +27,10 @@ from gpuenv.compat.model import (
     OsInfo,
     PciDevice,
     Provenance,
+    RocmRelease,
     SchemaError,
     TorchRelease,
+    TorchRocm,
     V,
 )
 from gpuenv.errors import BadRequest, CannotRun
@@ -38,6 +41,8 @@ from gpuenv.stack import PythonSource
 
 SCHEMA = "gpuenv.compat/2"
 _WORD = re.compile(r"[a-z][a-z0-9-]{0,31}", re.ASCII)
+_GFX = re.compile(r"gfx[0-9a-f]{3,4}", re.ASCII)
+_ROCM_TABLES = ("rocm", "torch_rocm", "amd_gpus")  # optional: knowledge bases written before ROCm lack them
 
 
 _REQUIRED: dict[str, dict[str, type | tuple[type, ...]]] = {
@@ -66,6 +71,9 @@ _REQUIRED: dict[str, dict[str, type | tuple[type, ...]]] = {
     "gpus": {"name": str, "sm": str, "aliases": list, "nvswitch_systems": bool},
     "pci_devices": {"device_id": str, "name": str, "gpu": str},
     "driver_branches": {"branch": str, "lts": bool, "latest": (str, type(None))},
+    "rocm": {"version": str, "build": str, "release": str, "os": list, "images": list},
+    "torch_rocm": {"torch": str, "builds": dict},
+    "amd_gpus": {"name": str, "gfx": str, "aliases": list, "pci_ids": list, "min_rocm": (str, type(None))},
     "os": {
         "name": str,
         "family": str,
@@ -115,6 +123,10 @@ def _check_rows(raw: dict[str, Any], table: str) -> list[dict[str, Any]]:
         if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", row["checked"]):
             raise SchemaError(f"{where}.checked is not a date (YYYY-MM-DD)")
     return rows
+
+
+def _optional_rows(raw: dict[str, Any], table: str) -> list[dict[str, Any]]:
+    return _check_rows(raw, table) if table in raw else []
 
 
 def _prov(row: dict[str, Any]) -> Provenance:
@@ -178,11 +190,40 @@ def parse_kb(raw: Any, *, origin: str = "shipped") -> KnowledgeBase:
             generated=raw["generated"],
             sources=dict(raw.get("sources", {})),
             origin=origin,
+            **_rocm_tables(raw),
         )
         _check_references(kb)
+        _check_rocm_references(kb)
     except (KeyError, TypeError, IndexError, InvalidVersion, ValueError) as exc:
         raise SchemaError(str(exc) if isinstance(exc, SchemaError) else f"{type(exc).__name__}: {exc}") from exc
     return kb
+
+
+def _rocm_tables(raw: dict[str, Any]) -> dict[str, Any]:
+    """The ROCm releases, the ROCm builds of each torch release, and AMD's GPUs (each table optional)."""
+    rocm, torch_rocm, amd_gpus = (_optional_rows(raw, table) for table in _ROCM_TABLES)
+    return {
+        "rocm": tuple(
+            RocmRelease(r["version"], r["build"], r["release"], tuple(r["os"]), tuple(r["images"]), _prov(r))
+            for r in rocm
+        ),
+        "torch_rocm": tuple(
+            TorchRocm(r["torch"], {build: _gfx_list(text, r["torch"]) for build, text in r["builds"].items()}, _prov(r))
+            for r in torch_rocm
+        ),
+        "amd_gpus": tuple(
+            AmdGpu(r["name"], r["gfx"], tuple(r["aliases"]), tuple(r["pci_ids"]), r["min_rocm"], _prov(r))
+            for r in amd_gpus
+        ),
+    }
+
+
+def _gfx_list(text: str, torch: str) -> tuple[str, ...]:
+    """PYTORCH_ROCM_ARCH syntax: "gfx90a;gfx942"."""
+    items = tuple(item.strip() for item in text.split(";") if item.strip())
+    if not items or not all(_GFX.fullmatch(item) for item in items):
+        raise SchemaError(f"torch_rocm {torch}: {text!r} is not a list of gfx targets (gfx90a;gfx942)")
+    return items
 
 
 def _os(row: dict[str, Any]) -> OsInfo:
@@ -249,3 +290,26 @@ def _check_references(kb: KnowledgeBase) -> None:
     for b in kb.driver_branches:
         if not re.fullmatch(r"R\d{3}", b.branch):
             raise SchemaError(f"driver branch {b.branch} must look like R580")
+
+
+def _check_rocm_references(kb: KnowledgeBase) -> None:
+    """Every ROCm build a torch release names is known, builds are rocm + version, GPUs name gfx targets."""
+    torch_versions = {t.version for t in kb.torch}
+    for r in kb.rocm:
+        V(r.version), V(r.release)
+        if r.build != "rocm" + r.version:
+            raise SchemaError(f"rocm {r.version}: build must be rocm{r.version}")
+        for name in r.images:
+            if name not in kb.os_by_name:
+                raise SchemaError(f"rocm {r.version} lists images for unknown OS {name}")
+    for t in kb.torch_rocm:
+        if t.torch not in torch_versions:
+            raise SchemaError(f"torch_rocm names torch {t.torch}, which no torch row has")
+        for build in t.arch:
+            if build not in kb.rocm_by_build:
+                raise SchemaError(f"torch_rocm {t.torch} names build {build}, which no rocm row has")
+    for g in kb.amd_gpus:
+        if not _GFX.fullmatch(g.gfx) or not all(re.fullmatch(r"[0-9a-f]{4}", d) for d in g.pci_ids):
+            raise SchemaError(f"AMD GPU {g.name}: gfx {g.gfx!r} or a PCI device id is malformed")
+        if g.min_rocm is not None:
+            V(g.min_rocm)

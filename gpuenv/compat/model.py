@@ -95,6 +95,48 @@ class CudaRelease:
 
 
 @dataclass(frozen=True)
+class RocmRelease:
+    """A ROCm release PyTorch ships wheels for: download.pytorch.org/whl/rocm6.4 holds 2.9.1+rocm6.4."""
+
+    version: str  # "6.4", or "6.2.4" where torch's build names the patch
+    build: str  # "rocm6.4"
+    release: str  # "6.4.4": the patch torch's builder images use, and the tag of its rocm/dev-* images
+    os: tuple[str, ...]  # what AMD's compatibility matrix supports it on: "ubuntu24.04", "rhel9", "sles15", ...
+    images: tuple[str, ...]  # OS names with rocm/dev-* images of it ("ubuntu22.04", "ubuntu24.04")
+    provenance: Provenance
+
+    def names(self, rocm: str) -> bool:
+        """Whether `rocm` names this release: its version, build or release, or a patch of its minor ("6.4.1")."""
+        wanted = rocm.lower().removeprefix("rocm")
+        parts = wanted.split(".")
+        patch_of_minor = len(parts) == 3 and ".".join(parts[:2]) == self.version
+        return wanted in (self.version, self.release) or patch_of_minor
+
+
+@dataclass(frozen=True)
+class TorchRocm:
+    """The ROCm builds of one torch release, each with the GPU code it carries (PYTORCH_ROCM_ARCH)."""
+
+    torch: str
+    arch: dict[str, tuple[str, ...]]  # build -> ("gfx90a", "gfx942", ...)
+    provenance: Provenance
+
+    def build_confirmed(self, build: str) -> bool:
+        disputed = ("builds", f"build:{build}", f"arch:{build}")
+        return not any(u in disputed for u in self.provenance.unconfirmed)
+
+
+@dataclass(frozen=True)
+class AmdGpu:
+    name: str  # "MI300X"
+    gfx: str  # LLVM target, "gfx942"
+    aliases: tuple[str, ...]
+    pci_ids: tuple[str, ...]  # PCI device ids under vendor 1002, lower-case hex: "74a1"
+    min_rocm: str | None  # first ROCm release that supports it; None: every release the KB knows
+    provenance: Provenance
+
+
+@dataclass(frozen=True)
 class Architecture:
     sm: str  # "9.0"
     family: str
@@ -178,6 +220,27 @@ class KnowledgeBase:
     pci_devices: tuple[PciDevice, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)
     origin: str = "shipped"
+    rocm: tuple[RocmRelease, ...] = ()  # empty in knowledge bases written before ROCm
+    torch_rocm: tuple[TorchRocm, ...] = ()
+    amd_gpus: tuple[AmdGpu, ...] = ()
+
+    @cached_property
+    def rocm_by_build(self) -> dict[str, RocmRelease]:
+        return {r.build: r for r in self.rocm}
+
+    def rocm_matching(self, rocm: str) -> tuple[RocmRelease, ...]:
+        """The ROCm releases `rocm` names: the build of that exact version ("6.2.4" is rocm6.2.4, not rocm6.2),
+        else any whose release or minor it names ("6.4.1" is rocm6.4)."""
+        exact = tuple(r for r in self.rocm if rocm.lower().removeprefix("rocm") == r.version)
+        return exact or tuple(r for r in self.rocm if r.names(rocm))
+
+    def rocm_builds(self, torch: str) -> TorchRocm | None:
+        """The ROCm builds of a torch release, or None when it has none the knowledge base knows."""
+        return next((t for t in self.torch_rocm if t.torch == torch), None)
+
+    def find_amd_gpu(self, name: str) -> AmdGpu | None:
+        key = _amd_key(name)
+        return next((g for g in self.amd_gpus if key in {_amd_key(n) for n in (g.name, *g.aliases)}), None)
 
     @cached_property
     def cuda_by_build(self) -> dict[str, CudaRelease]:
@@ -217,6 +280,10 @@ class KnowledgeBase:
 def _gpu_key(name: str) -> str:
     key = re.sub(r"[\s_-]+", "", name.lower())
     return key.removeprefix("nvidia").removeprefix("geforce").removeprefix("tesla")
+
+
+def _amd_key(name: str) -> str:
+    return re.sub(r"[\s_-]+", "", name.lower()).removeprefix("amd").removeprefix("instinct")
 
 
 def V(text: str) -> Version:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Literal
 
-from gpuenv.compat.model import ArchList, CudaRelease, DriverBranch, KnowledgeBase, PciDevice
+from gpuenv.compat.model import AmdGpu, ArchList, CudaRelease, DriverBranch, KnowledgeBase, PciDevice
 from gpuenv.errors import BadRequest
 
 STALE_AFTER_DAYS = 90
@@ -114,6 +114,15 @@ def gpu_by_pci_id(kb: KnowledgeBase, device_id: str) -> PciDevice | None:
     if vendor not in ("", "10de", "0x10de"):
         return None
     return kb.pci_by_id.get(device.removeprefix("0x"))
+
+
+def amd_gpu_by_pci_id(kb: KnowledgeBase, device_id: str) -> AmdGpu | None:
+    """The AMD GPU a PCI device id names: "74a1", "0x74A1" or "1002:74a1" (AMD's vendor id only)."""
+    vendor, _, device = device_id.strip().lower().removeprefix("0x").rpartition(":")
+    if vendor not in ("", "1002", "0x1002"):
+        return None
+    key = device.removeprefix("0x")
+    return next((g for g in kb.amd_gpus if key in g.pci_ids), None)
 
 
 def kb_age_days(kb: KnowledgeBase, today: date) -> int:

@@ -34,6 +34,8 @@ class Upstream:
     builds: Mapping[str, set[str]]  # torch version -> CUDA builds on PyTorch's wheel index
     cite: Mapping[str, str]  # index -> source key to cite ("pypi", "pypi-metadata", "pytorch-matrix", ...)
     urls: Mapping[str, str]  # what to name in the diff: "pypi:torch", "pytorch:cu126" -> URL
+    rocm_builds: Mapping[str, set[str]] = field(default_factory=dict)  # torch version -> ROCm builds on the index
+    rocm_read: frozenset[str] = frozenset()  # the ROCm builds whose index page was read
 
 
 @dataclass
@@ -121,11 +123,13 @@ def default_build(lines: Iterable[str], where: str) -> str:
 
 # --- PyTorch's wheel index ------------------------------------------------------------------------
 
-_WHEEL = re.compile(r"torch-(\d+(?:\.\d+)+)\+(cu\d+)-cp\d+-cp\d+t?-(?:manylinux|linux)[^\"'<>\s]*x86_64\.whl")
+_WHEEL = re.compile(
+    r"torch-(\d+(?:\.\d+)+)\+(cu\d+|rocm\d+(?:\.\d+)+)-cp\d+-cp\d+t?-(?:manylinux|linux)[^\"'<>\s]*x86_64\.whl"
+)
 
 
 def builds_on_page(page: str, build: str, where: str) -> set[str]:
-    """Torch versions with a Linux x86_64 wheel of `build` on a PEP 503 page of download.pytorch.org."""
+    """Torch versions with a Linux x86_64 wheel of `build` (cu126, rocm6.4) on a PEP 503 page of PyTorch's index."""
     head = page.lstrip()[:200].lower()
     if not (head.startswith("<!doctype html") or head.startswith("<html")):
         raise Malformed(f"{where} is not a PEP 503 HTML page")

@@ -1,7 +1,9 @@
 """The `kb refresh` service: read the indexes (or a snapshot), derive the torch rows, merge them with the
 hand-kept overlay and the knowledge base in use, check the result, diff it and write it.
 
-The torch rows are derived whole; the cuda rows' toolkit, bundled driver and deleted tags are read anew
+The torch rows are derived whole, and so are their ROCm builds (torch_rocm: the builds the wheel index
+lists; their GPU targets are kept from the file in use). The cuda rows' toolkit, bundled driver and deleted
+tags are read anew
 (NVIDIA's CUDA redist index, Docker Hub's nvidia/cuda tags). Tables and fields no index read here gives
 (driver branches, GPUs, PCI ids, OS; cuDNN and images inside the cuda rows) are carried over from the file
 in use and named in the output's `carried_over`.
@@ -34,6 +36,7 @@ from gpuenv.kb.derive_cuda import (
     redist_patches,
     tag_page,
 )
+from gpuenv.kb.derive_rocm import torch_rocm_rows
 from gpuenv.kb.diff import Change, diff_rows
 from gpuenv.kb.sources import (
     DEFAULT_BASES,
@@ -53,7 +56,7 @@ from gpuenv.schema import parse_json
 PACKAGES = ("torch", *COMPANIONS)
 LIVE_CITES = {"pypi": "pypi", "pypi-files": "pypi-metadata", "pytorch": "pytorch-wheel-index"}
 SNAPSHOT_INFO = "snapshot.json"
-DERIVED_TABLES = ("torch", "cuda", "driver_branches")
+DERIVED_TABLES = ("torch", "cuda", "driver_branches", "torch_rocm")
 DRIVERS_PATH = "releases.json"
 TAGS_PATH = "v2/repositories/nvidia/cuda/tags"
 MAX_TAG_PAGES = 200  # nvidia/cuda has a few thousand tags: 100 a page
@@ -98,7 +101,7 @@ def refresh(request: RefreshRequest) -> RefreshResult:
     overlay = _load_json(data_file("kb-overlay.json"), "the overlay")
     fetcher, cite, checked = _fetcher(request)
     try:
-        upstream = gather(fetcher, overlay, _known_builds(current), cite)
+        upstream = gather(fetcher, overlay, _known_builds(current), cite, _rocm_builds(current))
         cuda_upstream = gather_cuda(fetcher, current["cuda"])
         drivers_at = fetcher.url("nvidia-drivers", DRIVERS_PATH)
         branches = driver_releases(_json(fetcher, Request("nvidia-drivers", DRIVERS_PATH)), drivers_at)
@@ -106,13 +109,20 @@ def refresh(request: RefreshRequest) -> RefreshResult:
         if isinstance(fetcher, HttpFetcher):
             fetcher.close()
     derived = torch_rows(upstream, overlay, _known_builds(current), checked)
+    versions = [str(row["version"]) for row in derived.rows]
+    rocm = torch_rocm_rows(
+        current.get("torch_rocm", ()), upstream.rocm_builds, set(upstream.rocm_read), versions, cite["pytorch"], checked
+    )
+    derived.notes.extend(rocm.notes)
     cuda = cuda_rows(current["cuda"], cuda_upstream, checked)
     drivers = driver_rows(current["driver_branches"], branches, drivers_at, checked)
-    proposed = merge(current, derived, cuda, drivers, overlay, checked)
+    proposed = merge(current, derived, cuda, drivers, overlay, checked, rocm=rocm)
     changes = diff_rows("torch", "version", current["torch"], derived.rows, derived.field_sources, _gone(upstream))
     changes += diff_rows("cuda", "version", current["cuda"], cuda.rows, cuda.field_sources, "not derived")
     old_branches = current["driver_branches"]
     changes += diff_rows("driver", "branch", old_branches, drivers.rows, drivers.field_sources, "not derived")
+    old_rocm = current.get("torch_rocm", [])
+    changes += diff_rows("torch_rocm", "torch", old_rocm, rocm.rows, rocm.field_sources, _gone(upstream))
     write_output(request.output, json.dumps(proposed, indent=1, ensure_ascii=False) + "\n")
     if request.record is not None:
         info = {"recorded": checked, "cite": LIVE_CITES, "bases": dict(request.bases)}
@@ -135,9 +145,13 @@ def merge(
     drivers: CudaDerived,
     overlay: Mapping[str, Any],
     checked: str,
+    *,
+    rocm: Derived | None = None,
 ) -> dict[str, Any]:
     """The proposed file: the current one with derived tables replaced, checked like any loaded file."""
     proposed = dict(current)
+    if rocm is not None and "torch_rocm" in current:  # a file written before ROCm gains no ROCm rows here
+        proposed["torch_rocm"] = rocm.rows
     proposed["generated"] = checked
     proposed["sources"] = {**current.get("sources", {}), **overlay.get("sources", {})}
     proposed["torch"] = derived.rows
@@ -152,8 +166,15 @@ def merge(
     return proposed
 
 
-def gather(fetcher: Fetcher, overlay: Mapping[str, Any], builds: set[str], cite: Mapping[str, str]) -> Upstream:
-    """Everything the torch rows are derived from: project pages, wheel METADATA, the wheel index's pages."""
+def gather(
+    fetcher: Fetcher,
+    overlay: Mapping[str, Any],
+    builds: set[str],
+    cite: Mapping[str, str],
+    rocm_builds: set[str] | None = None,
+) -> Upstream:
+    """Everything the torch rows are derived from: project pages, wheel METADATA, the wheel index's pages
+    (of the CUDA builds, and of the ROCm builds the knowledge base knows)."""
     projects: dict[str, Any] = {}
     requires: dict[str, dict[str, list[str]]] = {}
     urls: dict[str, str] = {}
@@ -169,14 +190,24 @@ def gather(fetcher: Fetcher, overlay: Mapping[str, Any], builds: set[str], cite:
             except ValueError as exc:
                 raise Malformed(f"{fetcher.url(index, path)}: its METADATA does not parse: {exc}") from exc
             urls[f"metadata:{package}:{version}"] = fetcher.url(index, path)
+    on_index, _ = _index_pages(fetcher, builds, urls)
+    rocm_on_index, rocm_read = _index_pages(fetcher, rocm_builds or set(), urls)
+    return Upstream(projects, requires, on_index, cite, urls, rocm_on_index, frozenset(rocm_read))
+
+
+def _index_pages(fetcher: Fetcher, builds: set[str], urls: dict[str, str]) -> tuple[dict[str, set[str]], set[str]]:
+    """torch version -> the builds whose wheel index page lists it; and the builds whose page was read."""
     on_index: dict[str, set[str]] = {}
+    read: set[str] = set()
     for build in sorted(builds):
         page = fetcher.get(Request("pytorch", f"{build}/torch/", accept=HTML, optional=True))
         urls[f"pytorch:{build}"] = fetcher.url("pytorch", f"{build}/torch/")
         where = urls[f"pytorch:{build}"]
+        if page is not None:
+            read.add(build)
         for version in builds_on_page(_text(page, where), build, where) if page is not None else ():
             on_index.setdefault(version, set()).add(build)
-    return Upstream(projects, requires, on_index, cite, urls)
+    return on_index, read
 
 
 def gather_cuda(fetcher: Fetcher, rows: list[dict[str, Any]]) -> CudaUpstream:
@@ -278,6 +309,10 @@ def _fetcher(request: RefreshRequest) -> tuple[Fetcher, Mapping[str, str], str]:
 
 def _known_builds(kb: Mapping[str, Any]) -> set[str]:
     return {str(row["build"]) for row in kb.get("cuda", [])}
+
+
+def _rocm_builds(kb: Mapping[str, Any]) -> set[str]:
+    return {str(row["build"]) for row in kb.get("rocm", [])}
 
 
 def _tables(kb: Mapping[str, Any]) -> list[str]:

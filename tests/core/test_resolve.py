@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 
 from gpuenv.compat import V, driver_runs_cuda, gpu_code_for, load_kb
 from gpuenv.errors import BadRequest
-from gpuenv.resolve import Request, _python_problem, resolve
+from gpuenv.resolve import Request, resolve
 from gpuenv.resolve_reasons import fit_for_default
+from gpuenv.resolve_request import python_problem as _python_problem
 
 KB = load_kb()
 

@@ -65,7 +65,7 @@ def record(out: Path) -> None:
     floors = {"torch": "1.13.0", "torchvision": "0.14.0", "torchaudio": "0.13.0"}
     with tempfile.TemporaryDirectory() as scratch:
         raw, pages = Path(scratch) / "raw", Path(scratch) / "pages"
-        write_pages(pages, kb["torch"])
+        write_pages(pages, kb["torch"], kb.get("torch_rocm", ()))
         with serving(pages) as server:
             bases = {**DEFAULT_BASES, "pytorch": server.bases()["pytorch"]}
             refresh(RefreshRequest(output=Path(scratch) / "kb.json", record=raw, bases=bases, timeout=60))
@@ -76,7 +76,7 @@ def record(out: Path) -> None:
         for file in raw.rglob("*.METADATA"):
             file.write_text(trim_metadata(file.read_text()))
         shutil.rmtree(raw / "pytorch", ignore_errors=True)
-        write_pages(raw, kb["torch"])
+        write_pages(raw, kb["torch"], kb.get("torch_rocm", ()))
         info = {"recorded": date.today().isoformat(), "cite": {"pytorch": "pytorch-matrix"}, "note": __doc__}
         (raw / SNAPSHOT_INFO).write_text(json.dumps(info, indent=1) + "\n")
         shutil.rmtree(out, ignore_errors=True)

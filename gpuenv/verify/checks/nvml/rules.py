@@ -10,6 +10,7 @@ from gpuenv.power.record import AppliedCap
 from gpuenv.verify import catalogue
 from gpuenv.verify.checks.nvml.load_rules import load_findings, power_findings
 from gpuenv.verify.checks.nvml.policy import rule_finding
+from gpuenv.verify.context import CheckContext
 from gpuenv.verify.facts import SMI_NAMES, GpuInfo, HostFacts, NvmlSnapshot, visible
 from gpuenv.verify.model import Finding, GpuRef
 
@@ -39,6 +40,29 @@ def evaluate(
         findings += gpu_findings(gpu, policy, own_pids=own_pids, applied=applied)
     findings += _fabric_cliques(gpus, policy)
     return findings
+
+
+def judged(
+    snap: NvmlSnapshot,
+    policy: dict[str, Any],
+    ctx: CheckContext,
+    *,
+    visible_spec: str | None,
+    own_pids: frozenset[int],
+    applied: list[AppliedCap] | None,
+) -> list[Finding]:
+    """Pure: what the nvml check finds in a snapshot, NVIDIA's or AMD's: the policy's findings for
+    the GPUs `visible_spec` leaves visible, then one info line per item the library could not report."""
+    findings = evaluate(
+        snap,
+        policy,
+        expect_gpus=ctx.expect_gpus,
+        cuda_visible=visible_spec,
+        host=ctx.host,
+        own_pids=own_pids,
+        applied=applied,
+    )
+    return findings + unknown_findings(snap)
 
 
 def _count_findings(

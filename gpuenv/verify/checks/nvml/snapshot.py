@@ -14,7 +14,7 @@ from gpuenv.power import record
 from gpuenv.verify import catalogue
 from gpuenv.verify.checks.nvml import amd
 from gpuenv.verify.checks.nvml.policy import load_policy, rule_finding
-from gpuenv.verify.checks.nvml.rules import evaluate, init_finding, unknown_findings
+from gpuenv.verify.checks.nvml.rules import init_finding, judged
 from gpuenv.verify.checks.nvml.under_load import gpu_load, read_links_under_load
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.facts import NvmlSnapshot, visible
@@ -51,16 +51,7 @@ def judge(ctx: CheckContext, *, passive: bool) -> CheckResult:
         load_note = read_links_under_load(snap, [g["index"] for g in gpus], load, sampling)
         gpus = visible(snap.gpus, cuda_visible)  # with the readings under load
     applied, findings = power_record()
-    findings += evaluate(
-        snap,
-        policy,
-        expect_gpus=ctx.expect_gpus,
-        cuda_visible=cuda_visible,
-        host=ctx.host,
-        own_pids=frozenset(own_pids()),
-        applied=applied,
-    )
-    findings += unknown_findings(snap)
+    findings += judged(snap, policy, ctx, visible_spec=cuda_visible, own_pids=frozenset(own_pids()), applied=applied)
     if load_note:
         findings.append(catalogue.finding("nvml.pcie-not-judged", load_note))
     if ctx.host.pci_reference is None and ctx.host.pci_nvidia:

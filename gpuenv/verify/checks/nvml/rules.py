@@ -50,9 +50,11 @@ def judged(
     visible_spec: str | None,
     own_pids: frozenset[int],
     applied: list[AppliedCap] | None,
+    init_s: float | None = None,
 ) -> list[Finding]:
     """Pure: what the nvml check finds in a snapshot, NVIDIA's or AMD's: the policy's findings for
-    the GPUs `visible_spec` leaves visible, then one info line per item the library could not report."""
+    the GPUs `visible_spec` leaves visible, then one info line per item the library could not report.
+    `init_s`: how long the library's first start on this node took in this run (None: not timed)."""
     findings = evaluate(
         snap,
         policy,
@@ -62,7 +64,16 @@ def judged(
         own_pids=own_pids,
         applied=applied,
     )
-    return findings + unknown_findings(snap)
+    return slow_start(findings, init_s, policy) + unknown_findings(snap)
+
+
+def slow_start(findings: list[Finding], init_s: float | None, policy: dict[str, Any]) -> list[Finding]:
+    """Pure: with persistence mode off, the time NVML took to start (slow_init_s or more) added to
+    each persistence_off finding: what every job on the node pays on its first NVML or CUDA call."""
+    if init_s is None or init_s < policy["slow_init_s"]:
+        return findings
+    cost = f"; NVML took {init_s:.1f} s to start (the driver sets the GPUs up on each first use)"
+    return [replace(f, message=f.message + cost) if f.code == "nvml.persistence_off" else f for f in findings]
 
 
 def _count_findings(

@@ -16,8 +16,8 @@ from gpuenv.cli.params import checked, gpu_indices, output_option, verify_option
 from gpuenv.cli.verify_view import RunView, header, present, show_checks
 from gpuenv.errors import BadRequest
 from gpuenv.files import STDOUT
-from gpuenv.verify.cost import price_rows
 from gpuenv.verify.launch import LAUNCHER_CHOICES, Explicit
+from gpuenv.verify.prices import price_rows
 from gpuenv.verify.service import VerifyOutcome, VerifyRequest, preview
 from gpuenv.verify.service import verify as run
 

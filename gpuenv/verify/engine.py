@@ -19,7 +19,8 @@ from gpuenv.verify import registry
 from gpuenv.verify.gpucount import run_findings
 from gpuenv.verify.launch import comm_environment
 from gpuenv.verify.model import CheckResult, Report, decide
-from gpuenv.verify.runner import OnStart, Run, VerifyOptions
+from gpuenv.verify.options import OnStart, VerifyOptions
+from gpuenv.verify.runner import Run
 
 
 def now() -> str:

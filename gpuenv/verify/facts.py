@@ -64,6 +64,7 @@ class HostFacts:
     # The bus ids NVML must see here (None: cannot be judged in this scope, see pci_note).
     pci_reference: tuple[str, ...] | None = None
     pci_scope: PciScope = "host"
+    nvml_init_s: float | None = None  # how long the probe's first nvmlInit took (slow: persistence off)
 
     def gpu_ref(self, cuda_index: int) -> GpuRef:
         """The GPU with this CUDA index, with its UUID and bus id when NVML named it."""
@@ -91,6 +92,7 @@ class HostFacts:
             pci_amd=tuple(data.get("pci_amd", [])),
             pci_reference=None if reference is None else tuple(reference),
             pci_scope=data.get("pci_scope", "host"),
+            nvml_init_s=data.get("nvml_init_s"),
         )
 
 
@@ -212,6 +214,7 @@ def host_facts(
         pci_amd=tuple(pci_amd),
         pci_reference=reference,
         pci_scope=scope,
+        nvml_init_s=probe.get("init_s"),
     )
 
 

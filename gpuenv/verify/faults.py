@@ -5,6 +5,8 @@ GPUENV_TEST_FAULT is a comma-separated list of CHECK:KIND[:rankN]. KIND is
   hang     the rank (or the check's process) sleeps forever
   abort    the rank (or the check's process) calls os.abort()
   stop     the rank (or the check's process) stops itself with SIGSTOP: a frozen peer
+  kill     the rank (or the check's process) sends itself SIGKILL, as the kernel's OOM killer or a
+           job's limit would: nothing of it can catch or report it
   standin  (nvml only) the load the nvml check reads the GPUs under becomes a short sleep without
            torch: it touches the file GPUENV_TEST_LOAD_MARKER names while it "runs" (a fake NVML
            answers its under-load values meanwhile), so the under-load path runs on a CPU machine
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from gpuenv.errors import BadRequest
 
 ENV = "GPUENV_TEST_FAULT"
-KINDS = ("corrupt", "hang", "abort", "stop", "standin")
+KINDS = ("corrupt", "hang", "abort", "stop", "kill", "standin")
 LOAD_MARKER_ENV = "GPUENV_TEST_LOAD_MARKER"
 
 
@@ -85,3 +87,5 @@ def _trigger(kind: str | None) -> None:
         os.abort()
     if kind == "stop":
         os.kill(os.getpid(), signal.SIGSTOP)
+    if kind == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)

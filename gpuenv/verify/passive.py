@@ -24,8 +24,8 @@ from gpuenv.verify.context import CheckContext
 from gpuenv.verify.facts import HostFacts, gpu_node_note, prefer
 from gpuenv.verify.facts import host_facts as facts_from
 from gpuenv.verify.model import CheckResult, Report, decide, status_from_findings
+from gpuenv.verify.options import VerifyOptions
 from gpuenv.verify.pci import amd_on_pci, driver_gpus, nvidia_on_pci, pci_scope
-from gpuenv.verify.runner import VerifyOptions
 
 
 def _now() -> str:
@@ -84,11 +84,15 @@ def host_facts(opts: VerifyOptions) -> HostFacts:
 
 
 def _nvml_probe() -> dict[str, Any]:
+    """NVML's GPUs and driver, and how long nvmlInit took: the only one that can be slow (the check's
+    own, in this process, finds NVML initialised)."""
+    started = time.monotonic()
     nvml = adapter.init() or "ok"
+    init_s = round(time.monotonic() - started, 3)
     if nvml != "ok":
-        return {"nvml": nvml}
+        return {"nvml": nvml, "init_s": init_s}
     found = adapter.identities()
-    return {"nvml": "ok" if found else "no GPU", "gpus": found, **adapter.driver_versions()}
+    return {"nvml": "ok" if found else "no GPU", "gpus": found, **adapter.driver_versions(), "init_s": init_s}
 
 
 def _decision(host: HostFacts) -> str:

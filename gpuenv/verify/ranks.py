@@ -3,8 +3,8 @@
 Ranks are forked from a multiprocessing forkserver that has imported torch once, so a rank
 starts in a fraction of a second instead of importing torch again. The forkserver and every rank
 live in the worker's process group: the engine's watchdog kills them all together. If the worker
-itself is killed (its parent gpuenv was SIGKILLed), the forkserver dies with it (PR_SET_PDEATHSIG)
-and every rank with it too (a thread waiting on the worker's pidfd).
+itself is killed (its parent gpuenv was SIGKILLed), the forkserver dies with it and every rank
+with it too (each has a thread waiting on a pidfd: procs.die_with_parent, procs.exit_with).
 Each rank writes its result as JSON into a scratch directory; a rank that dies or raises makes
 `launch` raise, and the worker reports the check as a crash.
 """

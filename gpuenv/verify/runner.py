@@ -14,7 +14,6 @@ import signal
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -24,34 +23,15 @@ from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks.nvml.policy import load_policy
 from gpuenv.verify.checks.nvml.rules import xid_findings
 from gpuenv.verify.facts import HostFacts, gpu_node_note, host_facts, prefer
-from gpuenv.verify.model import CheckResult, DeviceChoice, Level, status_from_findings
+from gpuenv.verify.model import CheckResult, status_from_findings
+from gpuenv.verify.options import OnStart, VerifyOptions
 from gpuenv.verify.pci import amd_on_pci, driver_gpus, nvidia_on_pci, pci_scope
 from gpuenv.verify.worker_handle import Worker, WorkerDied, WorkerTimeout
 
-PROBE_TIMEOUT = 20.0
+START_TIMEOUT = 20.0  # a fresh worker answers its first request (Python's start, gpuenv's imports)
 WARM_TIMEOUT = 300.0  # a fresh worker imports torch (and its forkserver too) before the first check
 STDERR_TAIL = 3000
 XID_TIMEOUT = 10.0
-
-
-@dataclass(frozen=True)
-class VerifyOptions:
-    level: Level = "quick"
-    checks: tuple[str, ...] = ()
-    device: DeviceChoice = "auto"
-    expect_gpus: int | None = None
-    strict: bool = False
-    artifacts_dir: str | None = None
-    baseline: str | None = None
-    policy: str | None = None
-    kb: str | None = None
-    timeout: float | None = None  # overrides every check's own limit
-    placement: dict[str, Any] | None = None  # a run across nodes (gpuenv.verify.launch.Placement)
-    gpus: tuple[int, ...] = ()  # --gpus: only these GPUs (NVML indices, PCI bus order); () for all
-
-
-# on_start(check name, its limit in seconds): a check is about to run (before its worker starts)
-OnStart = Callable[[str, float], None]
 
 
 class Interrupted(Exception):
@@ -78,6 +58,25 @@ def signals_interrupt(deferred: list[int] | None = None) -> Iterator[None]:
             signal.signal(sig, old)
 
 
+def probe_timed_out(library: str, limit: float) -> str:
+    return (
+        f"{library} gave no answer within {limit:g} s (probe_timeout_s in the NVML policy): its start is that "
+        "slow when persistence mode is off (nvidia-smi -pm 1, or run nvidia-persistenced), or the driver hangs"
+    )
+
+
+def died(check: str, code: int | None, seconds: float, stderr_tail: str) -> CheckResult:
+    """The result of a check whose process ended without an answer: a crash naming its signal (or exit
+    code). SIGKILL cannot come from the check itself: the kernel's OOM killer, a job's limit, a person."""
+    sig = signal.Signals(-code).name if code is not None and code < 0 else None
+    summary = f"{check} crashed: its process died by {sig}" if sig else f"{check} crashed: its process exited {code}"
+    if sig == "SIGKILL":
+        summary += " (sent from outside the check: the kernel's OOM killer (see dmesg), a job limit or a person)"
+    return CheckResult(
+        check, "crash", seconds, summary=summary, detail={"signal": sig, "exit_code": code, "stderr_tail": stderr_tail}
+    )
+
+
 class Run:
     """One verify run: decides the device, drives the worker, collects results."""
 
@@ -101,6 +100,7 @@ class Run:
         self.device_note = ""
         self.timings: dict[str, float] = {}
         self.xid_unwatched: list[str] = []  # GPUs NVML would not register for XID events
+        self.probe_timeout: str | None = None  # the NVML probe gave no answer in time: why, for the nvml check
 
     def start_worker(self, *, forkserver: bool) -> Worker:
         started = time.monotonic()
@@ -116,7 +116,7 @@ class Run:
             "host": self.host.to_dict(),
             "placement": self.opts.placement,
         }
-        worker.ask({"op": "init", "context": context, "forkserver": forkserver}, PROBE_TIMEOUT)
+        worker.ask({"op": "init", "context": context, "forkserver": forkserver}, START_TIMEOUT)
         if forkserver:  # importing torch is not the check's time: it has its own limit
             worker.ask({"op": "warm"}, WARM_TIMEOUT)
         self.add_time("worker_start", time.monotonic() - started)
@@ -176,14 +176,25 @@ class Run:
         else:
             self.device_note = f"no NVIDIA GPU on the PCI bus, NVML: {probe['nvml']}: CPU only"
 
+    def probe_limit(self) -> float:
+        """How long the probe may take to answer: the policy's probe_timeout_s (nvmlInit takes seconds
+        per GPU with persistence mode off)."""
+        policy = load_policy(Path(self.opts.policy) if self.opts.policy else None)
+        return float(policy["probe_timeout_s"])
+
     def probe_nvml(self) -> dict[str, Any]:
         """NVML's GPUs and driver, from a helper process that then keeps watching for XIDs."""
         worker = Worker(self.stderr)
+        limit = self.probe_limit()
         try:
-            answer = worker.ask({"op": "probe"}, PROBE_TIMEOUT)
-        except (WorkerTimeout, WorkerDied):
+            answer = worker.ask({"op": "probe"}, limit)
+        except WorkerTimeout:
             worker.kill()
-            return {"nvml": "NVML probe hung or crashed"}
+            self.probe_timeout = probe_timed_out("NVML", limit)
+            return {"nvml": self.probe_timeout}
+        except WorkerDied:
+            worker.kill()
+            return {"nvml": "the NVML probe process crashed"}
         if answer.get("nvml") == "ok":
             self.watcher = worker
             self.xid_unwatched = list(answer.get("xid_unwatched", []))
@@ -194,10 +205,13 @@ class Run:
     def probe_amd(self) -> dict[str, Any]:
         """AMD SMI's GPUs and driver, from a helper process: a hung amdsmi_init must not hang verify."""
         worker = Worker(self.stderr)
+        limit = self.probe_limit()
         try:
-            return worker.ask({"op": "probe-amd"}, PROBE_TIMEOUT)
-        except (WorkerTimeout, WorkerDied):
-            return {"smi": "amdsmi", "nvml": "AMD SMI probe hung or crashed"}
+            return worker.ask({"op": "probe-amd"}, limit)
+        except WorkerTimeout:
+            return {"smi": "amdsmi", "nvml": probe_timed_out("AMD SMI", limit)}
+        except WorkerDied:
+            return {"smi": "amdsmi", "nvml": "the AMD SMI probe process crashed"}
         finally:
             worker.kill()
 
@@ -205,6 +219,10 @@ class Run:
         if result.name == "nvml" and self.xid_unwatched:
             message = f"XID events not watched on {', '.join(self.xid_unwatched)}"
             result.findings.append(finding("nvml.xid-unwatched", message))
+        if result.name == "nvml" and self.probe_timeout:  # and no XID was watched during the run
+            result.findings.append(finding("nvml.probe-timeout", self.probe_timeout + "; XIDs not watched"))
+            if result.status in ("pass", "warn", "fail"):
+                result.status = status_from_findings(result.findings)
 
     def drain_xids(self, result: CheckResult) -> None:
         """XIDs since the last look, named with their action: on the check that just crashed or
@@ -259,14 +277,7 @@ class Run:
         except WorkerDied:
             code = self.worker.proc.wait() if self.worker else None
             self.replace_worker()
-            sig = signal.Signals(-code).name if code is not None and code < 0 else None
-            return CheckResult(
-                spec.name,
-                "crash",
-                time.monotonic() - started,
-                summary=f"{spec.name} crashed" + (f" ({sig})" if sig else f" (exit {code})"),
-                detail={"signal": sig, "exit_code": code, "stderr_tail": self.stderr_tail(mark)},
-            )
+            return died(spec.name, code, time.monotonic() - started, self.stderr_tail(mark))
         result = CheckResult.from_dict(answer["result"])
         self.provided.update({k: v for k, v in answer.get("provided", {}).items() if k in spec.provides})
         if result.status == "crash":

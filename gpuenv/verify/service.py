@@ -2,36 +2,44 @@
 
 The command line parses its options into a `VerifyRequest` and calls `verify`; everything between
 (bad input files, the test-fault switch, the run on this node or inside an image, the output
-files) happens here, so the CLI only presents the outcome.
+files) happens here, so the CLI only presents the outcome. The run itself (the engine, `--passive`,
+the run inside an image, the cost figures) is loaded by name when a request asks for it (RUNS), so
+`--passive` imports none of the engine's machinery.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from functools import partial
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
-from gpuenv import output
-from gpuenv.adapters.docker import run_verify_in_image
-from gpuenv.errors import EXIT_BAD_RESULT, EXIT_CANNOT_RUN, BadRequest, BadResult, CannotRun, GpuenvError
-from gpuenv.files import output_kind, write_output
-from gpuenv.output.jsontext import json_text
+from gpuenv import __version__, output
+from gpuenv.errors import EXIT_BAD_RESULT, EXIT_CANNOT_RUN, BadRequest, GpuenvError
+from gpuenv.files import output_kind
 from gpuenv.verify import faults, registry
 from gpuenv.verify.baselines import load_baselines
 from gpuenv.verify.checks.nvml.policy import load_policy
-from gpuenv.verify.cost import PriceRow, report_cost, resolve_price
-from gpuenv.verify.engine import run_verify
 from gpuenv.verify.launch import Explicit, LauncherChoice, Placement, detect
-from gpuenv.verify.model import CheckResult, DeviceChoice, Level, Report, readable
-from gpuenv.verify.passive import run_passive
+from gpuenv.verify.model import CheckResult, DeviceChoice, Level, Report, Verdict
+from gpuenv.verify.options import OnStart, VerifyOptions
 from gpuenv.verify.pci import nvidia_on_pci
-from gpuenv.verify.runner import OnStart, VerifyOptions
+from gpuenv.verify.prices import PriceRow, resolve_price
 
-IMAGE_BUDGET = 10  # inside an image: this many times the per-check limit for the whole run
+# The runs verify makes, each loaded only when a request asks for it (as gpuenv.cli loads a command and
+# the worker a check): `--passive` imports neither the engine nor the Docker adapter nor the cost figures.
+RUNS = {
+    "node": "gpuenv.verify.engine:run_verify",  # the checks in the watchdogged worker
+    "passive": "gpuenv.verify.passive:run_passive",  # NVML read in this process
+    "image": "gpuenv.verify.image_run:run_in_image",  # the same verify inside a Docker image
+    "cost": "gpuenv.verify.cost:report_cost",  # cost figures, only where a price is found
+}
 
 
 @dataclass(frozen=True)
@@ -119,7 +127,8 @@ def verify(
     if request.image is not None:
         if placement is not None:
             raise BadRequest("--image runs on this node alone, not across nodes", hint="drop --image or the launcher")
-        return _in_image(request)
+        in_image: Callable[[VerifyRequest], VerifyOutcome] = loaded("image")
+        return in_image(request)
     return _on_this_node(request, Callbacks(on_result, on_start), placement)
 
 
@@ -178,8 +187,17 @@ def _on_this_node(request: VerifyRequest, callbacks: Callbacks, placement: Place
     )
     leads_node = placement is None or placement.leads_node
     heard = callbacks if leads_node else Callbacks()
-    run = run_passive if request.passive else partial(run_verify, on_result=heard.on_result, on_start=heard.on_start)
-    report = run(opts)
+    run: Callable[[VerifyOptions], Report] = (
+        loaded("passive")
+        if request.passive
+        else partial(loaded("node"), on_result=heard.on_result, on_start=heard.on_start)
+    )
+    placeholder = _hold_place(request.report if leads_node else None, opts)
+    try:
+        report = run(opts)
+    except GpuenvError:  # a bad request found on the way: no run, so no report (as before it started)
+        _drop(placeholder)
+        raise
     notes = _add_cost(request, report)
     files = [
         ("--report", request.report if leads_node else None, "json"),
@@ -201,72 +219,80 @@ def _on_this_node(request: VerifyRequest, callbacks: Callbacks, placement: Place
     return VerifyOutcome(code, report=report, unwritten=tuple(unwritten), leads_node=leads_node, notes=notes)
 
 
+NEVER_FINISHED = "never finished"
+
+
+def _hold_place(path: Path | None, opts: VerifyOptions) -> Path | None:
+    """Write a failing report where --report points before the run starts, for the final report to
+    replace: if this process is killed (SIGKILL: the OOM killer, a job's limit), the file says the run
+    never finished, and no earlier report stands in for it. Only a regular file (atomic writes)."""
+    if path is None or output_kind(path) != "atomic":
+        return None
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    summary = (
+        f"verify started at {started} and never finished: killed before it wrote its report "
+        "(SIGKILL: the kernel's OOM killer, a job's time limit), or still running"
+    )
+    report = Report(
+        level=opts.level,
+        device="cpu" if opts.device == "cpu" else "cuda",
+        cpu_only=opts.device == "cpu",
+        started=started,
+        finished=started,
+        gpuenv_version=__version__,
+        host={"hostname": socket.gethostname(), "gpus": []},
+        stack={},
+        checks=[],
+        verdict=Verdict(False, "interrupted", EXIT_CANNOT_RUN, summary),
+        partial=True,
+        interrupted=NEVER_FINISHED,
+        options={"checks": list(opts.checks), "strict": opts.strict, "expect_gpus": opts.expect_gpus},
+    )
+    try:
+        output.write("verify", "json", report, path)
+    except (OSError, GpuenvError):  # the final write names the problem
+        return None
+    return path
+
+
+def _drop(placeholder: Path | None) -> None:
+    if placeholder is not None:
+        with contextlib.suppress(OSError):
+            placeholder.unlink()
+
+
 def _add_cost(request: VerifyRequest, report: Report) -> tuple[str, ...]:
     """The report's cost figures at the user's price (none without one); the node's instance type."""
     if request.instance_type is not None:
         report.host["instance_type"] = request.instance_type
-    data = report.to_dict()
-    cost, notes = _cost_of(request, data)
-    report.cost = cost
+    report.cost, notes = cost_of(request, report.host, report.to_dict)
     return notes
 
 
-def _cost_of(request: VerifyRequest, data: dict[str, Any]) -> tuple[dict[str, Any] | None, tuple[str, ...]]:
-    gpus = (data.get("host") or {}).get("gpus") or []
+def cost_of(
+    request: VerifyRequest, host: Mapping[str, Any], report: Callable[[], Mapping[str, Any]]
+) -> tuple[dict[str, Any] | None, tuple[str, ...]]:
+    """The `cost` object of a report (its `host`; `report()` gives the whole report) at the request's
+    price, None without one, and a note when a price was looked for and not found."""
+    gpus = host.get("gpus") or []
     price, note = resolve_price(
         per_hour=request.price_per_hour,
         instance_type=request.instance_type,
         table=request.prices,
         gpu_names=[g.get("name") for g in gpus],
     )
-    return report_cost(data, price, instance_type=request.instance_type), (note,) if note else ()
+    notes = (note,) if note else ()
+    if price is None:
+        return None, notes
+    report_cost: Callable[..., dict[str, Any] | None] = loaded("cost")
+    return report_cost(report(), price, instance_type=request.instance_type), notes
+
+
+def loaded(run: str) -> Any:
+    """The function RUNS names, its module imported now."""
+    module, name = RUNS[run].split(":")
+    return getattr(import_module(module), name)
 
 
 def _text(path: Path | None) -> str | None:
     return str(path) if path is not None else None
-
-
-def image_args(request: VerifyRequest) -> list[str]:
-    """The options passed on to the verify inside the image (files stay on the host)."""
-    args: list[str] = []
-    for name in request.checks:
-        args += ["--check", name]
-    if request.expect_gpus:
-        args += ["--expect-gpus", str(request.expect_gpus)]
-    if request.strict:
-        args.append("--strict")
-    if request.timeout:
-        args += ["--timeout", str(request.timeout)]
-    return args
-
-
-def _in_image(request: VerifyRequest) -> VerifyOutcome:
-
-    tag = str(request.image)
-    budget = (request.timeout or 600.0) * IMAGE_BUDGET
-    code, data = run_verify_in_image(
-        tag, level=request.level, device=request.device, timeout=budget, extra_args=image_args(request)
-    )
-    if data is not None and not readable(data):
-        raise BadResult(
-            f"verify inside {tag} wrote a report of schema {data.get('schema')!r}, which this gpuenv cannot read",
-            hint="use the same gpuenv version on the host and in the image",
-        )
-    if data is None:
-        if code in (0, 1):
-            raise BadResult(
-                f"verify inside {tag} gave no report (exit {code})",
-                hint=f"run it by hand: docker run --rm {tag} gpuenv verify",
-            )
-        raise CannotRun(
-            f"verify could not run inside {tag} (exit {code})",
-            hint="is gpuenv[verify] installed in the image? (gpuenv build-image installs it)",
-        )
-    if request.instance_type is not None:
-        data.setdefault("host", {})["instance_type"] = request.instance_type
-    cost, notes = _cost_of(request, data)
-    if cost is not None:  # the image's figures, at the host's price
-        data["cost"] = cost
-    if request.report is not None:
-        write_output(request.report, json_text(data))
-    return VerifyOutcome(code, image_report=data, notes=notes)

@@ -7,7 +7,7 @@ GPUENV_VERIFY_FD; stdout is pointed at stderr so nothing a library prints can ga
 The engine's watchdog kills this process group on a timeout; this process never decides that.
 The same program, started apart, is the engine's NVML probe: it names the GPUs and then holds
 the XID event set for the whole run (it never touches CUDA, so it outlives any check's crash).
-Every worker dies with the engine (PR_SET_PDEATHSIG).
+Every worker dies with the engine (a thread waits on the engine's pidfd: procs.die_with_parent).
 """
 
 from __future__ import annotations
@@ -138,16 +138,20 @@ def _forkserver_ready() -> None:
 
 
 def probe(state: dict[str, Any]) -> dict[str, Any]:
-    """NVML's view of the host (GPUs, driver) and the start of the run-long XID watch."""
+    """NVML's view of the host (GPUs, driver), how long nvmlInit took, and the start of the run-long
+    XID watch: this process holds NVML initialised for the whole run, so the checks' own nvmlInit
+    finds the driver set up (with persistence mode off the first one on a node pays seconds)."""
+    started = time.monotonic()
     problem = adapter.init()
+    init_s = round(time.monotonic() - started, 3)
     if problem:
-        return {"nvml": problem}
+        return {"nvml": problem, "init_s": init_s}
     gpus = adapter.identities()
     if not gpus:
         return {"nvml": "no GPU"}
     versions = adapter.driver_versions()
     unwatched = adapter.register_xids(state, len(gpus))
-    return {"nvml": "ok", "gpus": gpus, **versions, "xid_unwatched": unwatched}
+    return {"nvml": "ok", "gpus": gpus, **versions, "xid_unwatched": unwatched, "init_s": init_s}
 
 
 def drain_xids(state: dict[str, Any]) -> dict[str, Any]:

@@ -12,20 +12,9 @@ import pytest
 from gpuenv.config import read
 from gpuenv.errors import BadRequest
 from gpuenv.resources import data_file
-from gpuenv.verify.cost import (
-    RULES,
-    NodeFigures,
-    Price,
-    PriceRow,
-    cost_figures,
-    cost_table,
-    fleet_costs,
-    gpu_price,
-    price_rows,
-    report_cost,
-    resolve_price,
-)
+from gpuenv.verify.cost import RULES, NodeFigures, cost_figures, cost_table, fleet_costs, report_cost
 from gpuenv.verify.figures import BY_NAME, readings
+from gpuenv.verify.prices import Price, PriceRow, gpu_price, price_rows, resolve_price
 from tests.conftest import run_gpuenv
 from tests.verify.conftest import scenario_env, verify_json
 from tests.verify.test_catalogue import report_v2

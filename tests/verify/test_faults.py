@@ -153,7 +153,7 @@ def test_pairwise_bisection_on_four_real_ranks_names_the_corrupting_one(tmp_path
 @pytest.mark.parametrize("fault", ["allreduce:hang", "allreduce:hang:rank0"])
 def test_sigkill_of_gpuenv_leaves_no_process_of_the_run(fault: str) -> None:
     """Slurm kills a prolog past its limit with SIGKILL: the worker, the forkserver, the ranks and
-    the NVML helper must not live on under PID 1 (they die with their parent, PR_SET_PDEATHSIG)."""
+    the NVML helper must not live on under PID 1 (each dies with its parent: a pidfd watch)."""
     env, mark = marked_env(fault)
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpuenv", "verify", "--device", "cpu", "--check", "stack", "--check", "allreduce"],

@@ -4,13 +4,20 @@ torch, no worker process and no load, judged by the same policy."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from gpuenv.errors import BadRequest
 from gpuenv.slurm.service import HookRequest, _verify_args
-from gpuenv.verify.service import VerifyRequest, verify
+from gpuenv.verify.cost import report_cost
+from gpuenv.verify.engine import run_verify
+from gpuenv.verify.image_run import run_in_image
+from gpuenv.verify.passive import run_passive
+from gpuenv.verify.service import VerifyRequest, loaded, verify
 from tests.verify.conftest import check, scenario_env, verify_json
 
 # Loaded in every Python process the run starts (PYTHONPATH): records each import of torch and
@@ -93,3 +100,39 @@ def test_the_slurm_epilog_runs_the_passive_check_and_the_others_do_not() -> None
     assert "--passive" not in _verify_args(HookRequest("epilog", "quick", 30.0, checks=("nvml", "stack")), None)
     assert "--passive" not in _verify_args(HookRequest("health-check", "quick", 50.0), None)
     assert "--passive" not in _verify_args(HookRequest("prolog", "quick", 30.0, checks=("nvml",)), None)
+
+
+# What the passive run must never import: the engine and its worker machinery, Docker, the cost figures.
+NOT_PASSIVE = ("gpuenv.verify.engine", "gpuenv.verify.runner", "gpuenv.adapters.docker", "gpuenv.verify.cost")
+# The CLI as `python -m gpuenv` runs it, writing the modules it imported to argv[1] when it exits
+MODULES_AT_EXIT = """
+import atexit, runpy, sys
+out = sys.argv.pop(1)
+atexit.register(lambda: open(out, "w").write("\\n".join(sorted(sys.modules))))
+sys.argv[0] = "gpuenv"
+runpy.run_module("gpuenv", run_name="__main__")
+"""
+
+
+def modules_imported(args: list[str], env: dict[str, str], tmp: Path) -> set[str]:
+    out = tmp / "modules.txt"
+    done = subprocess.run(
+        [sys.executable, "-c", MODULES_AT_EXIT, str(out), *args], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return set(out.read_text().splitlines())
+
+
+def test_passive_imports_neither_the_engine_nor_docker_nor_the_cost_figures(
+    fake_nvml_dir: Path, tmp_path: Path
+) -> None:
+    env = {**os.environ, **scenario_env(fake_nvml_dir, "healthy-8xh100")}
+    args = ["verify", "--check", "nvml", "--json"]
+    passive = modules_imported([*args, "--passive"], env, tmp_path)
+    assert "gpuenv.verify.passive" in passive and [m for m in NOT_PASSIVE if m in passive] == []
+    assert {"gpuenv.verify.engine", "gpuenv.verify.runner"} <= modules_imported(args, env, tmp_path)
+
+
+def test_each_run_is_loaded_by_the_name_the_service_gives_it() -> None:
+    assert loaded("passive") is run_passive and loaded("node") is run_verify
+    assert loaded("image") is run_in_image and loaded("cost") is report_cost

@@ -19,8 +19,13 @@
  * GPU idle), sm_clock_load and temp_load (default: the idle temp) answer instead of the idle values,
  * and each violation counter (viol_power, viol_thermal, viol_reliability: ns) grows by its _load
  * figure (ns per second) for every second since the marker was made. sm_clock_max is the maximum SM clock; power_default and power_limit (the enforced
- * limit) model a cap. */
+ * limit) model a cap.
+ * A slow start: init_delay_ms makes nvmlInit take that long, as it does with persistence mode off
+ * (the driver sets every GPU up on the first use and tears it down after the last client): only
+ * when no other process holds NVML initialised, which the file FAKE_NVML_DRIVER_LOCK tells (each
+ * initialised process holds a shared flock on it); without that variable every nvmlInit waits. */
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -67,7 +72,7 @@ typedef struct {
 } fabric_v2_t;
 
 static gpu_t gpus[MAXGPU];
-static int count = 8, init_error = 0, initialised = 0, nxid = 0, xid_next = 0, drained = 0;
+static int count = 8, init_error = 0, init_delay_ms = 0, driver_hold = -1, initialised = 0, nxid = 0, xid_next = 0, drained = 0;
 static int xid_gpu[32], xid_code[32], xid_late[32];
 static char driver[64] = "580.65.06", unsupported_all[512] = "";
 static int cuda_driver = 13000;
@@ -125,6 +130,7 @@ static void load(void) {
         else if (!strcmp(key, "driver")) snprintf(driver, sizeof driver, "%s", val);
         else if (!strcmp(key, "cuda_driver")) cuda_driver = atoi(val);
         else if (!strcmp(key, "init_error")) init_error = atoi(val);
+        else if (!strcmp(key, "init_delay_ms")) init_delay_ms = atoi(val);
         else if (!strcmp(key, "unsupported")) snprintf(unsupported_all, sizeof unsupported_all, "%s", val);
         else if ((!strcmp(key, "xid") || !strcmp(key, "xid_late")) && nxid < 32
                  && sscanf(val, "gpu%d:%d", &xid_gpu[nxid], &xid_code[nxid]) == 2)
@@ -144,9 +150,31 @@ static int unsupported(gpu_t *g, const char *fn) {
 #define GPU(h) gpu_t *g = (gpu_t *)(h); if (!initialised) return E_UNINIT; \
     if (unsupported(g, __func__)) return E_NOT_SUPPORTED;
 
-int nvmlInitWithFlags(unsigned flags) { (void)flags; load(); if (init_error) return init_error; initialised = 1; return OK; }
+/* The driver's start: init_delay_ms unless another process holds NVML (see the header). */
+static void driver_start(void) {
+    const char *lock = getenv("FAKE_NVML_DRIVER_LOCK");
+    int first = 1;
+    if (lock && driver_hold < 0 && (driver_hold = open(lock, O_RDWR | O_CREAT, 0644)) >= 0)
+        first = flock(driver_hold, LOCK_EX | LOCK_NB) == 0;
+    if (first && init_delay_ms > 0) {
+        struct timespec t = {init_delay_ms / 1000, (long)(init_delay_ms % 1000) * 1000000L};
+        nanosleep(&t, NULL);
+    }
+    if (driver_hold >= 0) flock(driver_hold, LOCK_SH);
+}
+
+int nvmlInitWithFlags(unsigned flags) {
+    (void)flags; load();
+    if (init_error) return init_error;
+    if (!initialised) driver_start();
+    initialised = 1; return OK;
+}
 int nvmlInit_v2(void) { return nvmlInitWithFlags(0); }
-int nvmlShutdown(void) { initialised = 0; return OK; }
+int nvmlShutdown(void) {
+    initialised = 0;
+    if (driver_hold >= 0) { close(driver_hold); driver_hold = -1; }
+    return OK;
+}
 const char *nvmlErrorString(int r) {
     switch (r) { case 0: return "Success"; case 3: return "Not Supported"; case 9: return "Driver Not Loaded";
                  case 10: return "Timeout"; default: return "Fake NVML error"; }

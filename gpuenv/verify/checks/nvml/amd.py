@@ -16,7 +16,7 @@ from typing import Any
 from gpuenv.adapters import amdsmi as adapter
 from gpuenv.verify import catalogue
 from gpuenv.verify.checks.nvml.policy import load_policy, rule_finding
-from gpuenv.verify.checks.nvml.rules import evaluate, unknown_findings
+from gpuenv.verify.checks.nvml.rules import judged
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.facts import NvmlSnapshot, visible, visible_spec
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
@@ -49,16 +49,7 @@ def judge(ctx: CheckContext, *, power_record: tuple[Any, list[Finding]]) -> Chec
     gpus = visible(snap.gpus, spec)
     applied, findings = power_record
     findings = list(findings)
-    findings += evaluate(
-        snap,
-        policy,
-        expect_gpus=ctx.expect_gpus,
-        cuda_visible=spec,
-        host=ctx.host,
-        own_pids=frozenset(own_pids()),
-        applied=applied,
-    )
-    findings += unknown_findings(snap)
+    findings += judged(snap, policy, ctx, visible_spec=spec, own_pids=frozenset(own_pids()), applied=applied)
     findings.append(catalogue.finding("nvml.pcie-not-judged", NOT_UNDER_LOAD))
     names = sorted({g.get("name") or "?" for g in gpus})
     default = f"{len(gpus)} GPU(s) ({', '.join(names)}), amdgpu {snap.driver}, all healthy (AMD SMI)"

@@ -61,6 +61,8 @@ def load_policy(path: Path | None = None, *, smi: str = "nvml") -> dict[str, Any
         "violation_min_s",
         "low_clock_fraction",
         "power_cap_tolerance_w",
+        "probe_timeout_s",
+        "slow_init_s",
     ):
         if key in user:
             policy[key] = user[key]

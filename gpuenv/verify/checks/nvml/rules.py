@@ -10,6 +10,7 @@ from gpuenv.power.record import AppliedCap
 from gpuenv.verify import catalogue
 from gpuenv.verify.checks.nvml.load_rules import load_findings, power_findings
 from gpuenv.verify.checks.nvml.policy import rule_finding
+from gpuenv.verify.context import CheckContext
 from gpuenv.verify.facts import SMI_NAMES, GpuInfo, HostFacts, NvmlSnapshot, visible
 from gpuenv.verify.model import Finding, GpuRef
 
@@ -39,6 +40,40 @@ def evaluate(
         findings += gpu_findings(gpu, policy, own_pids=own_pids, applied=applied)
     findings += _fabric_cliques(gpus, policy)
     return findings
+
+
+def judged(
+    snap: NvmlSnapshot,
+    policy: dict[str, Any],
+    ctx: CheckContext,
+    *,
+    visible_spec: str | None,
+    own_pids: frozenset[int],
+    applied: list[AppliedCap] | None,
+    init_s: float | None = None,
+) -> list[Finding]:
+    """Pure: what the nvml check finds in a snapshot, NVIDIA's or AMD's: the policy's findings for
+    the GPUs `visible_spec` leaves visible, then one info line per item the library could not report.
+    `init_s`: how long the library's first start on this node took in this run (None: not timed)."""
+    findings = evaluate(
+        snap,
+        policy,
+        expect_gpus=ctx.expect_gpus,
+        cuda_visible=visible_spec,
+        host=ctx.host,
+        own_pids=own_pids,
+        applied=applied,
+    )
+    return slow_start(findings, init_s, policy) + unknown_findings(snap)
+
+
+def slow_start(findings: list[Finding], init_s: float | None, policy: dict[str, Any]) -> list[Finding]:
+    """Pure: with persistence mode off, the time NVML took to start (slow_init_s or more) added to
+    each persistence_off finding: what every job on the node pays on its first NVML or CUDA call."""
+    if init_s is None or init_s < policy["slow_init_s"]:
+        return findings
+    cost = f"; NVML took {init_s:.1f} s to start (the driver sets the GPUs up on each first use)"
+    return [replace(f, message=f.message + cost) if f.code == "nvml.persistence_off" else f for f in findings]
 
 
 def _count_findings(

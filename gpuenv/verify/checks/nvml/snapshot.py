@@ -6,6 +6,7 @@ calling process (`gpuenv verify --check nvml --passive`)."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from gpuenv.power import record
 from gpuenv.verify import catalogue
 from gpuenv.verify.checks.nvml import amd
 from gpuenv.verify.checks.nvml.policy import load_policy, rule_finding
-from gpuenv.verify.checks.nvml.rules import evaluate, init_finding, unknown_findings
+from gpuenv.verify.checks.nvml.rules import init_finding, judged
 from gpuenv.verify.checks.nvml.under_load import gpu_load, read_links_under_load
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.facts import NvmlSnapshot, visible
@@ -37,7 +38,9 @@ def judge(ctx: CheckContext, *, passive: bool) -> CheckResult:
     if ctx.host.smi == "amdsmi":
         return amd.judge(ctx, power_record=power_record())
     policy = load_policy(Path(ctx.policy) if ctx.policy else None)
+    started = time.monotonic()
     problem = adapter.init()
+    init_s = round(time.monotonic() - started, 3)  # fast where the probe holds NVML already
     if problem:
         return _no_nvml(ctx, policy, problem)
     snap = NvmlSnapshot.from_dict(adapter.snapshot())  # idle: processes, width, everything else
@@ -51,16 +54,16 @@ def judge(ctx: CheckContext, *, passive: bool) -> CheckResult:
         load_note = read_links_under_load(snap, [g["index"] for g in gpus], load, sampling)
         gpus = visible(snap.gpus, cuda_visible)  # with the readings under load
     applied, findings = power_record()
-    findings += evaluate(
+    slowest = max(init_s, ctx.host.nvml_init_s or 0.0)  # the probe's start (the run's first), or this one
+    findings += judged(
         snap,
         policy,
-        expect_gpus=ctx.expect_gpus,
-        cuda_visible=cuda_visible,
-        host=ctx.host,
+        ctx,
+        visible_spec=cuda_visible,
         own_pids=frozenset(own_pids()),
         applied=applied,
+        init_s=slowest,
     )
-    findings += unknown_findings(snap)
     if load_note:
         findings.append(catalogue.finding("nvml.pcie-not-judged", load_note))
     if ctx.host.pci_reference is None and ctx.host.pci_nvidia:
@@ -80,6 +83,7 @@ def judge(ctx: CheckContext, *, passive: bool) -> CheckResult:
             "driver": snap.driver,
             "cuda_driver": snap.cuda_driver,
             "compute_modes": modes,
+            "init_s": init_s,
             **per_gpu_figures(snap, gpus),
         },
         findings=findings,

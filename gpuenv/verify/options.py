@@ -1,0 +1,30 @@
+"""The options of one verify run on this node, as the engine, the runner and `--passive` take them
+(apart from the runner, so that `--passive` does not import the worker's machinery for them)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gpuenv.verify.model import DeviceChoice, Level
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    level: Level = "quick"
+    checks: tuple[str, ...] = ()
+    device: DeviceChoice = "auto"
+    expect_gpus: int | None = None
+    strict: bool = False
+    artifacts_dir: str | None = None
+    baseline: str | None = None
+    policy: str | None = None
+    kb: str | None = None
+    timeout: float | None = None  # overrides every check's own limit
+    placement: dict[str, Any] | None = None  # a run across nodes (gpuenv.verify.launch.Placement)
+    gpus: tuple[int, ...] = ()  # --gpus: only these GPUs (NVML indices, PCI bus order); () for all
+
+
+# on_start(check name, its limit in seconds): a check is about to run (before its worker starts)
+OnStart = Callable[[str, float], None]

@@ -315,30 +315,37 @@ def _amd_models(kb: KnowledgeBase, facts: HostFacts) -> list[AmdGpu]:
 
 def _resolve_for_amd_gpus(kb: KnowledgeBase, constraints: Request, gpus: list[AmdGpu]) -> Stack:
     """One ROCm stack with GPU code for every AMD GPU on the host (several gfx targets: all of them)."""
-    if not gpus:
-        return resolve(kb, constraints)
+    if len(gpus) <= 1:
+        return resolve(kb, replace(constraints, gpu=gpus[0].name) if gpus else constraints)
     problem = ""
     for pivot in (gpus[0], gpus[-1]):  # the oldest GPU decides most often; else the newest
-        stack = resolve(kb, replace(constraints, gpu=pivot.name))
-        missing = [g for g in gpus if not _rocm_runs_on(kb, stack, g)]
-        if not missing:
+        try:
+            stack = resolve(kb, replace(constraints, gpu=pivot.name))
+        except BadRequest as exc:
+            problem = problem or exc.message
+            continue
+        misfits = [why for g in gpus if (why := _rocm_misfit(kb, stack, g))]
+        if not misfits:
             targets = sorted({g.gfx for g in gpus})
             if len(targets) == 1:
                 return stack
             names = ", ".join(f"{g.name} ({g.gfx})" for g in gpus)
             reasons = {**stack.reasons, "gpu": f"a mixed node: torch {stack.torch}+{stack.cuda_build} runs on {names}"}
             return replace(stack, gpu_gfx=None, arch_list=";".join(targets), reasons=reasons)
-        problem = f"torch {stack.torch}+{stack.cuda_build} does not run on {missing[0].name} ({missing[0].gfx})"
+        problem = problem or f"torch {stack.torch}+{stack.cuda_build} {misfits[0]}"
     names = ", ".join(g.name for g in gpus)
     raise BadRequest(f"no one stack runs on all of this host's GPUs ({names}): {problem}")
 
 
-def _rocm_runs_on(kb: KnowledgeBase, stack: Stack, gpu: AmdGpu) -> bool:
-    """Whether the stack's ROCm build carries the GPU's code and its ROCm is one that supports the GPU."""
+def _rocm_misfit(kb: KnowledgeBase, stack: Stack, gpu: AmdGpu) -> str | None:
+    """Why the stack's ROCm build cannot serve the GPU (no code for it, a ROCm older than its first), or None."""
     builds = kb.rocm_builds(stack.torch)
-    code = builds.arch.get(stack.cuda_build) if builds else None
-    new_enough = gpu.min_rocm is None or V(str(stack.rocm)) >= V(gpu.min_rocm)
-    return code is not None and gpu.gfx in code and new_enough
+    code = builds.arch.get(stack.cuda_build, ()) if builds else ()
+    if gpu.gfx not in code:
+        return f"has no GPU code for {gpu.name} ({gpu.gfx})"
+    if gpu.min_rocm is not None and V(str(stack.rocm)) < V(gpu.min_rocm):
+        return f"is ROCm {stack.rocm}, and {gpu.name} needs ROCm ≥ {gpu.min_rocm}"
+    return None
 
 
 def _build_runs_on(kb: KnowledgeBase, stack: Stack, sm: str) -> bool:

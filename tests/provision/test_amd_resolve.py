@@ -8,9 +8,11 @@ resolve's (Rocky Linux where AMD lists RHEL) narrowed to what the amdgpu role im
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from gpuenv.compat import load_kb
 from gpuenv.provision.amdgpus import rocm_host_oses, rocm_os_line
@@ -19,6 +21,8 @@ from gpuenv.provision.hostfacts import HostFacts
 from gpuenv.provision.perhost import HostPlan, HostRequest, plan_hosts, request_from, wheelhouse_torch
 from gpuenv.provision.variables import ProvisionOptions
 from gpuenv.resolve import Request, resolve
+from gpuenv.stack import load_stack
+from tests.conftest import run_gpuenv
 from tests.provision.amd import H100, MI250X, MI300X, amd, host_facts, nvidia
 
 KB = load_kb()
@@ -174,3 +178,41 @@ def test_a_rocm_wheelhouse_asks_for_its_rocm_build() -> None:
     assert notes == ["from the wheelhouse: torch 2.9.1+rocm6.4, Python 3.12"]
     stack = _one(request, host_facts(KB, "mi1", "Ubuntu", "24.04", *amd(MI300X, 8))).stack
     assert stack is not None and (stack.cuda_build, stack.python) == ("rocm6.4", "3.12")
+
+
+def test_a_resolved_rocm_stack_file_round_trips_through_provision(tmp_path: Path) -> None:
+    resolved = run_gpuenv("resolve", "--torch", "2.9.1", "--rocm", "6.4", "--os", "ubuntu24.04", "--json")
+    assert resolved.returncode == 0, resolved.stderr
+    stack_file = tmp_path / "stack.json"
+    stack_file.write_text(resolved.stdout, encoding="utf-8")
+    pinned = load_stack(stack_file)
+    mi300x = host_facts(KB, "mi1", "Ubuntu", "24.04", *amd(MI300X, 8))
+    h100 = host_facts(KB, "nv1", "Ubuntu", "24.04", *nvidia(H100, 8))
+    plans = plan_hosts(KB, HostRequest(pinned=pinned), [mi300x, h100])
+    assert (plans[0].stack, plans[0].refused) == (pinned, None) and plans[1].refused is not None
+    driver = driver_plans(KB, ProvisionOptions(), (plans[0],))["mi1"]
+    assert (driver["action"], driver["rocm"], driver["os"]) == ("install", "6.4", "ubuntu2404")
+    out = tmp_path / "project"
+    rendered = run_gpuenv("provision", "gpu01", "--stack", str(stack_file), "--render-only", str(out), timeout=60)
+    assert rendered.returncode == 0, rendered.stderr
+    written = yaml.safe_load((out / "group_vars/all/gpuenv.yml").read_text(encoding="utf-8"))
+    assert (written["amdgpu_enabled"], written["amdgpu_rocm"], written["nvidia_driver_enabled"]) == (True, "6.4", False)
+    assert written["amdgpu_supported"] == {"ubuntu": ["22.04", "24.04"], "rocky": ["8", "9"]}
+    assert written["gpuenv_stack"]["cuda_build"] == "rocm6.4"
+
+
+def test_provision_with_rocm_flags_renders_the_amdgpu_role_of_that_release(tmp_path: Path) -> None:
+    out = tmp_path / "project"
+    result = run_gpuenv(
+        "provision", "gpu01", "--rocm", "7.0", "--os", "rockylinux9", "--render-only", str(out), timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    written = yaml.safe_load((out / "group_vars/all/gpuenv.yml").read_text(encoding="utf-8"))
+    assert (written["amdgpu_rocm"], written["amdgpu_supported"]) == (
+        "7.0",
+        {"ubuntu": ["22.04", "24.04"], "rocky": ["9"]},
+    )
+    refused = run_gpuenv(
+        "provision", "gpu01", "--rocm", "7.0", "--os", "rockylinux8", "--render-only", str(tmp_path / "x")
+    )
+    assert refused.returncode == 2 and "AMD supports ROCm 7.0 on" in refused.stderr

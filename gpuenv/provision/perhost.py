@@ -15,12 +15,12 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gpuenv.compat import AmdGpu, KnowledgeBase, V, driver_runs_cuda, gpu_code_for
+from gpuenv.compat import KnowledgeBase, driver_runs_cuda, gpu_code_for
 from gpuenv.errors import BadRequest
-from gpuenv.provision.amdgpus import ROCM_ARCHITECTURES, rocm_os_refusal
 from gpuenv.provision.hostfacts import ARCHITECTURES, HostFacts
+from gpuenv.provision.rocmhosts import asked_platform_refusal, rocm_host_stack, rocm_refusal
 from gpuenv.resolve import Request, resolve
-from gpuenv.resolve_rocm import amd_target, wants_rocm
+from gpuenv.resolve_rocm import amd_target
 from gpuenv.stack import CPU_BUILD, NONE, Stack
 
 _TORCH_WHEEL = re.compile(r"torch-(\d+(?:\.\d+)+)(?:(?:\+|%2[bB])([a-z0-9.]+))?-cp(\d)(\d+)-", re.ASCII)
@@ -209,21 +209,7 @@ def _vendor_refusal(request: HostRequest, facts: HostFacts) -> str | None:
         return None
     if pinned is not None:
         return _platform_refusal(facts, pinned) if amd else None
-    return _asked_platform_refusal(request.constraints, facts)
-
-
-def _asked_platform_refusal(constraints: Request, facts: HostFacts) -> str | None:
-    """--cuda (or a +cu torch) on AMD GPUs, --rocm (or a +rocm torch) on NVIDIA GPUs: one line naming both."""
-    torch_build = (constraints.torch or "").partition("+")[2]
-    if facts.amd_gpus and (constraints.cuda or torch_build.startswith("cu")):
-        asked = f"--cuda {constraints.cuda}" if constraints.cuda else f"--torch {constraints.torch}"
-        wanted, gpus = "a CUDA stack, which needs NVIDIA GPUs", facts.amd_gpus
-    elif facts.nvidia_gpus and (constraints.rocm or torch_build.startswith("rocm")):
-        asked = f"--rocm {constraints.rocm}" if constraints.rocm else f"--torch {constraints.torch}"
-        wanted, gpus = "a ROCm stack, which needs AMD Instinct GPUs", facts.nvidia_gpus
-    else:
-        return None
-    return f"{facts.host}: {asked} asks for {wanted}, but the host has {facts.gpu_label(gpus)}"
+    return asked_platform_refusal(request.constraints, facts)
 
 
 def _platform_refusal(facts: HostFacts, stack: Stack) -> str:
@@ -256,7 +242,11 @@ def _plan_one(kb: KnowledgeBase, request: HostRequest, facts: HostFacts) -> Host
     if kept and not constraints.driver:
         constraints = replace(constraints, driver=kept)
     if facts.amd_gpus and not request.cpu_wheels:
-        return _plan_rocm(kb, constraints, facts, warnings)
+        try:
+            stack = rocm_host_stack(kb, constraints, facts)
+        except BadRequest as exc:
+            return HostPlan(facts, refused=exc.message, warnings=tuple(warnings))
+        return HostPlan(facts, stack, None, tuple([*warnings, *stack.warnings]))
     sms = sorted({g.sm for g in facts.gpus if g.sm}, key=lambda sm: tuple(int(p) for p in sm.split(".")))
     cpu = request.cpu_wheels or (not facts.gpus and not request.constraints.cuda and not request.constraints.rocm)
     try:
@@ -289,63 +279,6 @@ def _resolve_for_gpus(kb: KnowledgeBase, constraints: Request, sms: list[str]) -
             return replace(stack, gpu_sm=None, arch_list=";".join(sms), reasons=reasons)
         problem = f"torch {stack.torch}+{stack.cuda_build} has no GPU code for sm_{missing[0].replace('.', '')}"
     raise BadRequest(f"no one stack runs on all of this host's GPUs ({', '.join(sms)}): {problem}")
-
-
-def _plan_rocm(kb: KnowledgeBase, constraints: Request, facts: HostFacts, warnings: list[str]) -> HostPlan:
-    """An AMD host: torch's ROCm build with GPU code for each of its GPUs, on an OS the amdgpu role serves."""
-    gpus = _amd_models(kb, facts)
-    if not gpus and not (wants_rocm(kb, constraints) or "+rocm" in (constraints.torch or "")):
-        refused = f"{facts.host}: no AMD GPU the knowledge base knows ({facts.gpu_label()}): give --rocm X.Y"
-        return HostPlan(facts, refused=refused, warnings=tuple(warnings))
-    try:
-        stack = _resolve_for_amd_gpus(kb, constraints, gpus)
-    except BadRequest as exc:
-        return HostPlan(facts, refused=exc.message, warnings=tuple(warnings))
-    problem = _rocm_refusal(kb, stack, facts)
-    if problem:
-        return HostPlan(facts, refused=problem, warnings=tuple(warnings))
-    return HostPlan(facts, stack, None, tuple([*warnings, *stack.warnings]))
-
-
-def _amd_models(kb: KnowledgeBase, facts: HostFacts) -> list[AmdGpu]:
-    """The knowledge base's rows of the host's AMD GPUs, oldest first (first ROCm, then gfx target)."""
-    found = {row.name: row for g in facts.amd_gpus if g.model and (row := kb.find_amd_gpu(g.model))}
-    return sorted(found.values(), key=lambda r: (V(r.min_rocm or "0"), r.gfx, r.name))
-
-
-def _resolve_for_amd_gpus(kb: KnowledgeBase, constraints: Request, gpus: list[AmdGpu]) -> Stack:
-    """One ROCm stack with GPU code for every AMD GPU on the host (several gfx targets: all of them)."""
-    if len(gpus) <= 1:
-        return resolve(kb, replace(constraints, gpu=gpus[0].name) if gpus else constraints)
-    problem = ""
-    for pivot in (gpus[0], gpus[-1]):  # the oldest GPU decides most often; else the newest
-        try:
-            stack = resolve(kb, replace(constraints, gpu=pivot.name))
-        except BadRequest as exc:
-            problem = problem or exc.message
-            continue
-        misfits = [why for g in gpus if (why := _rocm_misfit(kb, stack, g))]
-        if not misfits:
-            targets = sorted({g.gfx for g in gpus})
-            if len(targets) == 1:
-                return stack
-            names = ", ".join(f"{g.name} ({g.gfx})" for g in gpus)
-            reasons = {**stack.reasons, "gpu": f"a mixed node: torch {stack.torch}+{stack.cuda_build} runs on {names}"}
-            return replace(stack, gpu_gfx=None, arch_list=";".join(targets), reasons=reasons)
-        problem = problem or f"torch {stack.torch}+{stack.cuda_build} {misfits[0]}"
-    names = ", ".join(g.name for g in gpus)
-    raise BadRequest(f"no one stack runs on all of this host's GPUs ({names}): {problem}")
-
-
-def _rocm_misfit(kb: KnowledgeBase, stack: Stack, gpu: AmdGpu) -> str | None:
-    """Why the stack's ROCm build cannot serve the GPU (no code for it, a ROCm older than its first), or None."""
-    builds = kb.rocm_builds(stack.torch)
-    code = builds.arch.get(stack.cuda_build, ()) if builds else ()
-    if gpu.gfx not in code:
-        return f"has no GPU code for {gpu.name} ({gpu.gfx})"
-    if gpu.min_rocm is not None and V(str(stack.rocm)) < V(gpu.min_rocm):
-        return f"is ROCm {stack.rocm}, and {gpu.name} needs ROCm ≥ {gpu.min_rocm}"
-    return None
 
 
 def _build_runs_on(kb: KnowledgeBase, stack: Stack, sm: str) -> bool:
@@ -397,7 +330,7 @@ def pinned_refusal(kb: KnowledgeBase, stack: Stack, facts: HostFacts, *, kept_dr
     if os_info is not None and stack.python not in os_info.python:
         return f"{facts.os} has no known way to provide Python {stack.python} (has {', '.join(os_info.python)})"
     if stack.platform == "rocm":
-        return _rocm_refusal(kb, stack, facts)
+        return rocm_refusal(kb, stack, facts)
     if not stack.cpu_only:
         for gpu in facts.gpus:
             if gpu.sm and not _build_runs_on(kb, stack, gpu.sm):
@@ -407,26 +340,6 @@ def pinned_refusal(kb: KnowledgeBase, stack: Stack, facts: HostFacts, *, kept_dr
             verdict = driver_runs_cuda(kb, kept_driver, stack.cuda_build)
             if not verdict.ok:
                 return f"the loaded driver, kept by --skip-driver, cannot run the stack: {verdict.message}"
-    return None
-
-
-def _rocm_refusal(kb: KnowledgeBase, stack: Stack, facts: HostFacts) -> str | None:
-    """A ROCm stack: an OS the amdgpu role serves for that release, x86_64, GPU code and a ROCm new enough
-    for every AMD GPU."""
-    rocm = str(stack.rocm)
-    os_refusal = rocm_os_refusal(kb, rocm, facts.os, facts.os_label)
-    if os_refusal:
-        return os_refusal
-    if facts.architecture not in ROCM_ARCHITECTURES:
-        return f"architecture {facts.architecture} has no amdgpu driver or ROCm (x86_64 only)"
-    targets = stack.arch_list.split(";")
-    build = f"torch {stack.torch}+{stack.cuda_build}"
-    for gpu in facts.amd_gpus:
-        if gpu.gfx and gpu.gfx not in targets:
-            return f"{build} has no GPU code for {gpu.model} ({gpu.gfx}): built for {stack.arch_list}"
-        row = kb.find_amd_gpu(gpu.model or "")
-        if row and row.min_rocm and V(rocm) < V(row.min_rocm):
-            return f"{build} cannot serve {gpu.model} ({gpu.gfx}): it needs ROCm ≥ {row.min_rocm}"
     return None
 
 

@@ -13,7 +13,18 @@ import re
 from dataclasses import replace
 from typing import NamedTuple
 
-from gpuenv.compat import AmdGpu, KnowledgeBase, OsInfo, Provenance, RocmRelease, TorchRelease, TorchRocm, V
+from gpuenv.compat import (
+    AmdGpu,
+    KnowledgeBase,
+    OsInfo,
+    Provenance,
+    RocmRelease,
+    TorchRelease,
+    TorchRocm,
+    V,
+    rocm_os_row,
+    rocm_os_warning,
+)
 from gpuenv.errors import BadRequest
 from gpuenv.resolve_request import Request, numpy_requirement, pick_python, python_problem, torch_matches
 from gpuenv.stack import NONE, Rejected, Stack
@@ -78,7 +89,8 @@ def resolve_rocm(kb: KnowledgeBase, request: Request, os_info: OsInfo) -> Stack:
     survivors, refused = _candidates(kb, request, os_info, amd)
     if not survivors:
         given = ", ".join(f"--{k} {v}" for k, v in request.given().items())
-        raise BadRequest(f"no stack satisfies {given}: {_refusals(refused, request)}", hint=_nearest(kb, request, amd))
+        hint = "; ".join(filter(None, (_for_a_host(kb, request, os_info), _nearest(kb, request, amd))))
+        raise BadRequest(f"no stack satisfies {given}: {_refusals(refused, request)}", hint=hint)
     best = max(survivors, key=lambda c: _rank(c, request))
     return _stack(kb, best, request, os_info, amd, survivors, refused)
 
@@ -149,7 +161,7 @@ def _why_not(
     builds: TorchRocm, rocm: RocmRelease, request: Request, os_info: OsInfo, amd: AmdGpu | None
 ) -> tuple[str, str] | None:
     """The constraint that rules this ROCm build out and why, or None when it can be used."""
-    if os_info.name not in rocm.os:
+    if rocm_os_row(rocm, os_info) is None:
         return "os", f"AMD supports ROCm {rocm.version} on {', '.join(rocm.os)}, not {os_info.name}"
     if request.purpose == "image" and "image" in os_info.roles and os_info.name not in rocm.images:
         return "os", f"no rocm/dev image of ROCm {rocm.release} for {os_info.name}"
@@ -235,7 +247,8 @@ def _reasons(
         "python": f"Python {python} via {os_info.python[python].via}: {os_info.python[python].note}",
         "os": f"{os_info.name}"
         + (" (default)" if request.os is None else " (requested)")
-        + f"; AMD supports ROCm {rocm.version} on it",
+        + f"; AMD supports ROCm {rocm.version} on it"
+        + ("" if (row := rocm_os_row(rocm, os_info)) == os_info.name else f" as {row}"),
         "driver_branch": f"AMD's amdgpu driver repository of ROCm {rocm.version}",
         "arch_list": "PYTORCH_ROCM_ARCH for extensions: "
         + (f"the GPU's own target, {amd.gfx}" if amd else "every target the release's wheels carry"),
@@ -261,6 +274,8 @@ def _warnings(best: RocmCandidate, request: Request, os_info: OsInfo, amd: AmdGp
     ]
     if amd is not None:
         out += [f"unconfirmed fact: {amd.name} {item}" for item in amd.provenance.unconfirmed]
+    if (served_as := rocm_os_warning(rocm, os_info)) is not None:
+        out.append(served_as)
     if torch.torchvision is None:
         out.append(f"torchvision has no release for torch {torch.version} yet: the stack pins torch without it")
     if request.torch is None and not _rank(best, request)[0]:
@@ -314,6 +329,17 @@ def _refusals(refused: list[RocmRefused], request: Request) -> str:
         flag = f"--{constraint} {given[constraint]}" if constraint in given else f"--{constraint}"
         parts.append(f"{flag}: {'; '.join(unique[:3])}{more}")
     return "; ".join(parts) or "the knowledge base knows no ROCm build of that torch"
+
+
+def _for_a_host(kb: KnowledgeBase, request: Request, os_info: OsInfo) -> str:
+    """When only images were missing: what a host gets (provision installs wheels, no image needed)."""
+    if request.purpose != "image":
+        return ""
+    try:
+        stack = resolve_rocm(kb, replace(request, purpose="host"), os_info)
+    except BadRequest:
+        return ""
+    return f"a host needs no image: provision (and resolve --for host) gets torch {stack.torch}+{stack.cuda_build}"
 
 
 def _nearest(kb: KnowledgeBase, request: Request, amd: AmdGpu | None) -> str:

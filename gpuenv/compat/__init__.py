@@ -35,6 +35,8 @@ from gpuenv.compat.rules import (
     kb_age_line,
     ptx_runs_on,
     recommended_branch,
+    rocm_os_row,
+    rocm_os_warning,
     staleness_warning,
 )
 
@@ -69,5 +71,7 @@ __all__ = [
     "parse_kb",
     "ptx_runs_on",
     "recommended_branch",
+    "rocm_os_row",
+    "rocm_os_warning",
     "staleness_warning",
 ]

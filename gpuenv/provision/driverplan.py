@@ -17,7 +17,7 @@ from typing import Any
 from gpuenv.compat import KnowledgeBase
 from gpuenv.provision.amdgpus import AMD_VENDOR
 from gpuenv.provision.perhost import HostPlan
-from gpuenv.provision.variables import ProvisionOptions, amdgpu_variables, driver_branch, kb_facts
+from gpuenv.provision.variables import KbFacts, ProvisionOptions, amdgpu_variables, driver_branch, kb_facts
 from gpuenv.resources import shipped_dir
 
 CUDA_REPO_BASE = "https://developer.download.nvidia.com/compute/cuda/repos"
@@ -55,7 +55,7 @@ def driver_plans(kb: KnowledgeBase, options: ProvisionOptions, plans: tuple[Host
             }
             continue
         if plan.stack.platform == "rocm":
-            decided = _filter_file("gpuenv_amdgpu").amdgpu_plan(_amdgpu_facts(plan, options))
+            decided = _filter_file("gpuenv_amdgpu").amdgpu_plan(_amdgpu_facts(plan, options, kb_facts(kb, plan.stack)))
             out[plan.host] = {**decided, "action_line": amdgpu_action_line(decided, plan.facts.amdgpu)}
             continue
         facts = kb_facts(kb, plan.stack)
@@ -88,10 +88,10 @@ def _filter_facts(plan: HostPlan, options: ProvisionOptions, facts: Any, branch:
     }
 
 
-def _amdgpu_facts(plan: HostPlan, options: ProvisionOptions) -> dict[str, Any]:
+def _amdgpu_facts(plan: HostPlan, options: ProvisionOptions, facts: KbFacts) -> dict[str, Any]:
     """What the amdgpu role's plan.yml hands the filter, from the gathered facts and the variables gpuenv writes."""
     assert plan.stack is not None
-    f, written = plan.facts, amdgpu_variables(plan.stack, options)
+    f, written = plan.facts, amdgpu_variables(plan.stack, options, facts)
     return {
         "distribution": f.distribution.lower(),
         "distribution_version": f.version,

@@ -3,7 +3,7 @@
 The OS becomes a knowledge-base OS name (debian12, ubuntu22.04, rockylinux9) through the OS rows'
 Ansible names (`KnowledgeBase.os_for_host`), each NVIDIA GPU on
 the PCI bus a model and compute capability through the device-id table (`compat.gpu_by_pci_id`),
-each AMD GPU a model and gfx target (`gpuenv.provision.amdgpus`).
+each AMD GPU a model and gfx target through the knowledge base's AMD GPUs (`compat.amd_gpu_by_pci_id`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from gpuenv.compat import KnowledgeBase, gpu_by_pci_id
-from gpuenv.provision.amdgpus import AMD_VENDOR, NVIDIA_VENDOR, amd_gpu
+from gpuenv.compat import KnowledgeBase, amd_gpu_by_pci_id, gpu_by_pci_id
+from gpuenv.provision.amdgpus import AMD_VENDOR, NVIDIA_VENDOR
 
 ARCHITECTURES = ("x86_64", "aarch64")  # what NVIDIA ships drivers for
 _PYTHON = re.compile(r"python(3\.\d{1,2})")
@@ -136,9 +136,9 @@ def facts_from_gathered(host: str, raw: dict[str, Any], kb: KnowledgeBase) -> Ho
 def _gpu(kb: KnowledgeBase, device: dict[str, Any]) -> HostGpu:
     device_id = str(device.get("device_id", "")).lower()
     if str(device.get("vendor") or NVIDIA_VENDOR).lower() == AMD_VENDOR:
-        amd = amd_gpu(device_id)
+        amd = amd_gpu_by_pci_id(kb, device_id)
         name = str(device.get("name") or f"AMD device {AMD_VENDOR}:{device_id}")
-        return HostGpu(device_id, name, amd.model if amd else None, None, AMD_VENDOR, amd.gfx if amd else None)
+        return HostGpu(device_id, name, amd.name if amd else None, None, AMD_VENDOR, amd.gfx if amd else None)
     known = gpu_by_pci_id(kb, device_id)
     name = str(device.get("name") or f"NVIDIA device 10de:{device_id}")
     return HostGpu(device_id, name, known.gpu.name if known else None, known.sm if known else None)

@@ -1,7 +1,8 @@
 """Per-host resolution: a stack for each host from its facts and the user's constraints. Pure.
 
-The user's constraints (--torch, --cuda, --driver, --python, --skip-driver's loaded driver, what the
-wheelhouse holds) apply to every host; what they leave open comes from the host (its OS, its GPUs).
+The user's constraints (--torch, --cuda or --rocm, --driver, --python, --skip-driver's loaded driver, what
+the wheelhouse holds) apply to every host; what they leave open comes from the host (its OS, its GPUs:
+an AMD host gets torch's ROCm build for its GPUs, an NVIDIA host the CUDA build, each refused the other's).
 --os and --gpu are checks: a host that differs is refused. A pinned stack (--stack) is checked
 against each host instead of resolved. Hosts whose facts resolve alike share one resolution.
 A request no host could ever satisfy is a BadRequest before anything runs (`check_request`); what
@@ -16,12 +17,13 @@ from typing import Any
 
 from gpuenv.compat import KnowledgeBase, driver_runs_cuda, gpu_code_for
 from gpuenv.errors import BadRequest
-from gpuenv.provision.amdgpus import ROCM_ARCHITECTURES, find_amd_model, rocm_os_line, rocm_serves
 from gpuenv.provision.hostfacts import ARCHITECTURES, HostFacts
+from gpuenv.provision.rocmhosts import asked_platform_refusal, rocm_host_stack, rocm_refusal
 from gpuenv.resolve import Request, resolve
+from gpuenv.resolve_rocm import amd_target
 from gpuenv.stack import CPU_BUILD, NONE, Stack
 
-_TORCH_WHEEL = re.compile(r"torch-(\d+(?:\.\d+)+)(?:(?:\+|%2[bB])([a-z0-9]+))?-cp(\d)(\d+)-", re.ASCII)
+_TORCH_WHEEL = re.compile(r"torch-(\d+(?:\.\d+)+)(?:(?:\+|%2[bB])([a-z0-9.]+))?-cp(\d)(\d+)-", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -29,7 +31,7 @@ class WheelhouseTorch:
     """What a wheelhouse says about the stack: its torch release, build and Python, and what it lacks."""
 
     torch: str | None = None
-    build: str | None = None  # "cpu", "cu130"; None: a plain PyPI wheel
+    build: str | None = None  # "cpu", "cu130", "rocm6.4"; None: a plain PyPI wheel
     python: str | None = None  # set when every torch wheel is for one Python
     has_torchvision: bool = False
     has_torchaudio: bool = False
@@ -59,7 +61,7 @@ def wheelhouse_torch(names: list[str]) -> WheelhouseTorch:
 class HostRequest:
     """What every host's stack must satisfy."""
 
-    constraints: Request = field(default_factory=Request)  # torch, cuda, driver, python (os/gpu are checks)
+    constraints: Request = field(default_factory=Request)  # torch, cuda or rocm, driver, python (os/gpu are checks)
     os_check: str | None = None
     gpu_check: str | None = None
     pinned: Stack | None = None
@@ -95,8 +97,9 @@ def request_from(
     if wheels is not None and wheels.torch and pinned is None and "torch" not in given:
         given["torch"] = wheels.torch
         cpu = wheels.build == CPU_BUILD
-        if wheels.build and not cpu and "cuda" not in given:
-            given["cuda"] = wheels.build
+        platform = "rocm" if wheels.build and wheels.build.startswith("rocm") else "cuda"
+        if wheels.build and not cpu and platform not in given:
+            given[platform] = wheels.build
         if wheels.python and "python" not in given:
             given["python"] = wheels.python
         build = f"+{wheels.build}" if wheels.build else ""
@@ -163,7 +166,7 @@ def _torch_only(plan: HostPlan) -> HostPlan:
 
 
 def _resolution_key(request: HostRequest, facts: HostFacts) -> tuple[Any, ...]:
-    sms = tuple(sorted({g.sm or f"?{g.device_id}" for g in facts.gpus}))
+    sms = tuple(sorted({g.sm or g.model or f"?{g.device_id}" for g in facts.gpus}))
     return facts.os, sms, facts.driver if request.skip_driver else None
 
 
@@ -183,32 +186,30 @@ def _check_host(kb: KnowledgeBase, request: HostRequest, facts: HostFacts) -> st
 
 
 def _has_wanted_gpus(kb: KnowledgeBase, gpu: str, facts: HostFacts) -> bool:
-    amd = find_amd_model(gpu)
+    amd = amd_target(kb, gpu)
     if amd is not None:
-        wanted_gfx = amd.gfx if gpu.lower() == amd.gfx else None
+        by_gfx = gpu.lower() == amd.gfx
         return bool(facts.gpus) and all(
-            g.is_amd and (g.gfx == wanted_gfx if wanted_gfx else g.model == amd.model) for g in facts.gpus
+            g.is_amd and (g.gfx == amd.gfx if by_gfx else g.model == amd.name) for g in facts.gpus
         )
     wanted = _wanted_sm(kb, gpu)
     return bool(facts.gpus) and all(not g.is_amd and g.sm == wanted for g in facts.gpus)
 
 
 def _vendor_refusal(request: HostRequest, facts: HostFacts) -> str | None:
-    """A host with both vendors' GPUs, a ROCm stack on NVIDIA GPUs, a CUDA stack (pinned or resolved) on AMD GPUs."""
+    """A host with both vendors' GPUs, a ROCm stack (pinned, or asked for) on NVIDIA GPUs, a CUDA stack (pinned,
+    or asked for) on AMD GPUs."""
     amd, nvidia = facts.amd_gpus, facts.nvidia_gpus
     if amd and nvidia:
         return f"{facts.host}: the host mixes NVIDIA and AMD GPUs ({facts.gpu_label()}); gpuenv installs one driver"
     pinned = request.pinned
     if pinned is not None and pinned.platform == "rocm":
         return _platform_refusal(facts, pinned) if nvidia else None
-    if not amd or request.cpu_wheels or (pinned is not None and pinned.cpu_only):
+    if request.cpu_wheels or (pinned is not None and pinned.cpu_only):
         return None
     if pinned is not None:
-        return _platform_refusal(facts, pinned)
-    return (
-        f"{facts.host}: a CUDA stack needs NVIDIA GPUs, but the host has {facts.gpu_label(amd)}: "
-        "give a ROCm stack with --stack FILE (gpuenv resolves none from flags yet)"
-    )
+        return _platform_refusal(facts, pinned) if amd else None
+    return asked_platform_refusal(request.constraints, facts)
 
 
 def _platform_refusal(facts: HostFacts, stack: Stack) -> str:
@@ -240,8 +241,14 @@ def _plan_one(kb: KnowledgeBase, request: HostRequest, facts: HostFacts) -> Host
     kept = _kept_driver(request, facts)
     if kept and not constraints.driver:
         constraints = replace(constraints, driver=kept)
+    if facts.amd_gpus and not request.cpu_wheels:
+        try:
+            stack = rocm_host_stack(kb, constraints, facts)
+        except BadRequest as exc:
+            return HostPlan(facts, refused=exc.message, warnings=tuple(warnings))
+        return HostPlan(facts, stack, None, tuple([*warnings, *stack.warnings]))
     sms = sorted({g.sm for g in facts.gpus if g.sm}, key=lambda sm: tuple(int(p) for p in sm.split(".")))
-    cpu = request.cpu_wheels or (not facts.gpus and not request.constraints.cuda)
+    cpu = request.cpu_wheels or (not facts.gpus and not request.constraints.cuda and not request.constraints.rocm)
     try:
         stack = _resolve_for_gpus(kb, constraints, [] if cpu else sms)
     except BadRequest as exc:
@@ -323,7 +330,7 @@ def pinned_refusal(kb: KnowledgeBase, stack: Stack, facts: HostFacts, *, kept_dr
     if os_info is not None and stack.python not in os_info.python:
         return f"{facts.os} has no known way to provide Python {stack.python} (has {', '.join(os_info.python)})"
     if stack.platform == "rocm":
-        return _rocm_refusal(stack, facts)
+        return rocm_refusal(kb, stack, facts)
     if not stack.cpu_only:
         for gpu in facts.gpus:
             if gpu.sm and not _build_runs_on(kb, stack, gpu.sm):
@@ -333,21 +340,6 @@ def pinned_refusal(kb: KnowledgeBase, stack: Stack, facts: HostFacts, *, kept_dr
             verdict = driver_runs_cuda(kb, kept_driver, stack.cuda_build)
             if not verdict.ok:
                 return f"the loaded driver, kept by --skip-driver, cannot run the stack: {verdict.message}"
-    return None
-
-
-def _rocm_refusal(stack: Stack, facts: HostFacts) -> str | None:
-    """A ROCm stack: an OS the amdgpu role serves for that release, x86_64, GPU code for every AMD GPU."""
-    rocm = str(stack.rocm)
-    if not rocm_serves(rocm, facts.distribution, facts.version):
-        return f"ROCm {rocm} is not provisioned on {facts.os_label} (gpuenv provisions it on {rocm_os_line(rocm)})"
-    if facts.architecture not in ROCM_ARCHITECTURES:
-        return f"architecture {facts.architecture} has no amdgpu driver or ROCm (x86_64 only)"
-    targets = stack.arch_list.split(";")
-    for gpu in facts.amd_gpus:
-        if gpu.gfx and gpu.gfx not in targets:
-            build = f"torch {stack.torch}+{stack.cuda_build}"
-            return f"{build} has no GPU code for {gpu.model} ({gpu.gfx}): built for {stack.arch_list}"
     return None
 
 

@@ -188,7 +188,7 @@ def _host_request(
     if not representative.cpu_only:  # --cuda 13.0 --driver-branch 470: the request contradicts itself
         driver_branch(representative, options, kb_facts(kb, representative))
     if representative.platform == "rocm":  # a ROCm stack with --with-container-toolkit
-        amdgpu_variables(representative, options)
+        amdgpu_variables(representative, options, kb_facts(kb, representative))
     return host_request, notes + ([left_out] if left_out else []), options
 
 
@@ -197,7 +197,7 @@ def _pinned(request: StackRequest) -> Stack | None:
         return None
     if request.constraints.given():
         raise BadRequest(
-            "--stack cannot be combined with --torch/--cuda/--driver/--python/--gpu/--os",
+            "--stack cannot be combined with --torch/--cuda/--rocm/--driver/--python/--gpu/--os",
             hint="edit the stack file, or resolve again with the constraints",
         )
     return load_stack(request.stack_file)

@@ -56,6 +56,7 @@ class KbFacts:
     debian_nonfree_ok: bool
     debian_nonfree_branch: str = "535"
     min_driver_branch: int = 0  # the lowest branch that runs the stack's CUDA
+    rocm_supported: dict[str, list[str]] | None = None  # a ROCm stack: the host OSes its release is provisioned on
 
 
 def min_driver_branch(kb: KnowledgeBase, stack: Stack) -> int:
@@ -118,6 +119,7 @@ def kb_facts(kb: KnowledgeBase, stack: Stack) -> KbFacts:
         debian_nonfree_ok=bool(verdict and verdict.ok),
         debian_nonfree_branch=DEBIAN_NONFREE_BRANCH[1:],
         min_driver_branch=min_driver_branch(kb, stack) if stack.platform == "cuda" else 0,
+        rocm_supported=rocm_host_oses(kb, str(stack.rocm)) if stack.platform == "rocm" else None,
     )
 
 
@@ -160,10 +162,10 @@ def variables(stack: Stack, options: ProvisionOptions, facts: KbFacts) -> dict[s
         "verify_venv": options.venv,
         "verify_reports_dir": options.reports_dir,
     }
-    return {**values, **amdgpu_variables(stack, options)} if stack.platform == "rocm" else values
+    return {**values, **amdgpu_variables(stack, options, facts)} if stack.platform == "rocm" else values
 
 
-def amdgpu_variables(stack: Stack, options: ProvisionOptions) -> dict[str, Any]:
+def amdgpu_variables(stack: Stack, options: ProvisionOptions, facts: KbFacts) -> dict[str, Any]:
     """What the amdgpu role needs for a ROCm stack: the release whose repositories it uses, the OSes it serves."""
     if options.container_toolkit:
         raise BadRequest(
@@ -174,7 +176,7 @@ def amdgpu_variables(stack: Stack, options: ProvisionOptions) -> dict[str, Any]:
     return {
         "amdgpu_enabled": options.driver,
         "amdgpu_rocm": rocm,
-        "amdgpu_supported": rocm_host_oses(rocm),
+        "amdgpu_supported": facts.rocm_supported or {},
         "amdgpu_smi": True,
         "amdgpu_allow_secure_boot": options.allow_secure_boot,
         "amdgpu_reboot": options.reboot,

@@ -25,7 +25,7 @@ from gpuenv import schema, validate
 from gpuenv.errors import BadRequest
 from gpuenv.resources import shipped_dir
 
-_STACK_KEYS = {"torch", "cuda", "driver", "python", "gpu", "os"}
+_STACK_KEYS = {"torch", "cuda", "rocm", "driver", "python", "gpu", "os"}
 _IMAGE_KEYS = {"flavor", "cudnn", "with", "slim", "pip"}
 _TOP_KEYS = {"description", "tag", "stack", "image"}
 _SPEC_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,80}", re.ASCII)
@@ -66,6 +66,7 @@ def load_spec(path: Path) -> ImageSpec:
     checks: dict[str, Callable[[str, str], str]] = {
         "torch": validate.version,
         "cuda": validate.version,
+        "rocm": validate.version,
         "python": validate.version,
         "driver": lambda v, _w: validate.driver(v),
         "gpu": lambda v, _w: validate.gpu(v),

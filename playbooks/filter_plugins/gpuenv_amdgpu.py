@@ -23,7 +23,8 @@ KEY_URL = f"{REPO_BASE}/rocm/rocm.gpg.key"
 AMD = "1002"
 _CODENAMES = {"22.04": "jammy", "24.04": "noble"}
 # The OS families this role implements: AMD documents amdgpu-dkms for each of these on ROCm 6.2 to 6.4
-# (gpuenv writes the list for the stack's ROCm release into amdgpu_supported; this is the fallback).
+# (gpuenv writes the list for the stack's ROCm release into amdgpu_supported, from its knowledge base's
+# OS support per release; this is the fallback).
 SUPPORTED = {"ubuntu": ["22.04", "24.04"], "rhel": ["8", "9"]}
 _RHEL_LIKE = ("rocky", "redhat", "rhel")
 _ARCHITECTURES = ("x86_64",)  # AMD ships amdgpu-dkms and ROCm for x86_64 only

@@ -40,7 +40,7 @@ _OPEN_DEFAULT_FROM_BRANCH = 560  # NVIDIA's installers default to the open modul
 _PCI_LINE = re.compile(r"^(\S+)\s+(?:0x([0-9a-fA-F]{4})\s+)?0x([0-9a-fA-F]{4})\s+0x([0-9a-fA-F]{4,6})(?:\t(.*))?$")
 NVIDIA, AMD = "10de", "1002"  # PCI vendor ids
 # AMD Instinct PCI device id -> GPU architecture (the Linux amdgpu driver's id list, as pci.ids names them);
-# gpuenv.provision.amdgpus carries the same ids with the model names (tests/provision keep them agreeing).
+# gpuenv's knowledge base (amd_gpus) carries the same ids with the model names; tests/provision keep them equal.
 AMD_GFX_BY_DEVICE_ID = {
     "738c": "gfx908",  # MI100
     "7408": "gfx90a",  # MI250X

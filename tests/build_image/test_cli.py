@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.build_image.rocm import mi300x_stack, rocm_stack, write_stack
+from tests.build_image.test_hadolint import lint_dockerfiles
 from tests.conftest import REPO, run_gpuenv
 
 NO_DOCKER = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
@@ -192,6 +193,61 @@ def test_a_rocm_stack_file_renders_runtime_and_devel_without_docker(tmp_path: Pa
         assert ('PYTORCH_ROCM_ARCH="gfx942"' in text) is (flavor == "devel")
         assert (
             f"build it with: docker build -t gpuenv/pytorch:2.9.1-rocm6.4-py3.12-ubuntu24.04-{flavor}" in result.stdout
+        )
+
+
+_CUDA_PIECES = ("CUDA_HOME", "TORCH_CUDA_ARCH_LIST", "nvidia", "NVIDIA_", "cudnn", "/usr/local/cuda")
+
+
+@pytest.mark.parametrize(
+    ("args", "base", "arch"),
+    [
+        (("--rocm", "6.4", "--torch", "2.9.1"), "rocm/dev-ubuntu-22.04:6.4.4", None),
+        (("--gpu", "MI300X", "--flavor", "devel"), "-complete", 'PYTORCH_ROCM_ARCH="gfx942"'),
+    ],
+)
+def test_rocm_flags_render_a_hadolint_clean_dockerfile_without_cuda_pieces(
+    tmp_path: Path, args: tuple[str, ...], base: str, arch: str | None
+) -> None:
+    dest = tmp_path / "ctx"
+    result = run_gpuenv("build-image", *args, "--render-only", str(dest), env=NO_DOCKER)
+    assert result.returncode == 0, result.stderr
+    text = (dest / "Dockerfile").read_text()
+    stack = json.loads((dest / "stack.json").read_text())
+    assert stack["cuda_build"].startswith("rocm") and (stack["cuda"], stack["cudnn"]) == ("none", None)
+    assert base in result.stderr and [p for p in _CUDA_PIECES if p in text] == []
+    assert "PYTORCH_ROCM_ARCH" not in text if arch is None else arch in text
+    lint_dockerfiles([dest / "Dockerfile"])
+
+
+def test_a_spec_may_name_a_rocm_release(tmp_path: Path) -> None:
+    spec = tmp_path / "rocm.toml"
+    spec.write_text('[stack]\ntorch = "2.9.1"\nrocm = "6.4"\nos = "ubuntu24.04"\n[image]\nflavor = "devel"\n')
+    dest = tmp_path / "ctx"
+    result = run_gpuenv("build-image", "--spec", str(spec), "--render-only", str(dest), env=NO_DOCKER)
+    assert result.returncode == 0, result.stderr
+    stack = json.loads((dest / "stack.json").read_text())
+    assert (stack["torch"], stack["cuda_build"], stack["os"]) == ("2.9.1", "rocm6.4", "ubuntu24.04")
+    assert "rocm/dev-ubuntu-24.04:6.4.4-complete" in (dest / "Dockerfile").read_text()
+    spec.write_text('[stack]\nrocm = "6.4; id"\n')
+    _fails_cleanly(run_gpuenv("build-image", "--spec", str(spec), "--render-only", str(tmp_path / "x")), 2)
+
+
+def test_a_rocm_stack_file_from_resolve_is_rendered_exactly(tmp_path: Path) -> None:
+    resolved = run_gpuenv("resolve", "--torch", "2.9.1", "--rocm", "6.4", "--os", "ubuntu24.04", "--json")
+    assert resolved.returncode == 0, resolved.stderr
+    stack_file = tmp_path / "stack.json"
+    stack_file.write_text(resolved.stdout)
+    for flavor in ("runtime", "devel"):
+        dest = tmp_path / flavor
+        result = run_gpuenv(
+            "build-image", "--stack", str(stack_file), "--flavor", flavor, "--render-only", str(dest), env=NO_DOCKER
+        )
+        assert result.returncode == 0, result.stderr
+        assert json.loads((dest / "stack.json").read_text()) == json.loads(resolved.stdout)
+        assert (
+            f"rocm/dev-ubuntu-24.04:6.4.4{'-complete' if flavor == 'devel' else ''}"
+            in (dest / "Dockerfile").read_text()
         )
 
 

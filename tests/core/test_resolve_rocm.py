@@ -91,7 +91,8 @@ def test_an_mi300x_needs_rocm_6_and_a_build_with_its_kernels() -> None:
         (("--rocm", "5.0"), "unknown ROCm version 5.0"),
         (("--torch", "2.6.0+rocm6.4"), "torch 2.6.0 is built for"),
         (("--torch", "2.6.0+rocm6.2.4", "--cuda", "12.4"), "is a ROCm build, but --cuda asks for CUDA 12.4"),
-        (("--rocm", "6.4", "--os", "rockylinux9"), "--os rockylinux9: AMD supports ROCm 6.4 on"),
+        (("--rocm", "7.0", "--os", "rockylinux8", "--for", "host"), "--os rockylinux8: AMD supports ROCm 7.0 on"),
+        (("--rocm", "6.4", "--os", "rockylinux9"), "--os rockylinux9: no rocm/dev image of ROCm 6.4.4"),
     ],
 )
 def test_impossible_rocm_requests_exit_2_with_one_line_and_a_hint(args: tuple[str, ...], says: str) -> None:
@@ -100,6 +101,19 @@ def test_impossible_rocm_requests_exit_2_with_one_line_and_a_hint(args: tuple[st
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 2 and lines[1].lstrip().startswith("hint:"), done.stderr
     assert says in lines[0], lines[0]
+
+
+def test_rocky_linux_is_served_where_amd_lists_rhel_of_its_major_with_a_warning() -> None:
+    stack = resolve(KB, Request(rocm="6.4", os="rockylinux9", purpose="host"))
+    assert (stack.cuda_build, stack.os) == ("rocm6.4", "rockylinux9")
+    assert "AMD lists ROCm 6.4 for RHEL 9, not rockylinux9" in " ".join(stack.warnings)
+    assert stack.reasons["os"].endswith("AMD supports ROCm 6.4 on it as rhel9")
+    on_ubuntu = resolve(KB, Request(rocm="6.4", os="ubuntu24.04", purpose="host"))
+    assert not any("RHEL" in w for w in on_ubuntu.warnings) and on_ubuntu.reasons["os"].endswith("on it")
+    with pytest.raises(BadRequest, match=r"AMD supports ROCm 7\.0 on .*rhel9.*, not rockylinux8"):
+        resolve(KB, Request(rocm="7.0", os="rockylinux8", purpose="host"))
+    done = run_gpuenv("resolve", "--rocm", "6.4", "--os", "rockylinux9")  # an image needs a rocm/dev base
+    assert done.returncode == 2 and "a host needs no image: provision (and resolve --for host) gets" in done.stderr
 
 
 def test_a_rocm_local_version_parses_and_picks_the_build() -> None:
@@ -193,6 +207,7 @@ def test_shell_completion_offers_amd_gpus_and_rocm_releases() -> None:
     assert [item.value for item in complete_gpu(ctx, option, "MI3")] == [
         "MI300A",
         "MI300X",
+        "MI308X",
         "MI325X",
         "MI350X",
         "MI355X",

@@ -1,8 +1,8 @@
 """AMD Instinct hosts for the provision tests: a ROCm stack built by hand and gather facts of AMD GPUs.
 
-The resolver does not produce ROCm stacks here yet, so the stack is written out as `gpuenv resolve
---torch 2.9.1 --rocm 6.4 --os ubuntu24.04 --json` will give it; the facts are what playbooks/gather.yml
-sets on an MI300X host (PCI vendor 1002, device 74a1, class 0x120000 "processing accelerator").
+The pinned stack is written out by hand, a fixed input for the plan tests (test_amd_resolve.py tests the
+stacks provision resolves from flags); the facts are what playbooks/gather.yml sets on an MI300X host
+(PCI vendor 1002, device 74a1, class 0x120000 "processing accelerator").
 """
 
 from __future__ import annotations

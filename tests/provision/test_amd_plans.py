@@ -106,11 +106,11 @@ def test_a_rocm_stack_on_nvidia_gpus_is_refused_naming_the_host_and_what_was_fou
     assert "nv1" not in out["drivers"] and out["result"].exit_code == 1
 
 
-def test_a_cuda_stack_on_amd_gpus_is_refused_resolved_or_pinned() -> None:
+def test_a_cuda_stack_on_amd_gpus_is_refused_asked_for_or_pinned() -> None:
     host = host_facts(KB, "mi1", "Ubuntu", "22.04", *amd(MI300X, 8))
-    resolved = _plan(host, request=HostRequest())["plans"]["mi1"].refused
-    assert resolved is not None and resolved.startswith(
-        "mi1: a CUDA stack needs NVIDIA GPUs, but the host has 8× MI300X (gfx942)"
+    asked = _plan(host, request=HostRequest(constraints=Request(cuda="12.8")))["plans"]["mi1"].refused
+    assert asked == (
+        "mi1: --cuda 12.8 asks for a CUDA stack, which needs NVIDIA GPUs, but the host has 8× MI300X (gfx942)"
     )
     cuda = resolve(KB, Request(os="ubuntu22.04", python="3.12"))
     pinned = _plan(host, request=HostRequest(pinned=cuda))["plans"]["mi1"].refused
@@ -130,7 +130,8 @@ def test_the_rocm_os_list_and_the_gpu_code_are_checked_per_host() -> None:
         host_facts(KB, "d", "Debian", "12", *amd(MI300X, 8)), request=HostRequest(pinned=rocm_stack(python="3.11"))
     )
     assert debian["plans"]["d"].refused == (
-        "ROCm 6.4 is not provisioned on debian12 (gpuenv provisions it on Ubuntu 22.04/24.04, Rocky Linux 8/9)"
+        "ROCm 6.4 is not provisioned on debian12: the amdgpu role does not implement it "
+        "(gpuenv provisions it on Ubuntu 22.04/24.04, Rocky Linux 8/9)"
     )
     mi250 = _plan(host_facts(KB, "m", "Ubuntu", "22.04", *amd(MI250X, 8)))["plans"]["m"].refused
     assert mi250 == "torch 2.9.1+rocm6.4 has no GPU code for MI250X (gfx90a): built for gfx942"
@@ -212,9 +213,9 @@ def test_the_playbook_refusal_says_what_provision_says() -> None:
     assert refuse("cpu", "cpu", mi300x + h100, "a CPU stack") == "" and refuse("none", "rocm", [], "x") == ""
 
 
-def test_the_device_tables_and_os_lists_of_python_and_playbooks_agree() -> None:
-    assert {i: g.gfx for i, g in amdgpus.AMD_GPUS.items()} == FILTERS.AMD_GFX_BY_DEVICE_ID
+def test_the_playbooks_device_table_and_os_lists_agree_with_the_knowledge_base() -> None:
+    assert {i: g.gfx for g in KB.amd_gpus for i in g.pci_ids} == FILTERS.AMD_GFX_BY_DEVICE_ID
     defaults = yaml.safe_load((FILTERS_DIR.parent / "roles/amdgpu/defaults/main.yml").read_text(encoding="utf-8"))
-    assert defaults["amdgpu_supported"] == amdgpus.rocm_host_oses(defaults["amdgpu_rocm"])
+    assert defaults["amdgpu_supported"] == amdgpus.rocm_host_oses(KB, defaults["amdgpu_rocm"])
     assert defaults["amdgpu_repo_base"] == AMDGPU.REPO_BASE and defaults["amdgpu_enabled"] is False
     assert AMDGPU.SUPPORTED == {"ubuntu": ["22.04", "24.04"], "rhel": ["8", "9"]}

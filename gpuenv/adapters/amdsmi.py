@@ -203,6 +203,55 @@ def _power(cap: dict[str, Any] | None, info: dict[str, Any] | None) -> dict[str,
     }
 
 
+# --- under load (the shape gpuenv.adapters.nvml's load_sample and violation counters give) --------
+
+# AMD SMI's violation status (MI300 and later): each limit has an active_* flag (holding the clocks
+# down now) and an acc_* residency counter that grows with acc_counter while the limit holds
+VIOLATION_LIMITS = ("prochot_thrm", "ppt_pwr", "socket_thrm", "vr_thrm", "hbm_thrm", "gfx_clk_below_host_limit")
+
+
+def load_sample(indices: list[int]) -> dict[int, dict[str, Any]]:
+    """One reading under load of these GPUs (AMD SMI index): the limits active now (by name, as
+    VIOLATION_LIMITS), GFX clock (MHz), hotspot temperature (°C), socket power (mW); an item the
+    GPU cannot give is None. Needs init()."""
+    smi = _amdsmi()
+    handles = _handles()
+    hotspot, current = smi.AmdSmiTemperatureType.HOTSPOT, smi.AmdSmiTemperatureMetric.CURRENT
+    found = {}
+    for i in indices:
+        h, unknown = handles[i], dict[str, str]()
+        status = _read(unknown, "violation_status", partial(smi.amdsmi_get_violation_status, h))
+        clock = _read(unknown, "gfx_clock", partial(smi.amdsmi_get_clock_info, h, smi.AmdSmiClkType.GFX)) or {}
+        found[i] = {
+            "clock_events": _active(status),
+            "sm_clock": _number(clock.get("clk")),
+            "temperature": _read(unknown, "temperature", partial(smi.amdsmi_get_temp_metric, h, hotspot, current)),
+            "power_mw": power_mw(i),
+        }
+    return found
+
+
+def _active(status: dict[str, Any] | None) -> list[str] | None:
+    """The limits AMD SMI's violation status says hold the clocks down now; None where unread."""
+    if status is None:
+        return None
+    return [name for name in VIOLATION_LIMITS if status.get(f"active_{name}") is True]
+
+
+def violation_counters(indices: list[int]) -> dict[int, dict[str, int]]:
+    """The residency counters of these GPUs (AMD SMI index) by limit, with `counter` (acc_counter,
+    the ticks they are a share of); a counter the GPU does not keep is left out. Needs init()."""
+    smi = _amdsmi()
+    handles = _handles()
+    found: dict[int, dict[str, int]] = {}
+    for i in indices:
+        status = _read({}, "violation_status", partial(smi.amdsmi_get_violation_status, handles[i])) or {}
+        counters = {"counter": status.get("acc_counter")} | {n: status.get(f"acc_{n}") for n in VIOLATION_LIMITS}
+        read = {name: _number(value) for name, value in counters.items()}
+        found[i] = {name: value for name, value in read.items() if value is not None}
+    return found
+
+
 # --- power caps, for gpuenv tune power (the shape gpuenv.adapters.nvml's power functions give) ----
 
 

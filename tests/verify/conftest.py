@@ -1,5 +1,5 @@
-"""Fixtures for the verify tests: the fake libnvidia-ml.so.1 (compiled here from C with gcc) and
-Debian's real libnvidia-ml1 unpacked by tests/infra/prepare.sh."""
+"""Fixtures for the verify tests: the fake libnvidia-ml.so.1 and libamd_smi.so (compiled here from
+C with gcc) and Debian's real libnvidia-ml1 unpacked by tests/infra/prepare.sh."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from gpuenv.verify.pci import TEST_SYSFS_ENV
 from tests.conftest import CACHE, require, run_gpuenv
 
 HERE = Path(__file__).resolve().parent
@@ -38,6 +39,54 @@ def fake_nvml_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=60,
     )
     return out
+
+
+FAKE_AMDSMI = HERE / "fake_amdsmi"
+AMD_BUS = [f"0000:{0x05 + 0x10 * i:02x}:00.0" for i in range(8)]  # where the fake puts its GPUs
+
+
+@pytest.fixture(scope="session")
+def fake_rocm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A ROCm root (for ROCM_PATH) holding the fake lib/libamd_smi.so."""
+    require(shutil.which("gcc") is not None, "needs gcc to build the fake libamd_smi.so")
+    root = tmp_path_factory.mktemp("fake-rocm")
+    (root / "lib").mkdir()
+    source = FAKE_AMDSMI / "fake_amdsmi.c"
+    command = ["gcc", "-shared", "-fPIC", "-Wall", "-Werror", "-O1", "-o", str(root / "lib" / "libamd_smi.so")]
+    subprocess.run([*command, str(source)], check=True, timeout=60)
+    return root
+
+
+@pytest.fixture(scope="session")
+def amd_sysfs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A PCI bus with eight MI300X (processing accelerators) and an AMD audio function."""
+    root = tmp_path_factory.mktemp("sysfs-amd")
+    fake_sysfs(root, {bus: ("0x1002", "0x120000") for bus in AMD_BUS} | {"0000:c1:00.1": ("0x1002", "0x040300")})
+    return root
+
+
+def fake_sysfs(root: Path, devices: dict[str, tuple[str, str]]) -> Path:
+    for bus, (vendor, klass) in devices.items():
+        (root / bus).mkdir(parents=True)
+        (root / bus / "vendor").write_text(vendor + "\n")
+        (root / bus / "class").write_text(klass + "\n")
+    return root
+
+
+def amd_env(rocm: Path, sysfs: Path, scenario: str, **extra: str) -> dict[str, str]:
+    """verify over the fake AMD SMI, with the stand-in load (the fake answers its under-load
+    values while the marker exists)."""
+    marker = str(rocm / "load-marker")
+    return {
+        "GPUENV_TEST_FAULT": "nvml:standin",
+        "GPUENV_TEST_LOAD_MARKER": marker,
+        "FAKE_AMDSMI_LOAD_MARKER": marker,
+        "ROCM_PATH": str(rocm),
+        "FAKE_AMDSMI_SCENARIO": str(FAKE_AMDSMI / f"{scenario}.scenario"),
+        TEST_SYSFS_ENV: str(sysfs),
+        "LD_LIBRARY_PATH": "",  # no libnvidia-ml: NVML cannot name the GPUs
+        **extra,
+    }
 
 
 @pytest.fixture(scope="session")

@@ -4,8 +4,6 @@ from C (scenario files in fake_amdsmi/), with AMD GPUs on a stand-in PCI bus; an
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -18,50 +16,11 @@ from gpuenv.verify.checks.fp8 import E4M3FN, E4M3FNUZ, fp8_format, no_fp8_reason
 from gpuenv.verify.checks.nvml.policy import load_policy
 from gpuenv.verify.checks.nvml.rules import evaluate
 from gpuenv.verify.facts import HostFacts, NvmlSnapshot, gpu_node_note, host_facts, prefer, rocm_visible
-from gpuenv.verify.pci import TEST_SYSFS_ENV, amd_on_pci, nvidia_on_pci
-from tests.conftest import require
-from tests.verify.conftest import check, verify_json
-
-FAKE_AMDSMI = Path(__file__).resolve().parent / "fake_amdsmi"
-AMD_BUS = [f"0000:{0x05 + 0x10 * i:02x}:00.0" for i in range(8)]  # where the fake puts its GPUs
-
-
-@pytest.fixture(scope="session")
-def fake_rocm(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A ROCm root (for ROCM_PATH) holding the fake lib/libamd_smi.so."""
-    require(shutil.which("gcc") is not None, "needs gcc to build the fake libamd_smi.so")
-    root = tmp_path_factory.mktemp("fake-rocm")
-    (root / "lib").mkdir()
-    source = FAKE_AMDSMI / "fake_amdsmi.c"
-    command = ["gcc", "-shared", "-fPIC", "-Wall", "-Werror", "-O1", "-o", str(root / "lib" / "libamd_smi.so")]
-    subprocess.run([*command, str(source)], check=True, timeout=60)
-    return root
-
-
-@pytest.fixture(scope="session")
-def amd_sysfs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A PCI bus with eight MI300X (processing accelerators) and an AMD audio function."""
-    root = tmp_path_factory.mktemp("sysfs-amd")
-    fake_sysfs(root, {bus: ("0x1002", "0x120000") for bus in AMD_BUS} | {"0000:c1:00.1": ("0x1002", "0x040300")})
-    return root
-
-
-def fake_sysfs(root: Path, devices: dict[str, tuple[str, str]]) -> Path:
-    for bus, (vendor, klass) in devices.items():
-        (root / bus).mkdir(parents=True)
-        (root / bus / "vendor").write_text(vendor + "\n")
-        (root / bus / "class").write_text(klass + "\n")
-    return root
-
-
-def amd_env(rocm: Path, sysfs: Path, scenario: str, **extra: str) -> dict[str, str]:
-    return {
-        "ROCM_PATH": str(rocm),
-        "FAKE_AMDSMI_SCENARIO": str(FAKE_AMDSMI / f"{scenario}.scenario"),
-        TEST_SYSFS_ENV: str(sysfs),
-        "LD_LIBRARY_PATH": "",  # no libnvidia-ml: NVML cannot name the GPUs
-        **extra,
-    }
+from gpuenv.verify.pci import amd_on_pci, nvidia_on_pci
+from tests.verify.conftest import AMD_BUS, amd_env, check, fake_sysfs, verify_json
+from tests.verify.conftest import FAKE_AMDSMI as FAKE_AMDSMI  # other areas' tests import them from here
+from tests.verify.conftest import amd_sysfs as amd_sysfs
+from tests.verify.conftest import fake_rocm as fake_rocm
 
 
 def run_amd(rocm: Path, sysfs: Path, scenario: str, *args: str) -> tuple[int, dict[str, Any], dict[str, Any]]:
@@ -87,8 +46,9 @@ def test_healthy_8xmi300x_passes_and_names_every_gpu(fake_rocm: Path, amd_sysfs:
     assert [g["index"] for g in gpus] == list(range(8)) and {g["gfx"] for g in gpus} == {"gfx942"}
     assert gpus[3]["uuid"] == "03ff74a1-0000-1000-80c6-000000000003" and gpus[3]["pci_bus_id"] == "0000:35:00.0"
     assert gpus[3]["serial"] == "6922510010003"
-    # what AMD SMI is not asked yet is said, not passed over
-    assert any("under load not judged" in f["message"] for f in result["findings"])
+    # read under load (the stand-in load); what AMD SMI is not asked is said, not passed over
+    assert all(g["under_load"]["samples"] == 5 for g in result["detail"]["snapshot"]["gpus"])
+    assert any(f["message"] == "AMD SMI: PCIe link state not read" for f in result["findings"])
 
 
 @pytest.mark.parametrize(
@@ -96,7 +56,11 @@ def test_healthy_8xmi300x_passes_and_names_every_gpu(fake_rocm: Path, amd_sysfs:
     [
         ("ecc-uncorrected", [("ecc_uncorrected", "fail", 3)], "4 uncorrectable ECC error(s)"),
         ("xgmi-down", [("nvlink_down", "fail", 5)], "XGMI link(s) 2 down"),
-        ("hot", [("clock_slowdown", "fail", 6), ("temperature", "warn", 6)], "104 °C, slowdown at 105 °C"),
+        (
+            "hot",  # held down at idle, and so under load too
+            [("clock_slowdown", "fail", 6), ("temperature", "warn", 6), ("throttled_under_load", "fail", 6)],
+            "104 °C, slowdown at 105 °C",
+        ),
     ],
 )
 def test_faults_fail_naming_the_gpu(

@@ -16,12 +16,19 @@
  * <pid>" to FAKE_AMDSMI_POWER_LOG (without it: NOT_SUPPORTED), and every read of the cap takes
  * the GPU's last line there (else power_cap_w), so a test reads what every process set, in order.
  * power_min_w is the floor AMD SMI gives (0, as on MI300X, by default); power_set_denied=1 makes a
- * set NO_PERM (not root). The energy counter grows at min(power_w, the cap) watts from amdsmi_init. */
+ * set NO_PERM (not root). The energy counter grows at min(power_w, the cap) watts from amdsmi_init.
+ * Under load, as the fake NVML: while the file FAKE_AMDSMI_LOAD_MARKER names exists (the stand-in
+ * load of GPUENV_TEST_FAULT=nvml:standin makes it), gfx_clk_load (default gfx_clk_max) and
+ * temp_load (default temp) answer instead of the idle values, and the violation status's limits
+ * load_prochot, load_ppt, load_socket, load_vr, load_hbm (1: active under load) are active; an
+ * active limit's residency counter (acc_*) grows as acc_counter does (1000 a second since
+ * amdsmi_init) for every second since the marker was made. */
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,6 +46,7 @@ typedef struct {
     unsigned long long gfx, ecc_uncorrected, ecc_corrected;
     int bad_pages, bad_pages_pending, bad_pages_unreservable, temp, temp_crit, power_w, power_cap_w, power_default_w;
     int gfx_clk, gfx_clk_max, xgmi_links, xgmi_down, procs, thermal, power_min_w, power_set_denied;
+    int gfx_clk_load, temp_load, load_prochot, load_ppt, load_socket, load_vr, load_hbm;
 } gpu_t;
 
 #pragma pack(push, 1)
@@ -77,7 +85,7 @@ static gpu_t gpus[MAXGPU];
 static int count = 8, init_error = 0, initialised = 0;
 static char driver[64] = "6.10.5", unsupported_all[512] = "";
 static int socket_token;
-static struct timespec started;
+static struct timespec started, started_wall;
 
 static void defaults(void) {
     for (int i = 0; i < MAXGPU; i++) {
@@ -89,6 +97,7 @@ static void defaults(void) {
         g->gfx = 0x942; g->temp = 42; g->temp_crit = 105;
         g->power_w = 140; g->power_cap_w = g->power_default_w = 750;
         g->gfx_clk = 132; g->gfx_clk_max = 2100; g->xgmi_links = 7; g->xgmi_down = -1;
+        g->gfx_clk_load = g->temp_load = -1;
     }
 }
 
@@ -102,7 +111,8 @@ static void set(gpu_t *g, const char *key, const char *val) {
     ULL(gfx) ULL(ecc_uncorrected) ULL(ecc_corrected)
     INT(bad_pages) INT(bad_pages_pending) INT(bad_pages_unreservable) INT(temp) INT(temp_crit) INT(power_w) INT(power_cap_w)
     INT(power_default_w) INT(gfx_clk) INT(gfx_clk_max) INT(xgmi_links) INT(xgmi_down) INT(procs) INT(thermal)
-    INT(power_min_w) INT(power_set_denied)
+    INT(power_min_w) INT(power_set_denied) INT(gfx_clk_load) INT(temp_load)
+    INT(load_prochot) INT(load_ppt) INT(load_socket) INT(load_vr) INT(load_hbm)
 }
 
 static void load(void) {
@@ -137,7 +147,7 @@ static int unsupported(gpu_t *g, const char *fn) {
     if (unsupported(g, __func__)) return E_NOT_SUPPORTED;
 
 int amdsmi_init(uint64_t flags) {
-    (void)flags; load(); clock_gettime(CLOCK_MONOTONIC, &started);
+    (void)flags; load(); clock_gettime(CLOCK_MONOTONIC, &started); clock_gettime(CLOCK_REALTIME, &started_wall);
     if (init_error) return init_error;
     initialised = 1; return OK;
 }
@@ -196,9 +206,23 @@ int amdsmi_get_gpu_bad_page_info(void *h, uint32_t *n, page_record_t *pages) {
     }
     *n = (uint32_t)total; return OK;
 }
+/* Seconds since `since` (wall clock), 0 if it is later. */
+static double seconds_since(struct timespec since) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    double s = (double)(now.tv_sec - since.tv_sec) + (double)(now.tv_nsec - since.tv_nsec) / 1e9;
+    return s > 0 ? s : 0;
+}
+/* Seconds since the load marker was made; -1 without a load. */
+static double loaded_s(void) {
+    const char *marker = getenv("FAKE_AMDSMI_LOAD_MARKER");
+    struct stat st;
+    if (!marker || stat(marker, &st) != 0) return -1;
+    return seconds_since(st.st_mtim);
+}
 int amdsmi_get_temp_metric(void *h, uint32_t sensor, uint32_t metric, int64_t *t) {
     GPU(h) if (sensor != 1) return E_NOT_SUPPORTED; /* the hotspot (junction) sensor only, as on MI300X */
-    if (metric == 0) *t = g->temp; else if (metric == 5) *t = g->temp_crit; else return E_NOT_SUPPORTED;
+    if (metric == 0) *t = loaded_s() >= 0 && g->temp_load >= 0 ? g->temp_load : g->temp; else if (metric == 5) *t = g->temp_crit; else return E_NOT_SUPPORTED;
     return OK;
 }
 /* The cap in force (microwatts): the GPU's last line in FAKE_AMDSMI_POWER_LOG, else the scenario's. */
@@ -251,7 +275,8 @@ int amdsmi_get_power_info(void *h, power_info_t *p) {
 }
 int amdsmi_get_clock_info(void *h, uint32_t type, clk_info_t *c) {
     GPU(h) if (type != 0) return E_NOT_SUPPORTED;
-    memset(c, 0, sizeof *c); c->clk = (uint32_t)g->gfx_clk; c->min_clk = 500; c->max_clk = (uint32_t)g->gfx_clk_max;
+    int loaded = loaded_s() >= 0, clk = loaded ? (g->gfx_clk_load >= 0 ? g->gfx_clk_load : g->gfx_clk_max) : g->gfx_clk;
+    memset(c, 0, sizeof *c); c->clk = (uint32_t)clk; c->min_clk = 500; c->max_clk = (uint32_t)g->gfx_clk_max;
     return OK;
 }
 int amdsmi_get_gpu_xgmi_link_status(void *h, xgmi_status_t *s) {
@@ -261,9 +286,21 @@ int amdsmi_get_gpu_xgmi_link_status(void *h, xgmi_status_t *s) {
 }
 int amdsmi_get_violation_status(void *h, violation_head_t *v) {
     GPU(h) memset(v, 0, sizeof *v);
-    v->reference_timestamp = 1000; v->violation_timestamp = 1000; v->acc_counter = 100;
-    v->acc_socket_thrm = g->thermal ? 100 : 0; v->per_socket_thrm = g->thermal ? 100 : 0;
-    v->active_socket_thrm = (uint8_t)(g->thermal != 0);
+    double load = loaded_s(), ticks = load > 0 ? load * 1000 : 0;
+    int on = load >= 0, socket = g->thermal || (on && g->load_socket);
+    v->reference_timestamp = 1000; v->violation_timestamp = 1000;
+    v->acc_counter = 100 + (uint64_t)(seconds_since(started_wall) * 1000);
+    v->acc_socket_thrm = (g->thermal ? 100 : 0) + (uint64_t)(g->load_socket ? ticks : 0);
+    v->acc_prochot_thrm = (uint64_t)(g->load_prochot ? ticks : 0);
+    v->acc_ppt_pwr = (uint64_t)(g->load_ppt ? ticks : 0);
+    v->acc_vr_thrm = (uint64_t)(g->load_vr ? ticks : 0);
+    v->acc_hbm_thrm = (uint64_t)(g->load_hbm ? ticks : 0);
+    v->per_socket_thrm = socket ? 100 : 0;
+    v->active_socket_thrm = (uint8_t)socket;
+    v->active_prochot_thrm = (uint8_t)(on && g->load_prochot);
+    v->active_ppt_pwr = (uint8_t)(on && g->load_ppt);
+    v->active_vr_thrm = (uint8_t)(on && g->load_vr);
+    v->active_hbm_thrm = (uint8_t)(on && g->load_hbm);
     return OK;
 }
 int amdsmi_get_gpu_process_list(void *h, uint32_t *n, proc_info_t *procs) {

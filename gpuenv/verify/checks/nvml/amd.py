@@ -1,11 +1,15 @@
 """The nvml check on AMD Instinct GPUs: AMD SMI read in the shape NVML's snapshot has, judged by
-the same rules and policy (rules.py), with AMD's remediations (gpuenv/data/amdsmi-policy.json).
+the same rules and policy (rules.py, load_rules.py), with AMD's remediations, limits and wording
+(gpuenv/data/amdsmi-policy.json).
 
-What is read: uncorrectable and correctable ECC counts, bad pages (pending retirement, and pages
-that cannot be retired), the hotspot temperature against its critical limit, the power cap in
-force against the default, the GFX clock, XGMI link status and compute processes. Not yet read:
-samples under load (clocks, violation counters), PCIe link state; the check says so. AMD SMI
-without its library or bindings is gpuenv's own tooling missing: `error`, not a GPU failure."""
+What is read at idle: uncorrectable and correctable ECC counts, bad pages (pending retirement, and
+pages that cannot be retired), the hotspot temperature against its critical limit, the power cap
+in force against the default, the GFX clock, XGMI link status and compute processes. Under load
+(the same sampler and load process as NVIDIA's, under_load.py): the GFX clock, hotspot
+temperature, socket power and the limits AMD SMI's violation status says are active, sampled
+several times, and its residency counters read before and after. Not read: PCIe link state; the
+check says so. AMD SMI without its library or bindings is gpuenv's own tooling missing: `error`,
+not a GPU failure."""
 
 from __future__ import annotations
 
@@ -17,12 +21,39 @@ from gpuenv.adapters import amdsmi as adapter
 from gpuenv.verify import catalogue
 from gpuenv.verify.checks.nvml.policy import load_policy, rule_finding
 from gpuenv.verify.checks.nvml.rules import judged
+from gpuenv.verify.checks.nvml.under_load import (
+    Counters,
+    LoadReader,
+    gpu_load,
+    per_gpu_figures,
+    read_links_under_load,
+)
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.facts import NvmlSnapshot, visible, visible_spec
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
 from gpuenv.verify.procs import own_pids
 
-NOT_UNDER_LOAD = "AMD SMI: read at idle; clocks, throttling and violation counters under load not judged yet"
+NOT_READ = "AMD SMI: PCIe link state not read"
+PASSIVE_NOTE = "passive: AMD SMI read without load; clocks and throttling under load not judged"
+
+
+def residency_s(before: Counters, after: Counters, sampled_s: float) -> dict[str, float]:
+    """Pure: the seconds each AMD SMI limit held the GPU between two reads: its residency
+    counter's growth as a share of acc_counter's, times the seconds sampled."""
+    ticks = after.get("counter", 0) - before.get("counter", 0)
+    if ticks <= 0:
+        return {}
+    shares = {n: (after[n] - before[n]) / ticks for n in after if n != "counter" and n in before}
+    return {name: round(max(0.0, share) * sampled_s, 3) for name, share in shares.items()}
+
+
+AMD_READER = LoadReader(
+    sample=adapter.load_sample,
+    counters=adapter.violation_counters,
+    grown=residency_s,
+    links=None,
+    not_judged="AMD SMI clocks and throttling under load not judged",
+)
 
 
 def probe() -> dict[str, Any]:
@@ -37,9 +68,10 @@ def probe() -> dict[str, Any]:
     return {"smi": "amdsmi", "nvml": "ok", "gpus": gpus, "driver": versions["driver"], "cuda_driver": None}
 
 
-def judge(ctx: CheckContext, *, power_record: tuple[Any, list[Finding]]) -> CheckResult:
-    """Read AMD SMI at idle and judge it by the policy; `power_record` is the caps `gpuenv tune
-    power` recorded and any warning about that record (snapshot.power_record)."""
+def judge(ctx: CheckContext, *, power_record: tuple[Any, list[Finding]], passive: bool = False) -> CheckResult:
+    """Read AMD SMI, under load unless `passive` (or on the CPU path), and judge it by the policy;
+    `power_record` is the caps `gpuenv tune power` recorded and any warning about that record
+    (snapshot.power_record)."""
     policy = load_policy(Path(ctx.policy) if ctx.policy else None, smi="amdsmi")
     problem = adapter.init()
     if problem:
@@ -47,26 +79,30 @@ def judge(ctx: CheckContext, *, power_record: tuple[Any, list[Finding]]) -> Chec
     snap = NvmlSnapshot.from_dict(adapter.snapshot())
     spec = visible_spec("amdsmi", snap.gpus, os.environ)
     gpus = visible(snap.gpus, spec)
+    load_note = PASSIVE_NOTE if passive else _read_under_load(ctx, policy, snap, gpus)
+    gpus = visible(snap.gpus, spec)  # with the readings under load
     applied, findings = power_record
     findings = list(findings)
     findings += judged(snap, policy, ctx, visible_spec=spec, own_pids=frozenset(own_pids()), applied=applied)
-    findings.append(catalogue.finding("nvml.pcie-not-judged", NOT_UNDER_LOAD))
+    findings += [catalogue.finding("nvml.pcie-not-judged", note) for note in (load_note, NOT_READ) if note]
     names = sorted({g.get("name") or "?" for g in gpus})
     default = f"{len(gpus)} GPU(s) ({', '.join(names)}), amdgpu {snap.driver}, all healthy (AMD SMI)"
     return CheckResult(
         "nvml",
         status_from_findings(findings),
         summary=summarize(findings, default),
-        metrics={"gpus": len(gpus), "smi": "amdsmi", "driver": snap.driver, **_temperatures(gpus)},
+        metrics={"gpus": len(gpus), "smi": "amdsmi", "driver": snap.driver, **per_gpu_figures(snap, gpus)},
         findings=findings,
         detail={"snapshot": snap.to_dict()},
     )
 
 
-def _temperatures(gpus: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
-    """Pure: the per-GPU figure fleet comparison reads, by the index this process's torch uses."""
-    found = {str(g["cuda_index"]): g["temperature"] for g in gpus if isinstance(g.get("temperature"), int)}
-    return {"temperature_c": found} if found else {}
+def _read_under_load(
+    ctx: CheckContext, policy: dict[str, Any], snap: NvmlSnapshot, gpus: list[dict[str, Any]]
+) -> str | None:
+    load = gpu_load() if ctx.device == "cuda" else None
+    sampling = policy["load_sampling"].get(ctx.level) or policy["load_sampling"]["quick"]
+    return read_links_under_load(snap, [g["index"] for g in gpus], load, sampling, AMD_READER)
 
 
 def no_amdsmi(ctx: CheckContext, policy: dict[str, Any], problem: str) -> CheckResult:

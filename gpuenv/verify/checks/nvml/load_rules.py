@@ -2,9 +2,11 @@
 (the snapshot's dict, with `under_load` from under_load.py) in, findings out.
 
 Under load, as DCGM's diagnostic judges it: a problem clock-event reason (HW slowdown, HW or SW
-thermal slowdown, HW power brake) asserted in any sample, or a failing violation counter (thermal,
-reliability) that grew, fails the GPU; SW power cap is normal for a busy GPU. An SM clock below
-the policy's fraction of the maximum with no reason asserted at all warns."""
+thermal slowdown, HW power brake; on AMD, a thermal limit or PROCHOT that AMD SMI's violation
+status says is active) asserted in any sample, or a failing violation counter (thermal,
+reliability; on AMD the thermal residencies) that grew, fails the GPU; SW power cap (AMD's PPT)
+is normal for a busy GPU. An SM clock (AMD: GFX clock) below the policy's fraction of the maximum
+with no reason asserted at all warns."""
 
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ def _asserted(reading: dict[str, Any], policy: dict[str, Any]) -> list[str]:
     seen = reading.get("clock_events") or {}
     found = []
     for bit, name in policy["problem_clock_events"].items():
-        hits = seen.get(f"0x{int(bit, 16):x}", 0)
+        hits = seen.get(_reason_key(bit), 0)
         if hits:
             found.append(f"{name} asserted in {hits} of {samples} samples (~{hits / samples * sampled_s:.1f} s)")
     grown = reading.get("violation_s") or {}
@@ -47,15 +49,22 @@ def _asserted(reading: dict[str, Any], policy: dict[str, Any]) -> list[str]:
     return found
 
 
+def _reason_key(name: str) -> str:
+    """A policy's reason as the reading keys it: NVML's bit normalised ("0x08" is "0x8"), AMD
+    SMI's limit by its name."""
+    return f"0x{int(name, 16):x}" if name.lower().startswith("0x") else name
+
+
 def _low_clock(gpu: dict[str, Any], reading: dict[str, Any], policy: dict[str, Any], g: GpuRef) -> list[Finding]:
     clock, top = reading.get("sm_clock_median"), gpu.get("sm_clock_max")
     if not clock or not top or reading.get("clock_events") or not reading.get("reasons_read"):
         return []
     if clock >= policy["low_clock_fraction"] * top:
         return []
+    words = policy["wording"]
     text = (
-        f"{g.label()}: SM clock {clock} MHz under load, {clock / top:.0%} of its {top} MHz maximum, "
-        "with no clock-event reason asserted"
+        f"{g.label()}: {words['clock']} {clock} MHz under load, {clock / top:.0%} of its {top} MHz maximum, "
+        f"with no {words['reason']} asserted"
     )
     return [rule_finding(policy, "low_clock_under_load", text, g)]
 

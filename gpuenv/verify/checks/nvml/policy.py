@@ -17,18 +17,21 @@ POLICY_SCHEMA = "gpuenv.nvml-policy/1"
 
 
 def load_policy(path: Path | None = None, *, smi: str = "nvml") -> dict[str, Any]:
-    """The shipped policy and the catalogue's nvml.* rules (on AMD, with the remediations of
-    amdsmi-policy.json), with a user's file laid over them (rules merge one by one)."""
+    """The shipped policy and the catalogue's nvml.* rules (on AMD, with the remediations, the
+    limits and counters judged under load and the wording of amdsmi-policy.json), with a user's
+    file laid over them (rules merge one by one)."""
     policy: dict[str, Any] = json.loads(data_file("nvml-policy.json").read_text())
     policy["rules"] = {
         r.code.split(".", 1)[1]: {"severity": r.severity, "action": r.action, "remediation": r.remediation}
         for r in catalogue.rules().values()
         if r.check == "nvml"
     }
+    policy["wording"] = {"clock": "SM clock", "reason": "clock-event reason"}
     if smi == "amdsmi":
         amd = json.loads(data_file("amdsmi-policy.json").read_text())
         for name, remediation in amd["remediations"].items():
             policy["rules"][name]["remediation"] = remediation
+        policy.update(amd["under_load"])  # AMD SMI's limits and counters by their names
     if path is None:
         return policy
     try:

@@ -16,7 +16,7 @@ from gpuenv.verify import catalogue
 from gpuenv.verify.checks.nvml import amd
 from gpuenv.verify.checks.nvml.policy import load_policy, rule_finding
 from gpuenv.verify.checks.nvml.rules import init_finding, judged
-from gpuenv.verify.checks.nvml.under_load import gpu_load, read_links_under_load
+from gpuenv.verify.checks.nvml.under_load import gpu_load, per_gpu_figures, read_links_under_load
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.facts import NvmlSnapshot, visible
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
@@ -34,9 +34,9 @@ def run(ctx: CheckContext) -> CheckResult:
 
 def judge(ctx: CheckContext, *, passive: bool) -> CheckResult:
     """Read NVML, under load unless `passive` (or on the CPU path), and judge it by the policy;
-    on an AMD node, AMD SMI at idle by the same rules (amd.py)."""
+    on an AMD node, AMD SMI by the same rules and sampler (amd.py)."""
     if ctx.host.smi == "amdsmi":
-        return amd.judge(ctx, power_record=power_record())
+        return amd.judge(ctx, power_record=power_record(), passive=passive)
     policy = load_policy(Path(ctx.policy) if ctx.policy else None)
     started = time.monotonic()
     problem = adapter.init()
@@ -89,19 +89,6 @@ def judge(ctx: CheckContext, *, passive: bool) -> CheckResult:
         findings=findings,
         detail={"snapshot": snap.to_dict()},
     )
-
-
-def per_gpu_figures(snap: NvmlSnapshot, gpus: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
-    """Pure: the figures fleet comparison reads (gpuenv/verify/figures.py), by CUDA index: the
-    temperature at the start, and the SM clock under load (absent where no load ran)."""
-    by_nvml = {g["index"]: g for g in snap.gpus}
-    figures: dict[str, dict[str, int]] = {}
-    for metric, key in (("temperature_c", "temperature"), ("sm_clock_mhz", "sm_clock_under_load")):
-        values = {str(g["cuda_index"]): by_nvml[g["index"]].get(key) for g in gpus}
-        present = {i: int(v) for i, v in values.items() if isinstance(v, int) and not isinstance(v, bool)}
-        if present:
-            figures[metric] = present
-    return figures
 
 
 def power_record() -> tuple[list[record.AppliedCap] | None, list[Finding]]:

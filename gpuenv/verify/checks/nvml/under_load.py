@@ -1,8 +1,9 @@
 """The GPUs read under load: a short-lived process keeps every visible GPU busy while the PCIe
 links (which train down at idle) are re-read, and the clock-event reasons, SM clock, temperature
-and power are sampled several times; NVML's violation counters are read once the load is confirmed
+and power are sampled several times; the violation counters are read once the load is confirmed
 and again at the end of the sampling, so their growth is the time a limit held the GPU down under
-load."""
+load. One sampler for both vendors: a LoadReader says how one vendor's library is read (NVML
+here; AMD SMI in amd.py), and the reading it gives is the same shape, judged by load_rules.py."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from gpuenv.adapters import nvml as adapter
@@ -23,71 +25,106 @@ LOAD_READY_S = 30.0  # the load process imports torch and starts every GPU
 LINK_POLL_S = 2.0  # links retrain within milliseconds of load; poll briefly for the maximum
 ONE_SAMPLE = {"samples": 1, "interval_s": 0.0}
 
+Counters = dict[str, int]
+Grown = Callable[[Counters, Counters, float], dict[str, float]]
+
+
+def ns_grown(before: Counters, after: Counters, sampled_s: float) -> dict[str, float]:
+    """Pure: NVML's violation counters (ns a limit held the clocks down) as seconds grown."""
+    return {name: round((after[name] - before[name]) / 1e9, 3) for name in after if name in before}
+
+
+@dataclass(frozen=True)
+class LoadReader:
+    """How one vendor's library is read under load, by its GPU index: `sample` one reading of
+    each GPU (clock_events: NVML's reason bits, or the names of the limits asserted; sm_clock,
+    temperature, power_mw), `counters` its violation counters, `grown` the seconds each counter
+    grew between two reads, `links` the PCIe generations (None: not read); `not_judged` names
+    what goes unjudged when no load runs."""
+
+    sample: Callable[[list[int]], dict[int, dict[str, Any]]]
+    counters: Callable[[list[int]], dict[int, Counters]]
+    grown: Grown
+    links: Callable[[list[int]], dict[int, int | None]] | None
+    not_judged: str
+
+
+NVML_READER = LoadReader(
+    sample=adapter.load_sample,
+    counters=adapter.violation_times_ns,
+    grown=ns_grown,
+    links=adapter.pcie_generations,
+    not_judged="PCIe generation not judged",
+)
+
 
 def read_links_under_load(
     snap: NvmlSnapshot,
     indices: list[int],
     load: contextlib.AbstractContextManager[str | None] | None,
     sampling: dict[str, Any] | None = None,
+    reader: LoadReader = NVML_READER,
 ) -> str | None:
-    """Re-read the PCIe generation of these GPUs (NVML index) while `load` keeps them busy,
-    polling briefly until each reaches its maximum, then take `sampling` (samples, interval_s)
-    readings of clocks, reasons, temperature and power; marks the GPUs' readings `under_load`.
-    Returns why nothing could be read under load, or None."""
+    """Re-read the PCIe generation of these GPUs (the library's index) while `load` keeps them
+    busy, polling briefly until each reaches its maximum, then take `sampling` (samples,
+    interval_s) readings of clocks, reasons, temperature and power; marks the GPUs' readings
+    `under_load`. Returns why nothing could be read under load, or None."""
     if load is None:
-        return "PCIe generation not judged: no GPU load on the CPU path (idle links train down)"
+        return f"{reader.not_judged}: no GPU load on the CPU path (idle links train down)"
     by_index = {g["index"]: g for g in snap.gpus if g["index"] in indices}
     with load as problem:
         if problem:
-            return f"PCIe generation not judged: no GPU load ({problem}); idle links train down"
-        before = adapter.violation_times_ns(list(by_index))
+            return f"{reader.not_judged}: no GPU load ({problem}); idle links train down"
+        before = reader.counters(list(by_index))
         started = time.monotonic()
-        gens = _links_at_max(by_index)
-        samples = _samples(list(by_index), sampling or ONE_SAMPLE)
+        gens = _links_at_max(by_index, reader.links) if reader.links else {}
+        samples = _samples(list(by_index), sampling or ONE_SAMPLE, reader)
         sampled_s = time.monotonic() - started
-        after = adapter.violation_times_ns(list(by_index))
-    for i, gen in gens.items():
-        gpu = by_index[i]
-        gpu["pcie"].update(gen=gen, under_load=gen is not None)
-        gpu["under_load"] = load_reading([s[i] for s in samples], before.get(i, {}), after.get(i, {}), sampled_s)
+        after = reader.counters(list(by_index))
+    for i, gpu in by_index.items():
+        if i in gens:
+            gpu["pcie"].update(gen=gens[i], under_load=gens[i] is not None)
+        samples_i = [s[i] for s in samples]
+        gpu["under_load"] = load_reading(samples_i, before.get(i, {}), after.get(i, {}), sampled_s, reader.grown)
         gpu["sm_clock_under_load"] = gpu["under_load"]["sm_clock_median"]
     return None
 
 
-def _links_at_max(by_index: dict[int, dict[str, Any]]) -> dict[int, int | None]:
+def _links_at_max(
+    by_index: dict[int, dict[str, Any]], links: Callable[[list[int]], dict[int, int | None]]
+) -> dict[int, int | None]:
     deadline = time.monotonic() + LINK_POLL_S
     while True:
-        gens = adapter.pcie_generations(list(by_index))
+        gens = links(list(by_index))
         at_max = all(gen is None or gen >= (by_index[i]["pcie"].get("max_gen") or 0) for i, gen in gens.items())
         if at_max or time.monotonic() > deadline:
             return gens
         time.sleep(0.1)
 
 
-def _samples(indices: list[int], sampling: dict[str, Any]) -> list[dict[int, dict[str, Any]]]:
+def _samples(indices: list[int], sampling: dict[str, Any], reader: LoadReader) -> list[dict[int, dict[str, Any]]]:
     """`samples` readings of every GPU, `interval_s` apart (busy GPUs run at the clocks their
     cooling and power allow)."""
     taken = []
     for n in range(max(1, int(sampling["samples"]))):
         if n:
             time.sleep(float(sampling["interval_s"]))
-        taken.append(adapter.load_sample(indices))
+        taken.append(reader.sample(indices))
     return taken
 
 
 def load_reading(
-    samples: list[dict[str, Any]], before: dict[str, int], after: dict[str, int], sampled_s: float
+    samples: list[dict[str, Any]], before: Counters, after: Counters, sampled_s: float, grown: Grown = ns_grown
 ) -> dict[str, Any]:
-    """Pure: one GPU's readings under load, as rules judge them: each reason bit with the number
-    of samples that asserted it, the SM clock's median and least, the violation counters' growth."""
-    reasons = [s["clock_events"] for s in samples if isinstance(s.get("clock_events"), int)]
+    """Pure: one GPU's readings under load, as rules judge them: each reason (NVML's bit, or the
+    limit's name) with the number of samples that asserted it, the SM clock's median and least,
+    the seconds each violation counter grew."""
+    reasons = [s["clock_events"] for s in samples if isinstance(s.get("clock_events"), int | list)]
     clocks = [s["sm_clock"] for s in samples if isinstance(s.get("sm_clock"), int)]
     bits: dict[str, int] = {}
     for value in reasons:
-        for bit in range(64):
-            if value >> bit & 1:
-                key = f"0x{1 << bit:x}"
-                bits[key] = bits.get(key, 0) + 1
+        for key in reason_keys(value):
+            bits[key] = bits.get(key, 0) + 1
     return {
         "samples": len(samples),
         "sampled_s": round(sampled_s, 3),
@@ -97,8 +134,29 @@ def load_reading(
         "sm_clock_min": min(clocks) if clocks else None,
         "temperature_max": _most(samples, "temperature"),
         "power_max_mw": _most(samples, "power_mw"),
-        "violation_s": {name: round((after[name] - before[name]) / 1e9, 3) for name in after if name in before},
+        "violation_s": grown(before, after, sampled_s),
     }
+
+
+def reason_keys(value: int | list[str]) -> list[str]:
+    """Pure: the reasons one sample asserts: NVML's bitmask as its bits ("0x8"), AMD SMI's list
+    of limits as given."""
+    if isinstance(value, list):
+        return [str(name) for name in value]
+    return [f"0x{1 << bit:x}" for bit in range(64) if value >> bit & 1]
+
+
+def per_gpu_figures(snap: NvmlSnapshot, gpus: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Pure: the figures fleet comparison reads (gpuenv/verify/figures.py), by CUDA index: the
+    temperature at the start, and the SM clock under load (absent where no load ran)."""
+    by_nvml = {g["index"]: g for g in snap.gpus}
+    figures: dict[str, dict[str, int]] = {}
+    for metric, key in (("temperature_c", "temperature"), ("sm_clock_mhz", "sm_clock_under_load")):
+        values = {str(g["cuda_index"]): by_nvml[g["index"]].get(key) for g in gpus}
+        present = {i: int(v) for i, v in values.items() if isinstance(v, int) and not isinstance(v, bool)}
+        if present:
+            figures[metric] = present
+    return figures
 
 
 def _most(samples: list[dict[str, Any]], key: str) -> int | None:

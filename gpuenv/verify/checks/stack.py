@@ -1,7 +1,9 @@
 """stack: the installed torch and its CUDA build against the driver, the GPUs and the knowledge base.
 
 The driver decision is `gpuenv.compat.driver_runs_cuda`, the same function `resolve` uses, so a
-stack that `resolve` recommends passes here. `evaluate` is pure (facts in, findings out).
+stack that `resolve` recommends passes here. On a ROCm torch (torch.version.hip) the build's ROCm
+release and HIP version, the amdgpu driver, whether the knowledge base knows that release, and
+whether each GPU's gfx target is in the build's gfx list. `evaluate` is pure (facts in, findings out).
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summ
 def evaluate(facts: dict[str, Any], kb: KnowledgeBase, *, device: str) -> list[Finding]:
     findings: list[Finding] = []
     torch_cuda = facts.get("torch_cuda")
-    if device == "cuda":
+    if device == "cuda" and facts.get("torch_hip"):
+        findings += _rocm(facts, kb)
+    elif device == "cuda":
         if not torch_cuda:
             return [finding("stack.cpu-only-build", f"torch {facts['torch']} is a CPU-only build on a GPU node")]
         findings += _driver(facts, kb, torch_cuda)
@@ -121,6 +125,54 @@ def _nvcc(facts: dict[str, Any], torch_cuda: str) -> list[Finding]:
     return [finding("stack.nvcc-mismatch", message, cuda=_major_minor(torch_cuda))]
 
 
+def _rocm(facts: dict[str, Any], kb: KnowledgeBase) -> list[Finding]:
+    """A ROCm torch on an AMD node: its ROCm release and HIP version with the amdgpu driver (info),
+    the release against the knowledge base, each GPU's gfx target against the build's gfx list."""
+    build = rocm_build(facts["torch"], facts["torch_hip"])
+    driver = facts.get("amdgpu") or facts.get("driver") or "unknown (neither /sys/module/amdgpu/version nor AMD SMI)"
+    said = f"torch {facts['torch']}: ROCm build {build} (HIP {facts['torch_hip']}), amdgpu driver {driver}"
+    found = [finding("stack.rocm-build", said)]
+    if build not in kb.rocm_by_build:
+        message = f"ROCm {build.removeprefix('rocm')} of this torch is not in the knowledge base: not cross-checked"
+        found.append(finding("stack.rocm-not-in-kb", message))
+    gfx_list = _gfx_list(facts, kb, build)
+    if gfx_list:
+        found += _gfx_unsupported(facts, kb, gfx_list)
+    return found
+
+
+def rocm_build(torch_version: str, hip: str) -> str:
+    """Pure: the ROCm build of a torch ("2.9.1+rocm6.4" is rocm6.4), else HIP's major.minor."""
+    local = torch_version.partition("+")[2]
+    return local if local.startswith("rocm") else "rocm" + _major_minor(hip)
+
+
+def _gfx_list(facts: dict[str, Any], kb: KnowledgeBase, build: str) -> list[str]:
+    """The gfx targets the build carries: as torch says (its arch list), else as the KB says."""
+    if facts.get("arch_list"):
+        return [_base_gfx(a) for a in facts["arch_list"]]
+    row = kb.rocm_builds(facts["torch"].split("+")[0])
+    return list(row.arch.get(build, ())) if row else []
+
+
+def _base_gfx(target: str) -> str:
+    """ "gfx942:sramecc+:xnack-" (torch's gcnArchName) is gfx942."""
+    return target.split(":")[0].strip().lower()
+
+
+def _gfx_unsupported(facts: dict[str, Any], kb: KnowledgeBase, gfx_list: list[str]) -> list[Finding]:
+    out = []
+    for gpu in facts.get("gpus", []):
+        known = kb.find_amd_gpu(gpu["name"]) if gpu.get("name") else None
+        gfx = _base_gfx(gpu.get("gfx") or (known.gfx if known else ""))
+        if not gfx or gfx in gfx_list:
+            continue
+        label = f"GPU {gpu.get('cuda_index', gpu.get('index'))} ({gpu.get('name')}, {gfx})"
+        message = f"{label} is not supported by this torch build (gfx list {' '.join(gfx_list)})"
+        out.append(finding("stack.arch-unsupported", message))
+    return out
+
+
 def _major_minor(version: str) -> str:
     return ".".join(version.split(".")[:2])
 
@@ -155,6 +207,8 @@ def gather(ctx: CheckContext) -> dict[str, Any]:
     facts: dict[str, Any] = {
         "torch": torch.__version__,
         "torch_cuda": torch.version.cuda,
+        "torch_hip": getattr(torch.version, "hip", None),  # None on CUDA builds and on old torch
+        "amdgpu": amdgpu_version(),
         "python": f"{sys.version_info.major}.{sys.version_info.minor}",
         "torchvision": _dist_version("torchvision"),
         "torchaudio": _dist_version("torchaudio"),
@@ -166,8 +220,9 @@ def gather(ctx: CheckContext) -> dict[str, Any]:
         "cuda_driver": ctx.host.cuda_driver,
         "gpus": [asdict(g) for g in ctx.host.gpus],
     }
-    if torch.version.cuda and torch.cuda.is_available():
-        facts["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    if (torch.version.cuda or facts["torch_hip"]) and torch.cuda.is_available():
+        cudnn = torch.backends.cudnn  # on ROCm, MIOpen answers here
+        facts["cudnn"] = cudnn.version() if torch.version.cuda and cudnn.is_available() else None
         nccl = torch.cuda.nccl.version()
         facts["nccl"] = ".".join(str(v) for v in nccl) if isinstance(nccl, tuple) else str(nccl)
         facts["arch_list"] = list(torch.cuda.get_arch_list())
@@ -177,6 +232,7 @@ def gather(ctx: CheckContext) -> dict[str, Any]:
                     "cuda_index": i,
                     "name": torch.cuda.get_device_name(i),
                     "compute_capability": "{}.{}".format(*torch.cuda.get_device_capability(i)),
+                    "gfx": getattr(torch.cuda.get_device_properties(i), "gcnArchName", None),  # ROCm only
                 }
                 for i in range(torch.cuda.device_count())
             ]
@@ -190,6 +246,17 @@ def _driver_from_nvml() -> dict[str, Any]:
         return {}
     versions = adapter.driver_versions()
     return {"driver": versions["driver"], "cuda_driver": versions["cuda_driver"]}
+
+
+AMDGPU_VERSION = Path("/sys/module/amdgpu/version")
+
+
+def amdgpu_version(path: Path = AMDGPU_VERSION) -> str | None:
+    """The amdgpu module's version (AMD's DKMS driver writes it; the kernel's inbox driver does not)."""
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None
 
 
 def _dist_version(name: str) -> str | None:
@@ -220,6 +287,8 @@ def run(ctx: CheckContext) -> CheckResult:
     kb = load_kb(Path(ctx.kb) if ctx.kb else None)
     findings = evaluate(facts, kb, device=ctx.device)
     build = f"CUDA {facts['torch_cuda']}" if facts["torch_cuda"] else "CPU build"
+    if facts["torch_hip"]:
+        build = f"ROCm {rocm_build(facts['torch'], facts['torch_hip']).removeprefix('rocm')}, HIP {facts['torch_hip']}"
     default = f"torch {facts['torch']} ({build}), Python {facts['python']}"
     if ctx.device == "cuda" and facts.get("driver"):
         default += f", driver {facts['driver']}"
@@ -227,6 +296,6 @@ def run(ctx: CheckContext) -> CheckResult:
         "stack",
         status_from_findings(findings),
         summary=summarize(findings, default),
-        metrics={k: facts[k] for k in ("torch", "torch_cuda", "cudnn", "nccl", "python")},
+        metrics={k: facts[k] for k in ("torch", "torch_cuda", "torch_hip", "cudnn", "nccl", "python")},
         findings=findings,
     )

@@ -5,14 +5,16 @@ after, judged by NVIDIA's rules with AMD's limits (gpuenv/data/amdsmi-policy.jso
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
 
-from gpuenv.verify.checks.nvml.amd import residency_s
+from gpuenv.verify.checks.nvml.amd import AMD_READER, residency_s
 from gpuenv.verify.checks.nvml.load_rules import load_findings
 from gpuenv.verify.checks.nvml.policy import load_policy
-from gpuenv.verify.checks.nvml.under_load import load_reading
+from gpuenv.verify.checks.nvml.under_load import load_reading, read_links_under_load
+from gpuenv.verify.facts import NvmlSnapshot
 from gpuenv.verify.model import GpuRef
 from tests.verify.conftest import AMD_BUS, amd_env, check, verify_json
 
@@ -113,3 +115,12 @@ def test_amd_limits_fail_by_name_and_ppt_alone_never_does() -> None:
     assert "voltage-regulator thermal violation counter grew by 0.30 s" in finding.message
     unread = load_reading([{"clock_events": None, "sm_clock": 900}], {}, {}, 1.0)
     assert load_findings({**gpu, "under_load": unread}, policy, g) == []  # no reading: no low-clock claim
+
+
+def test_without_a_load_amd_says_what_went_unjudged_and_nothing_of_pcie() -> None:
+    snap = NvmlSnapshot("6.10.5", None, [{"index": 0, "name": "AMD Instinct MI300X"}])
+    note = read_links_under_load(snap, [0], None, reader=AMD_READER)
+    assert note == "AMD SMI clocks and throttling under load not judged: no GPU load on the CPU path"
+    refused = read_links_under_load(snap, [0], contextlib.nullcontext("torch sees no CUDA device"), reader=AMD_READER)
+    assert refused == "AMD SMI clocks and throttling under load not judged: no GPU load (torch sees no CUDA device)"
+    assert "under_load" not in snap.gpus[0]

@@ -40,13 +40,14 @@ class LoadReader:
     each GPU (clock_events: NVML's reason bits, or the names of the limits asserted; sm_clock,
     temperature, power_mw), `counters` its violation counters, `grown` the seconds each counter
     grew between two reads, `links` the PCIe generations (None: not read); `not_judged` names
-    what goes unjudged when no load runs."""
+    what goes unjudged when no load runs, and `why` why that matters."""
 
     sample: Callable[[list[int]], dict[int, dict[str, Any]]]
     counters: Callable[[list[int]], dict[int, Counters]]
     grown: Grown
     links: Callable[[list[int]], dict[int, int | None]] | None
     not_judged: str
+    why: str = ""
 
 
 NVML_READER = LoadReader(
@@ -55,6 +56,7 @@ NVML_READER = LoadReader(
     grown=ns_grown,
     links=adapter.pcie_generations,
     not_judged="PCIe generation not judged",
+    why="idle links train down",
 )
 
 
@@ -70,11 +72,11 @@ def read_links_under_load(
     interval_s) readings of clocks, reasons, temperature and power; marks the GPUs' readings
     `under_load`. Returns why nothing could be read under load, or None."""
     if load is None:
-        return f"{reader.not_judged}: no GPU load on the CPU path (idle links train down)"
+        return f"{reader.not_judged}: no GPU load on the CPU path" + (f" ({reader.why})" if reader.why else "")
     by_index = {g["index"]: g for g in snap.gpus if g["index"] in indices}
     with load as problem:
         if problem:
-            return f"{reader.not_judged}: no GPU load ({problem}); idle links train down"
+            return f"{reader.not_judged}: no GPU load ({problem})" + (f"; {reader.why}" if reader.why else "")
         before = reader.counters(list(by_index))
         started = time.monotonic()
         gens = _links_at_max(by_index, reader.links) if reader.links else {}

@@ -60,7 +60,7 @@ def judge(ctx: CheckContext, *, passive: bool) -> CheckResult:
         policy,
         ctx,
         visible_spec=cuda_visible,
-        own_pids=frozenset(own_pids()),
+        own_pids=run_pids(snap),
         applied=applied,
         init_s=slowest,
     )
@@ -102,6 +102,15 @@ def per_gpu_figures(snap: NvmlSnapshot, gpus: list[dict[str, Any]]) -> dict[str,
         if present:
             figures[metric] = present
     return figures
+
+
+def run_pids(snap: NvmlSnapshot) -> frozenset[int]:
+    """The run's own processes, read from /proc only where a GPU lists compute processes: they serve
+    only to tell the run's own from leftovers, and reading every process's stat is the slowest part
+    of a passive read on a node running many processes."""
+    if not any(g.get("processes") for g in snap.gpus):
+        return frozenset()
+    return frozenset(own_pids())
 
 
 def power_record() -> tuple[list[record.AppliedCap] | None, list[Finding]]:

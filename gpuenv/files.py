@@ -26,6 +26,7 @@ import os
 import shutil
 import stat
 import sys
+import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,7 +114,7 @@ def check_output(given: str | Path, what: str, *, stdout_ok: bool = True) -> Out
     if not folder.is_dir():
         raise BadRequest(f"{what}: folder {folder} does not exist", hint="create it first, or give another path")
     try:  # the one honest test: make (and remove) a file where the atomic write will make its own
-        fd, probe = _new_beside(target.path, suffix=".probe")
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{target.path.name}.", suffix=".probe")
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
@@ -189,7 +190,7 @@ def _write_through(path: Path, text: str) -> None:
 def write_atomic(path: Path, text: str, *, mode: int = 0o644) -> None:
     """Write to a temporary file in the same folder, then rename over the target."""
     path = Path(path)
-    fd, tmp = _new_beside(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -200,19 +201,6 @@ def write_atomic(path: Path, text: str, *, mode: int = 0o644) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def _new_beside(path: Path, suffix: str = ".tmp") -> tuple[int, str]:
-    """A new file beside `path`, `.NAME.RANDOM.tmp` (or another suffix), created by this call alone (O_EXCL, mode 0600):
-    tempfile.mkstemp's contract, without importing tempfile (and its random) at every start."""
-    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    for _ in range(100):
-        name = os.path.join(path.parent, f".{path.name}.{os.urandom(6).hex()}{suffix}")
-        try:
-            return os.open(name, flags, 0o600), name
-        except FileExistsError:
-            continue
-    raise FileExistsError(errno.EEXIST, "no unused temporary name", str(path.parent))
 
 
 def limit_for(kind: str) -> int:

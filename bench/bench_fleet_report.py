@@ -12,7 +12,6 @@ PYTHONDONTWRITEBYTECODE set would otherwise compile every module at each start).
 
 from __future__ import annotations
 
-import compileall
 import json
 import os
 import statistics
@@ -22,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from timing import report
+from timing import compile_package, report
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -57,7 +56,7 @@ def measure(cmd: list[str]) -> tuple[float, int, str, float]:
 
 
 def main() -> int:
-    compileall.compile_dir(REPO / "gpuenv", quiet=1)
+    compile_package()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "reports"
         start = time.perf_counter()

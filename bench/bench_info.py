@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import report, wall
+from timing import compile_package, report, wall
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE = ROOT / "tests" / "verify" / "fake_nvml"
@@ -34,6 +34,7 @@ for i in range(nv.nvmlDeviceGetCount()):
 
 
 def main() -> int:
+    compile_package()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()

@@ -7,7 +7,7 @@ healthy-8xh100), measured interleaved in one run, medians compared:
   full     gpuenv verify --check nvml --json (the worker, the probe, the load process): reported
            beside it, not a target
   help     gpuenv --help: gpuenv's start-up alone (Click, the config file), for scale
-Each run is timed with a blocking wait (see wall: timing.wall's polling rounds times up to 50 ms).
+Each run is timed with timing.wall's blocking wait.
 Target: passive / floor <= 3. Usage: .venv/bin/python bench/bench_nvml_passive.py [--rounds N]
 """
 
@@ -18,13 +18,10 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
-import time
-from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import report
+from timing import compile_package, report, wall
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE = ROOT / "tests" / "verify" / "fake_nvml"
@@ -64,23 +61,6 @@ for i in range(nv.nvmlDeviceGetCount()):
 """
 
 
-def wall(cmd: Sequence[str], *, env: dict[str, str], timeout: float = 600) -> float:
-    """Seconds one run of cmd takes, to the microsecond: waited for with a blocking waitpid.
-
-    Not timing.wall: subprocess's wait with a timeout polls with sleeps that double up to 50 ms, so
-    every time it measures is 63.5, 113.5, 163.5, 213.5 ... ms (a 34 ms floor reads 64 ms)."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(list(cmd), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    killer = threading.Timer(timeout, proc.kill)
-    killer.start()
-    code = proc.wait()
-    elapsed = time.perf_counter() - start
-    killer.cancel()
-    if code != 0:
-        raise subprocess.CalledProcessError(code, list(cmd))
-    return elapsed
-
-
 def build_fake(folder: Path) -> None:
     subprocess.run(
         ["gcc", "-shared", "-fPIC", "-O1", "-o", str(folder / "libnvidia-ml.so.1"), str(FAKE / "fake_nvml.c")],
@@ -90,6 +70,7 @@ def build_fake(folder: Path) -> None:
 
 
 def main() -> int:
+    compile_package()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()

@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from timing import medians, report
+from timing import compile_package, medians, report
 
 RENDER_ALL = (
     "from gpuenv.image.plan import BuildRequest, plan_image\n"
@@ -28,6 +28,7 @@ RENDER_ALL = (
 
 
 def main() -> int:
+    compile_package()
     with tempfile.TemporaryDirectory() as tmp:
         dest = Path(tmp) / "ctx"
         cli = [

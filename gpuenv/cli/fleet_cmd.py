@@ -11,13 +11,11 @@ from gpuenv import config, output
 from gpuenv.ansible.events import Progress
 from gpuenv.cli import settings
 from gpuenv.cli.fleet_report_cmd import baseline, report
+from gpuenv.cli.host_params import become_prompt, host_options, hosts_request
 from gpuenv.cli.output import console, draw, emit_json, printable, shortened, table, warn
 from gpuenv.cli.params import (
-    become_prompt,
     history_options,
     history_path,
-    host_options,
-    hosts_request,
     verify_option,
 )
 from gpuenv.errors import BadRequest

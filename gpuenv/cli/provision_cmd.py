@@ -12,13 +12,11 @@ import click
 from gpuenv import validate
 from gpuenv.ansible.events import Progress, ProgressBoard
 from gpuenv.cli import settings
+from gpuenv.cli.host_params import become_prompt, host_options, hosts_request
 from gpuenv.cli.output import console, emit_json, printable, table, warn
 from gpuenv.cli.params import (
-    become_prompt,
     choice,
     grammar,
-    host_options,
-    hosts_request,
     verify_option,
 )
 from gpuenv.cli.stack_params import stack_options, stack_request

@@ -29,7 +29,7 @@ FORMATS: dict[Subject, dict[str, str]] = {
     "verify": {
         "table": "gpuenv.output.verify:screen",
         "json": "gpuenv.output.verify:to_json",
-        "junit": "gpuenv.output.verify:to_junit",
+        "junit": "gpuenv.output.junit:to_junit",
         "prometheus": "gpuenv.output.verify:to_prometheus",
         "job-summary": "gpuenv.output.verify:to_job_summary",
     },

@@ -12,7 +12,7 @@ alone). Launchers recognised:
 
 from __future__ import annotations
 
-import socket
+import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -26,6 +26,12 @@ DEFAULT_PORT = 29500
 # Passed through to every rank (they inherit the environment) and recorded in the report.
 COMM_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_", "TORCH_DISTRIBUTED_", "UCX_", "FI_")
 COMM_ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS")
+
+
+def hostname() -> str:
+    """This node's name as socket.gethostname() gives it: both read uname's nodename, and verify's
+    start-up (`--passive`, every run's header) need not import socket for it."""
+    return os.uname().nodename
 
 
 @dataclass(frozen=True)
@@ -155,7 +161,7 @@ def _torchrun(env: Mapping[str, str], explicit: Explicit) -> Placement:
     return Placement(
         launcher="torchrun",
         job=f"{env.get('TORCHELASTIC_RUN_ID', 'none')}.{restart}",
-        node=explicit.node_name or socket.gethostname(),
+        node=explicit.node_name or hostname(),
         node_rank=node_rank,
         nnodes=nnodes,
         master_addr=env["MASTER_ADDR"],
@@ -175,7 +181,7 @@ def _srun(env: Mapping[str, str], explicit: Explicit) -> Placement:
     if not nodelist:
         raise BadRequest("SLURM_STEP_NODELIST is not set", hint="run verify as an srun step")
     nodes = expand_nodelist(nodelist)
-    node = explicit.node_name or env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    node = explicit.node_name or env.get("SLURMD_NODENAME") or hostname().split(".")[0]
     job_id = env.get("SLURM_JOB_ID", "0")
     step = env.get("SLURM_STEP_ID", env.get("SLURM_STEPID", "0"))
     port = explicit.master_port or (_port(env["MASTER_PORT"], "MASTER_PORT") if env.get("MASTER_PORT") else None)
@@ -226,7 +232,7 @@ def _explicit(explicit: Explicit) -> Placement:
     return Placement(
         launcher="explicit",
         job=f"explicit-{explicit.master_addr}-{explicit.master_port or DEFAULT_PORT}",
-        node=explicit.node_name or socket.gethostname(),
+        node=explicit.node_name or hostname(),
         node_rank=explicit.node_rank,
         nnodes=explicit.nnodes,
         master_addr=explicit.master_addr,

@@ -7,7 +7,6 @@ and the clock-event reasons at idle. The Slurm epilog runs it after every job.""
 from __future__ import annotations
 
 import os
-import socket
 import time
 from dataclasses import asdict
 from datetime import datetime, timezone
@@ -23,6 +22,7 @@ from gpuenv.verify.checks.nvml.snapshot import judge
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.facts import HostFacts, gpu_node_note, prefer
 from gpuenv.verify.facts import host_facts as facts_from
+from gpuenv.verify.launch import hostname
 from gpuenv.verify.model import CheckResult, Report, decide, status_from_findings
 from gpuenv.verify.options import VerifyOptions
 from gpuenv.verify.pci import amd_on_pci, driver_gpus, nvidia_on_pci, pci_scope
@@ -52,7 +52,7 @@ def run_passive(opts: VerifyOptions) -> Report:
         finished=_now(),
         gpuenv_version=__version__,
         host={
-            "hostname": socket.gethostname(),
+            "hostname": hostname(),
             "device_decision": _decision(host),
             "gpus": [asdict(g) for g in host.gpus],
             "pci_nvidia": list(host.pci_nvidia),

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -26,7 +25,7 @@ from gpuenv.files import output_kind
 from gpuenv.verify import faults, registry
 from gpuenv.verify.baselines import load_baselines
 from gpuenv.verify.checks.nvml.policy import load_policy
-from gpuenv.verify.launch import Explicit, LauncherChoice, Placement, detect
+from gpuenv.verify.launch import Explicit, LauncherChoice, Placement, detect, hostname
 from gpuenv.verify.model import CheckResult, DeviceChoice, Level, Report, Verdict
 from gpuenv.verify.options import OnStart, VerifyOptions
 from gpuenv.verify.pci import nvidia_on_pci
@@ -94,7 +93,7 @@ def preview(request: VerifyRequest) -> Preview:
     placement = placement_of(request)
     names = tuple(spec.name for spec in registry.select(request.level, request.checks))
     return Preview(
-        host=socket.gethostname(),
+        host=hostname(),
         level=request.level,
         checks=names,
         gpus=_gpus_in_words(request),
@@ -240,7 +239,7 @@ def _hold_place(path: Path | None, opts: VerifyOptions) -> Path | None:
         started=started,
         finished=started,
         gpuenv_version=__version__,
-        host={"hostname": socket.gethostname(), "gpus": []},
+        host={"hostname": hostname(), "gpus": []},
         stack={},
         checks=[],
         verdict=Verdict(False, "interrupted", EXIT_CANNOT_RUN, summary),

@@ -19,8 +19,9 @@ from gpuenv import output
 from gpuenv.cli.output import draw, emit_json
 from gpuenv.output.html import to_html
 from gpuenv.output.jsontext import finite, json_text
+from gpuenv.output.junit import to_junit
 from gpuenv.output.screen import Screen, Table
-from gpuenv.output.verify import to_job_summary, to_json, to_junit
+from gpuenv.output.verify import to_job_summary, to_json
 from gpuenv.verify.catalogue import finding
 from gpuenv.verify.model import CheckResult, Report, decide
 

@@ -31,7 +31,7 @@ from gpuenv.verify.checks.nvml.under_load import (
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.facts import NvmlSnapshot, visible, visible_spec
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
-from gpuenv.verify.procs import own_pids
+from gpuenv.verify.procs import own_pids_among
 
 NOT_READ = "AMD SMI: PCIe link state not read"
 PASSIVE_NOTE = "passive: AMD SMI read without load; clocks and throttling under load not judged"
@@ -83,7 +83,7 @@ def judge(ctx: CheckContext, *, power_record: tuple[Any, list[Finding]], passive
     gpus = visible(snap.gpus, spec)  # with the readings under load
     applied, findings = power_record
     findings = list(findings)
-    findings += judged(snap, policy, ctx, visible_spec=spec, own_pids=frozenset(own_pids()), applied=applied)
+    findings += judged(snap, policy, ctx, visible_spec=spec, own_pids=own_pids_among(snap.gpus), applied=applied)
     findings += [catalogue.finding("nvml.pcie-not-judged", note) for note in (load_note, NOT_READ) if note]
     names = sorted({g.get("name") or "?" for g in gpus})
     default = f"{len(gpus)} GPU(s) ({', '.join(names)}), amdgpu {snap.driver}, all healthy (AMD SMI)"

@@ -20,7 +20,7 @@ from gpuenv.verify.checks.nvml.under_load import gpu_load, per_gpu_figures, read
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.facts import NvmlSnapshot, visible
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
-from gpuenv.verify.procs import own_pids
+from gpuenv.verify.procs import own_pids_among
 
 COMPUTE_MODES = {0: "DEFAULT", 1: "EXCLUSIVE_THREAD", 2: "PROHIBITED", 3: "EXCLUSIVE_PROCESS"}
 
@@ -60,7 +60,7 @@ def judge(ctx: CheckContext, *, passive: bool) -> CheckResult:
         policy,
         ctx,
         visible_spec=cuda_visible,
-        own_pids=frozenset(own_pids()),
+        own_pids=own_pids_among(snap.gpus),
         applied=applied,
         init_s=slowest,
     )

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import select
-import statistics
 import subprocess
 import sys
 import time
@@ -132,7 +131,7 @@ def load_reading(
         "sampled_s": round(sampled_s, 3),
         "reasons_read": len(reasons),
         "clock_events": bits,
-        "sm_clock_median": int(statistics.median(clocks)) if clocks else None,
+        "sm_clock_median": int(_median(clocks)) if clocks else None,
         "sm_clock_min": min(clocks) if clocks else None,
         "temperature_max": _most(samples, "temperature"),
         "power_max_mw": _most(samples, "power_mw"),
@@ -159,6 +158,14 @@ def per_gpu_figures(snap: NvmlSnapshot, gpus: list[dict[str, Any]]) -> dict[str,
         if present:
             figures[metric] = present
     return figures
+
+
+def _median(values: list[int]) -> float:
+    """statistics.median of a non-empty list (without importing statistics: its fractions and decimal
+    would cost `--passive`, which imports this module, some 2 ms)."""
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def _most(samples: list[dict[str, Any]], key: str) -> int | None:

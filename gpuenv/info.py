@@ -7,21 +7,22 @@ stack gpuenv would resolve for this machine (its driver, its GPUs' compute capab
 
 from __future__ import annotations
 
+import os
 import platform
-import socket
 from dataclasses import asdict, dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from gpuenv.adapters import nvml
 from gpuenv.compat import load_kb
 from gpuenv.errors import GpuenvError
+from gpuenv.installed import installed_version
 from gpuenv.resolve import Request, resolve
 from gpuenv.stack import Stack
 
 SCHEMA = "gpuenv.info/1"
 OS_RELEASE = Path("/etc/os-release")
+OPTIONAL_PACKAGES = ("nvidia-ml-py", "docker", "ansible-runner", "onnxruntime")  # gpuenv's extras' libraries
 
 
 @dataclass(frozen=True)
@@ -55,27 +56,19 @@ def machine_info(*, kb_path: Path | None, os_release: Path = OS_RELEASE) -> Mach
     asked = constraints(driver=versions.get("driver"), gpus=gpus, this_os=this_os, kb_path=kb_path)
     stack, note = _resolved(asked, kb_path)
     return MachineInfo(
-        hostname=socket.gethostname(),
+        hostname=os.uname().nodename,  # what socket.gethostname() returns, without its import
         os=this_os,
         python=platform.python_version(),
         nvml=problem or ("ok" if gpus else "no GPU"),
         driver=versions.get("driver"),
         cuda_driver=versions.get("cuda_driver"),
         gpus=gpus,
-        torch=installed("torch"),
+        torch=installed_version("torch"),
         stack_request=asked,
         stack=stack,
         stack_note=note,
-        packages={name: installed(name) for name in ("nvidia-ml-py", "docker", "ansible-runner", "onnxruntime")},
+        packages={name: installed_version(name) for name in OPTIONAL_PACKAGES},
     )
-
-
-def installed(distribution: str) -> str | None:
-    """The installed version of a package, from its metadata (nothing is imported)."""
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def os_name(os_release: Path) -> str | None:

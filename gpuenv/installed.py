@@ -1,0 +1,70 @@
+"""Installed packages' versions, read from their metadata files as importlib.metadata finds them.
+
+importlib.metadata costs a start-up some 10 ms (its import pulls in email's parser and zip support,
+and each lookup builds a Distribution). `gpuenv info` wants five version strings, so this reads them
+the way importlib.metadata does for a directory on sys.path: the first `<name>-<version>.dist-info`
+or `.egg-info` entry whose name, normalized, is the package's (the first sys.path entry wins), and
+the `Version:` header of its METADATA (or PKG-INFO). Regular and editable installs (PEP 660's
+dist-info in site-packages, or a `setup.py develop` checkout's egg-info on sys.path) are both found.
+Zip files and unpacked .egg directories on sys.path are not searched.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Iterable
+from functools import cache
+from pathlib import Path
+
+_SUFFIXES = (".dist-info", ".egg-info")
+_METADATA_FILES = ("METADATA", "PKG-INFO")
+
+
+def installed_version(distribution: str, path: Iterable[str] | None = None) -> str | None:
+    """The installed version of a package (None: not installed); nothing is imported."""
+    wanted = normalized(distribution)
+    for entry in sys.path if path is None else path:
+        found = _metadata_dirs(os.path.abspath(entry or ".")).get(wanted)
+        if found is not None:
+            return _version(found)
+    return None
+
+
+def normalized(name: str) -> str:
+    """A distribution name as importlib.metadata compares them: runs of -_. as one _, lower case."""
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+@cache
+def _metadata_dirs(directory: str) -> dict[str, Path]:
+    """Each distribution's first metadata entry in one sys.path directory, by normalized name."""
+    try:
+        children = os.listdir(directory)  # in its order, as importlib.metadata reads it
+    except OSError:  # not a directory (a zip file), or gone
+        return {}
+    found: dict[str, Path] = {}
+    for child in children:
+        low = child.lower()
+        if low.endswith(_SUFFIXES):
+            found.setdefault(normalized(low.rpartition(".")[0].partition("-")[0]), Path(directory, child))
+    return found
+
+
+def _version(entry: Path) -> str | None:
+    """The Version header of a metadata entry (a dist-info or egg-info directory, or an egg-info file)."""
+    files = [entry / name for name in _METADATA_FILES] if entry.is_dir() else [entry]
+    for file in files:
+        try:
+            text = file.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if not line.strip():
+                break  # the headers end at the first blank line
+            key, _, value = line.partition(":")
+            if key.strip().lower() == "version":
+                return value.strip()
+        return None
+    return None

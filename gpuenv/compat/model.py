@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 
 from packaging.version import Version
 
@@ -286,6 +286,7 @@ def _amd_key(name: str) -> str:
     return re.sub(r"[\s_-]+", "", name.lower()).removeprefix("amd").removeprefix("instinct")
 
 
+@cache  # a Version is immutable; loading and resolving parse the same few strings over a thousand times
 def V(text: str) -> Version:
     """A comparable version; driver versions like 535.104.05 parse too."""
     return Version(text)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuenv.adapters import nvml
-from gpuenv.compat import load_kb
+from gpuenv.compat import KnowledgeBase, load_kb
 from gpuenv.errors import GpuenvError
 from gpuenv.installed import installed_version
 from gpuenv.resolve import Request, resolve
@@ -53,8 +53,9 @@ def machine_info(*, kb_path: Path | None, os_release: Path = OS_RELEASE) -> Mach
     versions = nvml.driver_versions() if problem is None else {}
     gpus = tuple(nvml.identities()) if problem is None else ()
     this_os = os_name(os_release)
-    asked = constraints(driver=versions.get("driver"), gpus=gpus, this_os=this_os, kb_path=kb_path)
-    stack, note = _resolved(asked, kb_path)
+    kb = load_kb(kb_path)  # a user's file is read once: load_kb caches only the shipped one
+    asked = constraints(driver=versions.get("driver"), gpus=gpus, this_os=this_os, kb=kb)
+    stack, note = _resolved(asked, kb)
     return MachineInfo(
         hostname=os.uname().nodename,  # what socket.gethostname() returns, without its import
         os=this_os,
@@ -87,7 +88,7 @@ def os_name(os_release: Path) -> str | None:
 
 
 def constraints(
-    *, driver: str | None, gpus: tuple[dict[str, Any], ...], this_os: str | None, kb_path: Path | None
+    *, driver: str | None, gpus: tuple[dict[str, Any], ...], this_os: str | None, kb: KnowledgeBase
 ) -> dict[str, str]:
     """What `gpuenv resolve` is asked for this machine: its driver, its GPUs' lowest compute capability
     and its OS (where the knowledge base knows it)."""
@@ -98,15 +99,15 @@ def constraints(
     if capabilities:
         major, minor = capabilities[0].split(".")
         asked["gpu"] = f"sm_{major}{minor}"
-    if this_os and this_os in load_kb(kb_path).os_by_name:
+    if this_os and this_os in kb.os_by_name:
         asked["os"] = this_os
     return asked
 
 
-def _resolved(asked: dict[str, str], kb_path: Path | None) -> tuple[Stack | None, str]:
+def _resolved(asked: dict[str, str], kb: KnowledgeBase) -> tuple[Stack | None, str]:
     command = "gpuenv resolve " + " ".join(f"--{key} {value}" for key, value in asked.items())
     try:
-        stack = resolve(load_kb(kb_path), Request(**asked))
+        stack = resolve(kb, Request(**asked))
     except GpuenvError as exc:
         return None, f"{command}: {exc.message}"
     basis = "" if "driver" in asked else " (no NVIDIA driver found: not matched to one)"

@@ -42,6 +42,9 @@ from gpuenv.stack import PythonSource
 SCHEMA = "gpuenv.compat/2"
 _WORD = re.compile(r"[a-z][a-z0-9-]{0,31}", re.ASCII)
 _GFX = re.compile(r"gfx[0-9a-f]{3,4}", re.ASCII)
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")  # each row's `checked`, matched some 300 times a load
+_PCI_ID = re.compile(r"[0-9a-f]{4}")
+_BRANCH = re.compile(r"R\d{3}")
 _ROCM_TABLES = ("rocm", "torch_rocm", "amd_gpus")  # optional: knowledge bases written before ROCm lack them
 
 
@@ -120,7 +123,7 @@ def _check_rows(raw: dict[str, Any], table: str) -> list[dict[str, Any]]:
                 raise SchemaError(f"{where} lacks '{key}'")
             if not isinstance(row[key], kind):
                 raise SchemaError(f"{where}.{key} has the wrong type")
-        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", row["checked"]):
+        if not _DATE.fullmatch(row["checked"]):
             raise SchemaError(f"{where}.checked is not a date (YYYY-MM-DD)")
     return rows
 
@@ -139,7 +142,7 @@ def parse_kb(raw: Any, *, origin: str = "shipped") -> KnowledgeBase:
         raise SchemaError(f"not a gpuenv knowledge base (schema must be {SCHEMA!r})")
     if not isinstance(raw.get("wheel_index"), str) or "{build}" not in raw["wheel_index"]:
         raise SchemaError("'wheel_index' must be a URL template containing {build}")
-    if not isinstance(raw.get("generated"), str) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", raw["generated"]):
+    if not isinstance(raw.get("generated"), str) or not _DATE.fullmatch(raw["generated"]):
         raise SchemaError("'generated' must be the date the file was made (YYYY-MM-DD)")
     gpus = tuple(Gpu(r["name"], r["sm"], tuple(r["aliases"]), r["nvswitch_systems"]) for r in _check_rows(raw, "gpus"))
     try:
@@ -249,7 +252,7 @@ def _os(row: dict[str, Any]) -> OsInfo:
 
 
 def _pci_device(row: dict[str, Any], gpus: tuple[Gpu, ...]) -> PciDevice:
-    if not re.fullmatch(r"[0-9a-f]{4}", row["device_id"]):
+    if not _PCI_ID.fullmatch(row["device_id"]):
         raise SchemaError(f"PCI device id {row['device_id']!r} must be 4 lower-case hex digits")
     gpu = next((g for g in gpus if g.name == row["gpu"]), None)
     if gpu is None:
@@ -288,7 +291,7 @@ def _check_references(kb: KnowledgeBase) -> None:
         if g.sm not in sms:
             raise SchemaError(f"GPU {g.name} has compute capability {g.sm}, which no architecture row has")
     for b in kb.driver_branches:
-        if not re.fullmatch(r"R\d{3}", b.branch):
+        if not _BRANCH.fullmatch(b.branch):
             raise SchemaError(f"driver branch {b.branch} must look like R580")
 
 
@@ -309,7 +312,7 @@ def _check_rocm_references(kb: KnowledgeBase) -> None:
             if build not in kb.rocm_by_build:
                 raise SchemaError(f"torch_rocm {t.torch} names build {build}, which no rocm row has")
     for g in kb.amd_gpus:
-        if not _GFX.fullmatch(g.gfx) or not all(re.fullmatch(r"[0-9a-f]{4}", d) for d in g.pci_ids):
+        if not _GFX.fullmatch(g.gfx) or not all(_PCI_ID.fullmatch(d) for d in g.pci_ids):
             raise SchemaError(f"AMD GPU {g.name}: gfx {g.gfx!r} or a PCI device id is malformed")
         if g.min_rocm is not None:
             V(g.min_rocm)

@@ -14,6 +14,8 @@ from packaging.version import Version
 
 from gpuenv.stack import PythonSource
 
+_COMPUTE_CAPABILITY = re.compile(r"\d{1,2}\.\d")  # "8.0", in each arch list of each torch release
+
 
 class SchemaError(ValueError):
     """A knowledge base file that does not hold what gpuenv needs (the message names the row and field)."""
@@ -41,7 +43,7 @@ class ArchList:
             raise SchemaError("an arch list names no compute capability")
         sass = tuple(item.removesuffix("+PTX") for item in items)
         for sm in sass:
-            if not re.fullmatch(r"\d{1,2}\.\d", sm):
+            if not _COMPUTE_CAPABILITY.fullmatch(sm):
                 raise SchemaError(f"arch list {text!r}: {sm!r} is not a compute capability")
         return cls(sass, tuple(item.removesuffix("+PTX") for item in items if item.endswith("+PTX")))
 

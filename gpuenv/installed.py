@@ -16,7 +16,6 @@ import re
 import sys
 from collections.abc import Iterable
 from functools import cache
-from pathlib import Path
 
 _SUFFIXES = (".dist-info", ".egg-info")
 _METADATA_FILES = ("METADATA", "PKG-INFO")
@@ -38,33 +37,38 @@ def normalized(name: str) -> str:
 
 
 @cache
-def _metadata_dirs(directory: str) -> dict[str, Path]:
+def _metadata_dirs(directory: str) -> dict[str, str]:
     """Each distribution's first metadata entry in one sys.path directory, by normalized name."""
     try:
         children = os.listdir(directory)  # in its order, as importlib.metadata reads it
     except OSError:  # not a directory (a zip file), or gone
         return {}
-    found: dict[str, Path] = {}
+    found: dict[str, str] = {}
     for child in children:
         low = child.lower()
         if low.endswith(_SUFFIXES):
-            found.setdefault(normalized(low.rpartition(".")[0].partition("-")[0]), Path(directory, child))
+            found.setdefault(normalized(low.rpartition(".")[0].partition("-")[0]), os.path.join(directory, child))
     return found
 
 
-def _version(entry: Path) -> str | None:
+def _version(entry: str) -> str | None:
     """The Version header of a metadata entry (a dist-info or egg-info directory, or an egg-info file)."""
-    files = [entry / name for name in _METADATA_FILES] if entry.is_dir() else [entry]
+    files = [os.path.join(entry, name) for name in _METADATA_FILES] if os.path.isdir(entry) else [entry]
     for file in files:
         try:
-            text = file.read_text(encoding="utf-8", errors="replace")
+            with open(file, encoding="utf-8", errors="replace") as lines:
+                return _version_header(lines)
         except OSError:
             continue
-        for line in text.splitlines():
-            if not line.strip():
-                break  # the headers end at the first blank line
-            key, _, value = line.partition(":")
-            if key.strip().lower() == "version":
-                return value.strip()
-        return None
+    return None
+
+
+def _version_header(lines: Iterable[str]) -> str | None:
+    """The Version header's value; only the headers are read (torch's METADATA has 38 kB of description)."""
+    for line in lines:
+        if not line.strip():
+            break  # the headers end at the first blank line
+        key, _, value = line.partition(":")
+        if key.strip().lower() == "version":
+            return value.strip()
     return None

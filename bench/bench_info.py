@@ -11,17 +11,13 @@ Usage: .venv/bin/python bench/bench_info.py [--rounds N]
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import compile_package, report, wall
+from timing import compile_package, fake_nvml, report, samples
 
-ROOT = Path(__file__).resolve().parent.parent
-FAKE = ROOT / "tests" / "verify" / "fake_nvml"
 TARGET = 3.0
 
 FLOOR = r"""
@@ -39,20 +35,10 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run(
-            ["gcc", "-shared", "-fPIC", "-O1", "-o", f"{tmp}/libnvidia-ml.so.1", str(FAKE / "fake_nvml.c")],
-            check=True,
-            timeout=120,
-        )
-        env = {**os.environ, "LD_LIBRARY_PATH": tmp, "FAKE_NVML_SCENARIO": str(FAKE / "healthy-8xh100.scenario")}
+        env = fake_nvml(Path(tmp))
         commands = {"floor": [sys.executable, "-c", FLOOR], "info": [sys.executable, "-m", "gpuenv", "info", "--json"]}
-        samples: dict[str, list[float]] = {name: [] for name in commands}
-        for cmd in commands.values():  # warm-up: page cache, .pyc files
-            wall(cmd, env=env)
-        for _ in range(args.rounds):
-            for name, cmd in commands.items():
-                samples[name].append(wall(cmd, env=env))
-    med = {name: sorted(values)[len(values) // 2] for name, values in samples.items()}
+        times = samples(commands, runs=args.rounds, env=env)
+    med = {name: sorted(values)[len(values) // 2] for name, values in times.items()}
     return 0 if report("info --json", med["info"], med["floor"], TARGET) else 1
 
 

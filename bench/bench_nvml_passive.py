@@ -14,17 +14,13 @@ Target: passive / floor <= 3. Usage: .venv/bin/python bench/bench_nvml_passive.p
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import compile_package, report, wall
+from timing import compile_package, fake_nvml, report, samples
 
-ROOT = Path(__file__).resolve().parent.parent
-FAKE = ROOT / "tests" / "verify" / "fake_nvml"
 TARGET = 3.0
 
 FLOOR = r"""
@@ -61,27 +57,13 @@ for i in range(nv.nvmlDeviceGetCount()):
 """
 
 
-def build_fake(folder: Path) -> None:
-    subprocess.run(
-        ["gcc", "-shared", "-fPIC", "-O1", "-o", str(folder / "libnvidia-ml.so.1"), str(FAKE / "fake_nvml.c")],
-        check=True,
-        timeout=120,
-    )
-
-
 def main() -> int:
     compile_package()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        build_fake(Path(tmp))
-        env = {
-            **os.environ,
-            "LD_LIBRARY_PATH": tmp,
-            "FAKE_NVML_SCENARIO": str(FAKE / "healthy-8xh100.scenario"),
-            "GPUENV_POWER_RECORD": str(Path(tmp) / "power-applied.json"),
-        }
+        env = {**fake_nvml(Path(tmp)), "GPUENV_POWER_RECORD": str(Path(tmp) / "power-applied.json")}
         gpuenv = [sys.executable, "-m", "gpuenv", "verify", "--check", "nvml", "--json"]
         commands = {
             "floor": [sys.executable, "-c", FLOOR],
@@ -89,16 +71,10 @@ def main() -> int:
             "help": [sys.executable, "-m", "gpuenv", "--help"],  # gpuenv's start-up alone, for scale
             "full": gpuenv,
         }
-        samples: dict[str, list[float]] = {name: [] for name in commands}
-        for cmd in commands.values():  # warm-up: page cache, .pyc files
-            wall(cmd, env=env)
-        for _ in range(args.rounds):
-            for name, cmd in commands.items():
-                if name != "full" or len(samples["full"]) < 3:  # the full check: a few runs suffice
-                    samples[name].append(wall(cmd, env=env))
-    med = {name: sorted(values)[len(values) // 2] for name, values in samples.items()}
+        times = samples(commands, runs=args.rounds, env=env, most={"full": 3})  # the full check: a few runs suffice
+    med = {name: sorted(values)[len(values) // 2] for name, values in times.items()}
     for name in ("floor", "passive", "help"):
-        print(f"{name}: min {min(samples[name]):.3f}s, median {med[name]:.3f}s, max {max(samples[name]):.3f}s")
+        print(f"{name}: min {min(times[name]):.3f}s, median {med[name]:.3f}s, max {max(times[name]):.3f}s")
     print(f"gpuenv --help (not a target): {med['help']:.3f}s, {med['help'] / med['floor']:.2f}x the floor")
     print(f"full nvml check (not a target): {med['full']:.3f}s, {med['full'] / med['floor']:.1f}x the floor")
     return 0 if report("verify --check nvml --passive", med["passive"], med["floor"], TARGET) else 1

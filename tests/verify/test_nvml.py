@@ -14,7 +14,7 @@ from gpuenv.verify.checks.nvml.policy import load_policy
 from gpuenv.verify.checks.nvml.rules import evaluate, gpu_findings
 from gpuenv.verify.facts import HostFacts, NvmlSnapshot, visible
 from gpuenv.verify.pci import nvidia_on_pci
-from tests.verify.conftest import check, scenario_env, verify_json
+from tests.verify.conftest import check, fake_sysfs, scenario_env, verify_json
 
 
 def run_nvml(lib: Path, scenario: str, *args: str) -> tuple[int, dict[str, Any]]:
@@ -156,14 +156,6 @@ def test_driver_not_loaded_without_an_nvidia_device_is_cpu_only(debian_nvml_dir:
     assert report["cpu_only"] and check(report, "nvml")["status"] == "skip"
     assert "driver-not-loaded" in report["host"]["device_decision"]
     assert code == 3  # nothing could run: not a certificate
-
-
-def fake_sysfs(root: Path, devices: dict[str, tuple[str, str]]) -> Path:
-    for bus, (vendor, klass) in devices.items():
-        (root / bus).mkdir(parents=True)
-        (root / bus / "vendor").write_text(vendor + "\n")
-        (root / bus / "class").write_text(klass + "\n")
-    return root
 
 
 def test_pci_scan_finds_nvidia_gpus_only(tmp_path: Path) -> None:

@@ -8,6 +8,8 @@ missing component is a failure, never a skip.
 from __future__ import annotations
 
 import os
+import random
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -64,6 +66,23 @@ def require(available: bool, reason: str) -> None:
     if IN_CI:
         pytest.fail(f"missing under CI: {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def free_port(address: str = "127.0.0.1") -> int:
+    """A port nothing listens on, picked below the kernel's ephemeral range: a port from that range
+    can be taken by any outgoing connection between this probe and the daemon's own bind."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for port in random.sample(range(max(1025, low - 12000), low), 200):
+        with socket.socket() as probe:
+            try:
+                probe.bind((address, port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port on {address} below {low}")
 
 
 def run_gpuenv(

@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.conftest import free_port
+
 STANDIN = "gpuenv-standin:bookworm"
 
 
@@ -93,12 +95,6 @@ def _pings(sock: Path) -> bool:
             return b"200 OK" in conn.recv(256)
     except OSError:
         return False
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def start_registry(*, timeout: float = 30) -> Service:

@@ -16,9 +16,8 @@ import jsonschema
 import pytest
 
 from gpuenv.resources import data_file
-from tests.conftest import REPO, run_gpuenv
+from tests.conftest import REPO, free_port, run_gpuenv
 from tests.provision.fixtures import Provisioned
-from tests.slurm.conftest import _free_port
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]
 SCHEMA = json.loads(data_file("report.schema.json").read_text())
@@ -35,7 +34,7 @@ def fleet_multi_node(provisioned: Provisioned, work: Path, *args: str) -> subpro
     }
     return run_gpuenv(
         "fleet", "verify", "-i", str(inventory), "--multi-node", "--device", "cpu", "--check-timeout", "90",
-        "--master-port", str(_free_port()), "--reports-dir", str(work / "reports"), "--json", *args,
+        "--master-port", str(free_port()), "--reports-dir", str(work / "reports"), "--json", *args,
         env=env, timeout=600,
     )  # fmt: skip
 

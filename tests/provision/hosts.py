@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.conftest import free_port
+
 ROOT_PASSWORD = "Provision-Test-Become-7f3a9c"
 UNREACHABLE = ("127.0.0.250", 9)  # nothing listens there
 
@@ -76,7 +78,7 @@ def make_hosts(tar: Path, workdir: Path, names: list[str], *, first_address: int
     try:
         for offset, name in enumerate(names):
             address = f"127.0.0.{first_address + offset}"
-            host = TestHost(name, workdir / name, address, _free_port(address))
+            host = TestHost(name, workdir / name, address, free_port(address))
             hosts.hosts.append(host)
             _prepare_root(tar, host, key)
             _start_sshd(host)
@@ -200,12 +202,6 @@ def _wait_for_ssh(host: TestHost, *, timeout: float) -> None:
                 return
         time.sleep(0.1)
     raise RuntimeError(f"sshd for {host.name} did not listen on {host.address}:{host.port} within {timeout}s")
-
-
-def _free_port(address: str) -> int:
-    with socket.socket() as sock:
-        sock.bind((address, 0))
-        return int(sock.getsockname()[1])
 
 
 def _reap(pid: int, *, timeout: float) -> None:

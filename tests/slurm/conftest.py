@@ -22,16 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require
+from tests.conftest import free_port, require
 
 DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "scontrol", "sinfo", "sbatch")
 NODE = socket.gethostname().split(".")[0]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _wrapper(root: Path, hook: str, extra: str) -> Path:
@@ -51,10 +45,12 @@ def _wrapper(root: Path, hook: str, extra: str) -> Path:
 
 
 def _slurm_conf(root: Path) -> str:
+    ctld_port = free_port()
+    slurmd_port = next(port for port in iter(free_port, None) if port != ctld_port)
     return f"""ClusterName=gpuenvtest
 SlurmctldHost={NODE}(127.0.0.1)
-SlurmctldPort={_free_port()}
-SlurmdPort={_free_port()}
+SlurmctldPort={ctld_port}
+SlurmdPort={slurmd_port}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -121,14 +117,48 @@ class Slurm:
             proc.wait(timeout=15)
 
     def wait_for(self, what: Callable[[], bool], timeout: float, message: str) -> None:
+        """Polls `what` until it holds; fails at once, with the logs, when a daemon has exited."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with contextlib.suppress(AssertionError, subprocess.TimeoutExpired):
                 if what():
                     return
+            if exited := [name for name, proc in self.procs.items() if proc.poll() is not None]:
+                pytest.fail(f"{message}: {', '.join(exited)} exited\n{self.logs()}")
             time.sleep(0.5)
-        logs = "".join((self.root / n).read_text()[-1500:] for n in ("slurmd.log",) if (self.root / n).exists())
-        pytest.fail(f"{message} within {timeout:.0f} s; sinfo: {self.node()}\n{logs}")
+        pytest.fail(f"{message} within {timeout:.0f} s; sinfo: {self.describe_node()}\n{self.logs()}")
+
+    def describe_node(self) -> str:
+        try:
+            return "|".join(self.node())
+        except (AssertionError, subprocess.TimeoutExpired) as error:
+            return str(error).splitlines()[0]
+
+    def logs(self) -> str:
+        """The tail of every daemon's log and output, for a failure message."""
+        tails = []
+        for name in ("slurmctld.log", "slurmctld.out", "slurmd.log", "slurmd.out", "munged.log", "munged.out"):
+            path = self.root / name
+            if path.exists() and (tail := path.read_text(errors="replace")[-1500:].strip()):
+                tails.append(f"--- {name}\n{tail}")
+        return "\n".join(tails)
+
+    def start_controller(self, attempts: int = 3) -> None:
+        """slurmctld, answering. It exits when its port was taken between the pick and its bind:
+        then it starts again on fresh ports."""
+        for _ in range(attempts):
+            (self.root / "slurm.conf").write_text(_slurm_conf(self.root))
+            self.start("slurmctld", "-D", "-i")
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and self.procs["slurmctld"].poll() is None:
+                with contextlib.suppress(AssertionError, subprocess.TimeoutExpired):
+                    if self.cmd("sinfo", "-h", timeout=10):
+                        return
+                time.sleep(0.5)
+            if self.procs["slurmctld"].poll() is None:
+                pytest.fail(f"slurmctld did not answer within 60 s\n{self.logs()}")
+            self.stop("slurmctld")
+        pytest.fail(f"slurmctld exited {attempts} times\n{self.logs()}")
 
     def restart_slurmd(self) -> None:
         self.stop("slurmd")
@@ -160,7 +190,6 @@ def slurm() -> Iterator[Slurm]:
     ):
         _wrapper(root, hook, extra)
         cluster.steer(hook)
-    (root / "slurm.conf").write_text(_slurm_conf(root))
     subprocess.run(["mungekey", "-c", "-k", str(root / "munge.key"), "-b", "1024"], check=True, timeout=30)
     try:
         cluster.start(
@@ -168,8 +197,7 @@ def slurm() -> Iterator[Slurm]:
             f"--pid-file={root}/munged.pid", f"--log-file={root}/munged.log", f"--seed-file={root}/munged.seed",
         )  # fmt: skip
         cluster.wait_for(lambda: (root / "munge.sock").exists(), 20, "munged did not open its socket")
-        cluster.start("slurmctld", "-D", "-i")
-        cluster.wait_for(lambda: bool(cluster.cmd("sinfo", "-h")), 30, "slurmctld did not answer")
+        cluster.start_controller()
         cluster.start("slurmd", "-D", "-N", NODE)
         cluster.wait_for(lambda: cluster.node()[0] == "idle", 120, "the node did not come up idle")
         yield cluster

@@ -85,10 +85,10 @@ def explicit_node(rank: int, port: int, tmp: Path, env: dict[str, str]) -> subpr
 
 
 def test_explicit_flags_two_nodes_a_corrupted_element_names_its_node(tmp_path: Path) -> None:
-    from tests.slurm.conftest import _free_port
+    from tests.conftest import free_port
 
     env, mark = marked_env("allreduce:corrupt:rank3")  # node n2's second rank
-    nodes = [explicit_node(r, _free_port(), tmp_path, env) for r in (0,)]
+    nodes = [explicit_node(r, free_port(), tmp_path, env) for r in (0,)]
     nodes.append(explicit_node(1, int(nodes[0].args[nodes[0].args.index("--master-port") + 1]), tmp_path, env))
     outcomes = [p.communicate(timeout=300) for p in nodes]
     assert [p.returncode for p in nodes] == [1, 1], [o[1][-2000:] for o in outcomes]

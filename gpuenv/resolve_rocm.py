@@ -27,10 +27,9 @@ from gpuenv.compat import (
 )
 from gpuenv.errors import BadRequest
 from gpuenv.resolve_request import Request, numpy_requirement, pick_python, python_problem, torch_matches
-from gpuenv.stack import NONE, Rejected, Stack
+from gpuenv.stack import AMDGPU_BRANCH_PREFIX, NONE, Rejected, Stack
 
 _GFX = re.compile(r"gfx[0-9a-f]{3,4}", re.ASCII)
-AMDGPU_BRANCH_PREFIX = "amdgpu-"  # a ROCm stack's driver_branch: AMD's amdgpu repository of its release
 
 
 class RocmCandidate(NamedTuple):

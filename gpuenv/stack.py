@@ -18,6 +18,7 @@ from gpuenv.errors import BadRequest
 SCHEMA = "gpuenv.stack/1"
 CPU_BUILD = "cpu"  # torch's CPU-only wheels (2.13.0+cpu): no CUDA, no driver
 ROCM_BUILD_PREFIX = "rocm"  # torch's ROCm wheels: "rocm6.4" (2.9.1+rocm6.4)
+AMDGPU_BRANCH_PREFIX = "amdgpu-"  # a ROCm stack's driver_branch: AMD's amdgpu repository of its release
 NONE = "none"  # the CUDA, driver and arch fields of a CPU stack; the CUDA and NVIDIA driver fields of a ROCm stack
 _ARCH_LIST = re.compile(r"\d{1,2}\.\d(\+PTX)?(;\d{1,2}\.\d(\+PTX)?)*", re.ASCII)
 _GFX_LIST = re.compile(r"gfx[0-9a-f]{3,4}(;gfx[0-9a-f]{3,4})*", re.ASCII)  # PYTORCH_ROCM_ARCH: "gfx90a;gfx942"
@@ -128,9 +129,16 @@ class Stack:
             unused: tuple[str, ...] = ("cuda", "driver_min", "driver_floor", "driver_branch", "arch_list")
         elif self.platform == "rocm":
             unused = ("cuda", "driver_min", "driver_floor")
-            if self.cuda_build != ROCM_BUILD_PREFIX + str(self.rocm) or self.cudnn is not None or self.gpu_sm:
+            release = str(self.rocm)
+            if (
+                self.cuda_build != ROCM_BUILD_PREFIX + release
+                or self.driver_branch != AMDGPU_BRANCH_PREFIX + release
+                or self.cudnn is not None
+                or self.gpu_sm
+            ):
                 raise BadRequest(
-                    f"a ROCm {self.rocm} stack has cuda_build {ROCM_BUILD_PREFIX}{self.rocm}, no cuDNN and no gpu_sm",
+                    f"a ROCm {release} stack has cuda_build {ROCM_BUILD_PREFIX}{release}, driver_branch"
+                    f" {AMDGPU_BRANCH_PREFIX}{release}, no cuDNN and no gpu_sm",
                     hint="regenerate the stack",
                 )
         else:

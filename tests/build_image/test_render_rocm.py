@@ -123,7 +123,14 @@ def test_a_rocm_stack_without_a_devel_image_asks_for_a_base() -> None:
 
 @pytest.mark.parametrize(
     "field,value",
-    [("arch_list", "sm_90"), ("arch_list", "gfx942\nRUN id"), ("cuda_build", "rocm6.2"), ("cudnn", "9.1.0")],
+    [
+        ("arch_list", "sm_90"),
+        ("arch_list", "gfx942\nRUN id"),
+        ("cuda_build", "rocm6.2"),
+        ("cudnn", "9.1.0"),
+        ("driver_branch", "amdgpu-6.2"),
+        ("driver_branch", "R580"),
+    ],
 )
 def test_every_rocm_stack_value_is_validated_before_the_template(field: str, value: str) -> None:
     with pytest.raises(BadRequest):

@@ -18,26 +18,19 @@ HERE = Path(__file__).resolve().parent
 FAKE_NVML = HERE / "fake_nvml"
 
 
+def compile_fake(source: Path, library: Path) -> Path:
+    """One of the fake GPU libraries (C beside its scenarios, sharing fake_gpu.h), warnings as errors."""
+    require(shutil.which("gcc") is not None, f"needs gcc to build the fake {library.name}")
+    command = ["gcc", "-shared", "-fPIC", "-Wall", "-Werror", "-O1", "-o", str(library), str(source)]
+    subprocess.run(command, check=True, timeout=60)
+    return library
+
+
 @pytest.fixture(scope="session")
 def fake_nvml_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder holding the fake libnvidia-ml.so.1, for LD_LIBRARY_PATH."""
-    require(shutil.which("gcc") is not None, "needs gcc to build the fake libnvidia-ml.so.1")
     out = tmp_path_factory.mktemp("fake-nvml")
-    subprocess.run(
-        [
-            "gcc",
-            "-shared",
-            "-fPIC",
-            "-Wall",
-            "-Werror",
-            "-O1",
-            "-o",
-            str(out / "libnvidia-ml.so.1"),
-            str(FAKE_NVML / "fake_nvml.c"),
-        ],
-        check=True,
-        timeout=60,
-    )
+    compile_fake(FAKE_NVML / "fake_nvml.c", out / "libnvidia-ml.so.1")
     return out
 
 
@@ -48,12 +41,9 @@ AMD_BUS = [f"0000:{0x05 + 0x10 * i:02x}:00.0" for i in range(8)]  # where the fa
 @pytest.fixture(scope="session")
 def fake_rocm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A ROCm root (for ROCM_PATH) holding the fake lib/libamd_smi.so."""
-    require(shutil.which("gcc") is not None, "needs gcc to build the fake libamd_smi.so")
     root = tmp_path_factory.mktemp("fake-rocm")
     (root / "lib").mkdir()
-    source = FAKE_AMDSMI / "fake_amdsmi.c"
-    command = ["gcc", "-shared", "-fPIC", "-Wall", "-Werror", "-O1", "-o", str(root / "lib" / "libamd_smi.so")]
-    subprocess.run([*command, str(source)], check=True, timeout=60)
+    compile_fake(FAKE_AMDSMI / "fake_amdsmi.c", root / "lib" / "libamd_smi.so")
     return root
 
 

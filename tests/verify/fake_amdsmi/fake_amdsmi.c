@@ -23,14 +23,9 @@
  * load_prochot, load_ppt, load_socket, load_vr, load_hbm (1: active under load) are active; an
  * active limit's residency counter (acc_*) grows as acc_counter does (1000 a second since
  * amdsmi_init) for every second since the marker was made. */
-#include <fcntl.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
+
+#include "../fake_gpu.h"
 
 #define MAXGPU 16
 #define OK 0
@@ -101,7 +96,8 @@ static void defaults(void) {
     }
 }
 
-static void set(gpu_t *g, const char *key, const char *val) {
+static void set(int gpu, const char *key, const char *val) {
+    gpu_t *g = &gpus[gpu];
     unsigned long long n = strtoull(val, NULL, 0);
     if (!strcmp(key, "name")) snprintf(g->name, sizeof g->name, "%s", val);
     else if (!strcmp(key, "serial")) snprintf(g->serial, sizeof g->serial, "%s", val);
@@ -115,27 +111,18 @@ static void set(gpu_t *g, const char *key, const char *val) {
     INT(load_prochot) INT(load_ppt) INT(load_socket) INT(load_vr) INT(load_hbm)
 }
 
+static int global(const char *key, const char *val) {
+    if (!strcmp(key, "count")) count = atoi(val);
+    else if (!strcmp(key, "driver")) snprintf(driver, sizeof driver, "%s", val);
+    else if (!strcmp(key, "init_error")) init_error = atoi(val);
+    else if (!strcmp(key, "unsupported")) snprintf(unsupported_all, sizeof unsupported_all, "%s", val);
+    else return 0;
+    return 1;
+}
+
 static void load(void) {
     defaults();
-    const char *path = getenv("FAKE_AMDSMI_SCENARIO");
-    FILE *f = path ? fopen(path, "r") : NULL;
-    char line[600];
-    while (f && fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\r\n")] = 0;
-        char *eq = strchr(line, '=');
-        if (line[0] == '#' || !eq) continue;
-        *eq = 0;
-        char *key = line, *val = eq + 1;
-        if (!strcmp(key, "count")) count = atoi(val);
-        else if (!strcmp(key, "driver")) snprintf(driver, sizeof driver, "%s", val);
-        else if (!strcmp(key, "init_error")) init_error = atoi(val);
-        else if (!strcmp(key, "unsupported")) snprintf(unsupported_all, sizeof unsupported_all, "%s", val);
-        else if (!strncmp(key, "gpu", 3) && strchr(key, '.')) {
-            int i = atoi(key + 3);
-            if (i >= 0 && i < MAXGPU) set(&gpus[i], strchr(key, '.') + 1, val);
-        } else for (int i = 0; i < MAXGPU; i++) set(&gpus[i], key, val);
-    }
-    if (f) fclose(f);
+    read_scenario("FAKE_AMDSMI_SCENARIO", MAXGPU, global, set);
 }
 
 static int unsupported(gpu_t *g, const char *fn) {
@@ -206,20 +193,8 @@ int amdsmi_get_gpu_bad_page_info(void *h, uint32_t *n, page_record_t *pages) {
     }
     *n = (uint32_t)total; return OK;
 }
-/* Seconds since `since` (wall clock), 0 if it is later. */
-static double seconds_since(struct timespec since) {
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    double s = (double)(now.tv_sec - since.tv_sec) + (double)(now.tv_nsec - since.tv_nsec) / 1e9;
-    return s > 0 ? s : 0;
-}
 /* Seconds since the load marker was made; -1 without a load. */
-static double loaded_s(void) {
-    const char *marker = getenv("FAKE_AMDSMI_LOAD_MARKER");
-    struct stat st;
-    if (!marker || stat(marker, &st) != 0) return -1;
-    return seconds_since(st.st_mtim);
-}
+static double loaded_s(void) { return load_age_s("FAKE_AMDSMI_LOAD_MARKER"); }
 int amdsmi_get_temp_metric(void *h, uint32_t sensor, uint32_t metric, int64_t *t) {
     GPU(h) if (sensor != 1) return E_NOT_SUPPORTED; /* the hotspot (junction) sensor only, as on MI300X */
     if (metric == 0) *t = loaded_s() >= 0 && g->temp_load >= 0 ? g->temp_load : g->temp; else if (metric == 5) *t = g->temp_crit; else return E_NOT_SUPPORTED;
@@ -227,15 +202,7 @@ int amdsmi_get_temp_metric(void *h, uint32_t sensor, uint32_t metric, int64_t *t
 }
 /* The cap in force (microwatts): the GPU's last line in FAKE_AMDSMI_POWER_LOG, else the scenario's. */
 static uint64_t current_cap(gpu_t *g) {
-    const char *path = getenv("FAKE_AMDSMI_POWER_LOG");
-    FILE *f = path ? fopen(path, "r") : NULL;
-    unsigned long long cap = (uint64_t)g->power_cap_w * 1000000, uw;
-    int gpu;
-    char line[128];
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "gpu%d %llu", &gpu, &uw) == 2 && gpu == g->index) cap = uw;
-    if (f) fclose(f);
-    return cap;
+    return power_log_last("FAKE_AMDSMI_POWER_LOG", g->index, (uint64_t)g->power_cap_w * 1000000);
 }
 int amdsmi_get_power_cap_info(void *h, uint32_t sensor, power_cap_info_t *p) {
     GPU(h) (void)sensor; memset(p, 0, sizeof *p);
@@ -247,15 +214,7 @@ int amdsmi_get_power_cap_info(void *h, uint32_t sensor, power_cap_info_t *p) {
 int amdsmi_set_power_cap(void *h, uint32_t sensor, uint64_t cap) {
     GPU(h) (void)sensor; if (g->power_set_denied) return E_NO_PERM;
     if (cap < (uint64_t)g->power_min_w * 1000000 || cap > (uint64_t)g->power_default_w * 1000000) return E_INVAL;
-    const char *path = getenv("FAKE_AMDSMI_POWER_LOG");
-    if (!path) return E_NOT_SUPPORTED;
-    char line[128];
-    int n = snprintf(line, sizeof line, "gpu%d %llu %d\n", g->index, (unsigned long long)cap, (int)getpid());
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644); /* one write per line: whole lines */
-    if (fd < 0) return E_NOT_SUPPORTED;
-    int wrote = (int)write(fd, line, (size_t)n);
-    close(fd);
-    return wrote == n ? OK : E_NOT_SUPPORTED;
+    return power_log_append("FAKE_AMDSMI_POWER_LOG", g->index, cap) ? E_NOT_SUPPORTED : OK;
 }
 /* Counts of 15.259 microjoules (MI300X's resolution), at min(power_w, the cap) since amdsmi_init. */
 int amdsmi_get_energy_count(void *h, uint64_t *energy, float *resolution, uint64_t *timestamp) {

@@ -24,14 +24,9 @@
  * (the driver sets every GPU up on the first use and tears it down after the last client): only
  * when no other process holds NVML initialised, which the file FAKE_NVML_DRIVER_LOCK tells (each
  * initialised process holds a shared flock on it); without that variable every nvmlInit waits. */
-#include <fcntl.h>
 #include <sys/file.h>
-#include <sys/stat.h>
-#include <stdio.h>
-#include <unistd.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
+
+#include "../fake_gpu.h"
 
 #define MAXGPU 16
 #define OK 0
@@ -95,7 +90,8 @@ static void defaults(void) {
     }
 }
 
-static void set(gpu_t *g, const char *key, const char *val) {
+static void set(int gpu, const char *key, const char *val) {
+    gpu_t *g = &gpus[gpu];
     unsigned long long n = strtoull(val, NULL, 0);
     if (!strcmp(key, "name")) snprintf(g->name, sizeof g->name, "%s", val);
     else if (!strcmp(key, "cc")) sscanf(val, "%d.%d", &g->cc_major, &g->cc_minor);
@@ -115,32 +111,23 @@ static void set(gpu_t *g, const char *key, const char *val) {
     else if (!strcmp(key, "clock_events_load")) g->clock_events_load = (long long)n;
 }
 
+static int global(const char *key, const char *val) {
+    if (!strcmp(key, "count")) count = atoi(val);
+    else if (!strcmp(key, "driver")) snprintf(driver, sizeof driver, "%s", val);
+    else if (!strcmp(key, "cuda_driver")) cuda_driver = atoi(val);
+    else if (!strcmp(key, "init_error")) init_error = atoi(val);
+    else if (!strcmp(key, "init_delay_ms")) init_delay_ms = atoi(val);
+    else if (!strcmp(key, "unsupported")) snprintf(unsupported_all, sizeof unsupported_all, "%s", val);
+    else if ((!strcmp(key, "xid") || !strcmp(key, "xid_late")) && nxid < 32
+             && sscanf(val, "gpu%d:%d", &xid_gpu[nxid], &xid_code[nxid]) == 2)
+        xid_late[nxid++] = !strcmp(key, "xid_late");
+    else return 0;
+    return 1;
+}
+
 static void load(void) {
     defaults();
-    const char *path = getenv("FAKE_NVML_SCENARIO");
-    FILE *f = path ? fopen(path, "r") : NULL;
-    char line[600];
-    while (f && fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\r\n")] = 0;
-        char *eq = strchr(line, '=');
-        if (line[0] == '#' || !eq) continue;
-        *eq = 0;
-        char *key = line, *val = eq + 1;
-        if (!strcmp(key, "count")) count = atoi(val);
-        else if (!strcmp(key, "driver")) snprintf(driver, sizeof driver, "%s", val);
-        else if (!strcmp(key, "cuda_driver")) cuda_driver = atoi(val);
-        else if (!strcmp(key, "init_error")) init_error = atoi(val);
-        else if (!strcmp(key, "init_delay_ms")) init_delay_ms = atoi(val);
-        else if (!strcmp(key, "unsupported")) snprintf(unsupported_all, sizeof unsupported_all, "%s", val);
-        else if ((!strcmp(key, "xid") || !strcmp(key, "xid_late")) && nxid < 32
-                 && sscanf(val, "gpu%d:%d", &xid_gpu[nxid], &xid_code[nxid]) == 2)
-            xid_late[nxid++] = !strcmp(key, "xid_late");
-        else if (!strncmp(key, "gpu", 3) && strchr(key, '.')) {
-            int i = atoi(key + 3);
-            if (i >= 0 && i < MAXGPU) set(&gpus[i], strchr(key, '.') + 1, val);
-        } else for (int i = 0; i < MAXGPU; i++) set(&gpus[i], key, val);
-    }
-    if (f) fclose(f);
+    read_scenario("FAKE_NVML_SCENARIO", MAXGPU, global, set);
 }
 
 static int unsupported(gpu_t *g, const char *fn) {
@@ -212,18 +199,10 @@ int nvmlDeviceGetCurrPcieLinkGeneration(void *h, unsigned *v) {
 int nvmlDeviceGetMaxPcieLinkGeneration(void *h, unsigned *v) { GPU(h) *v = g->pcie_max_gen; return OK; }
 int nvmlDeviceGetCurrPcieLinkWidth(void *h, unsigned *v) { GPU(h) *v = g->pcie_width; return OK; }
 int nvmlDeviceGetMaxPcieLinkWidth(void *h, unsigned *v) { GPU(h) *v = g->pcie_max_width; return OK; }
-static int under_load(void) {
-    const char *marker = getenv("FAKE_NVML_LOAD_MARKER");
-    return marker && access(marker, F_OK) == 0;
-}
+static int under_load(void) { return load_age_s("FAKE_NVML_LOAD_MARKER") >= 0; }
 /* Seconds since the load marker was made (0 without a load). */
 static double loaded_s(void) {
-    const char *marker = getenv("FAKE_NVML_LOAD_MARKER");
-    struct stat st;
-    struct timespec now;
-    if (!marker || stat(marker, &st) != 0) return 0;
-    clock_gettime(CLOCK_REALTIME, &now);
-    double s = (double)(now.tv_sec - st.st_mtim.tv_sec) + (double)(now.tv_nsec - st.st_mtim.tv_nsec) / 1e9;
+    double s = load_age_s("FAKE_NVML_LOAD_MARKER");
     return s > 0 ? s : 0;
 }
 int nvmlDeviceGetCurrentClocksEventReasons(void *h, unsigned long long *v) {
@@ -294,15 +273,7 @@ int nvmlEventSetWait_v2(void *set, event_t *e, unsigned ms) {
 
 /* The limit in force: the GPU's last line in FAKE_NVML_POWER_LOG, else the scenario's. */
 static unsigned current_limit(gpu_t *g) {
-    const char *path = getenv("FAKE_NVML_POWER_LOG");
-    FILE *f = path ? fopen(path, "r") : NULL;
-    unsigned limit = g->power_limit, mw;
-    int gpu;
-    char line[128];
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "gpu%d %u", &gpu, &mw) == 2 && gpu == g->index) limit = mw;
-    if (f) fclose(f);
-    return limit;
+    return (unsigned)power_log_last("FAKE_NVML_POWER_LOG", g->index, g->power_limit);
 }
 int nvmlDeviceGetPowerManagementLimitConstraints(void *h, unsigned *lo, unsigned *hi) {
     GPU(h) *lo = g->power_min; *hi = g->power_max; return OK;
@@ -327,13 +298,5 @@ int nvmlDeviceGetTotalEnergyConsumption(void *h, unsigned long long *mj) {
 int nvmlDeviceSetPowerManagementLimit(void *h, unsigned mw) {
     GPU(h) if (g->power_set_denied) return E_NO_PERMISSION;
     if (mw < g->power_min || mw > g->power_max) return E_INVALID;
-    const char *path = getenv("FAKE_NVML_POWER_LOG");
-    if (!path) return E_NOT_SUPPORTED;
-    char line[128];
-    int n = snprintf(line, sizeof line, "gpu%d %u %d\n", g->index, mw, (int)getpid());
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);  /* one write per line: whole lines */
-    if (fd < 0) return E_NOT_SUPPORTED;
-    int wrote = (int)write(fd, line, (size_t)n);
-    close(fd);
-    return wrote == n ? OK : E_NOT_SUPPORTED;
+    return power_log_append("FAKE_NVML_POWER_LOG", g->index, mw) ? E_NOT_SUPPORTED : OK;
 }

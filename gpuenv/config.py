@@ -11,11 +11,9 @@ line, and says where each effective value came from.
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 import re
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,11 +21,7 @@ from typing import Any, Literal
 
 from gpuenv import validate
 from gpuenv.errors import BadRequest
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from gpuenv.schema import parse_toml
 
 ENV_PREFIX = "GPUENV"
 CONFIG_ENV = "GPUENV_CONFIG"
@@ -36,7 +30,8 @@ RESERVED_TABLES = ("prices",)  # GPU prices, {name: positive number}; read by la
 UNCONFIGURED_COMMANDS = ("config",)  # the config command itself takes nothing from the file
 MAX_BYTES = 1 << 20
 PRECEDENCE = ("flag", "env", "file", "default")
-_SECRET = re.compile(r"(^|-)(pass|password|passphrase|secret|token)($|-)")
+# patterns compiled at first use (through re's cache): most runs read no config file
+_SECRET = r"(^|-)(pass|password|passphrase|secret|token)($|-)"
 
 
 @dataclass(frozen=True)
@@ -109,16 +104,16 @@ def read(path: Path, found_by: str) -> ConfigFile:
     except (OSError, UnicodeDecodeError) as exc:
         raise BadRequest(f"cannot read config file {path}: {exc}", hint="give a readable UTF-8 TOML file") from exc
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        data = parse_toml(text)
+    except ValueError as exc:
         raise BadRequest(
             f"{path.resolve()}: not valid TOML: {exc}", hint="see docs/configuration.md for the format"
         ) from exc
     return ConfigFile(path=path.resolve(), found_by=found_by, data=data, lines=key_lines(text))
 
 
-_TABLE = re.compile(r"\[\s*([^\[\]]+?)\s*\]\s*(#.*)?")
-_KEY = re.compile(r"((?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*'))*)\s*=")
+_TABLE = r"\[\s*([^\[\]]+?)\s*\]\s*(#.*)?"
+_KEY = r"((?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*'))*)\s*="
 
 
 def _dotted(text: str) -> tuple[str, ...]:
@@ -132,12 +127,12 @@ def key_lines(text: str) -> dict[tuple[str, ...], int]:
     table: tuple[str, ...] = ()
     for number, line in enumerate(text.splitlines(), start=1):
         stripped = line.strip()
-        header = _TABLE.fullmatch(stripped)
+        header = re.fullmatch(_TABLE, stripped)
         if header:
             table = _dotted(header.group(1))
             lines.setdefault(table, number)
             continue
-        key = _KEY.match(stripped)
+        key = re.match(_KEY, stripped)
         if key:
             lines.setdefault(table + _dotted(key.group(1)), number)
     return lines
@@ -150,7 +145,7 @@ def env_name(path: tuple[str, ...], option: str) -> str:
 def is_secret_name(name: str) -> bool:
     """An option named for a secret (a password, a token): only ever given on the command line.
     A *-file option names a file holding the secret: that may be set (the file's mode is checked where read)."""
-    return bool(_SECRET.search(name)) and not name.endswith("-file")
+    return bool(re.search(_SECRET, name)) and not name.endswith("-file")
 
 
 def check_tables(config: ConfigFile, known: list[str]) -> None:
@@ -250,7 +245,9 @@ def check_prices(config: ConfigFile, value: Any) -> dict[str, float]:
 
 
 def suggest(word: str, choices: list[str], what: str) -> str:
-    close = difflib.get_close_matches(word, choices, n=1)
+    from difflib import get_close_matches  # only on the way to an error
+
+    close = get_close_matches(word, choices, n=1)
     return f"did you mean {close[0]!r}?" if close else f"the {what}: {', '.join(sorted(choices)) or 'none'}"
 
 

@@ -24,11 +24,6 @@ from gpuenv.errors import BadRequest
 from gpuenv.files import read_text
 from gpuenv.resources import data_file
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[import-not-found,no-redef]
-
 _TYPES: dict[str, tuple[type, ...]] = {
     "object": (dict,),
     "array": (list,),
@@ -169,6 +164,11 @@ def parse_json(text: str) -> Any:
 
 
 def parse_toml(text: str) -> Any:
+    """TOML (its decode errors are ValueErrors)."""
+    if sys.version_info >= (3, 11):
+        import tomllib  # here, where a file is TOML: most commands read none
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[import-not-found,no-redef]
     try:
         return tomllib.loads(text)
     except RecursionError:
@@ -182,7 +182,7 @@ def load(path: Path | str, what: str, name: str, *, kind: str | None = None, hin
     toml = str(path).endswith(".toml")
     try:
         data = parse_toml(text) if toml else parse_json(text)
-    except (ValueError, tomllib.TOMLDecodeError) as exc:
+    except ValueError as exc:
         raise BadRequest(f"{what} {path} is not valid {'TOML' if toml else 'JSON'}: {exc}", hint=hint) from None
     try:
         check(data, name)

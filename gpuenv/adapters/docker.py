@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import re
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -21,8 +20,6 @@ from gpuenv.adapters import docker_gpus as gpu_access
 from gpuenv.errors import BadRequest, BadResult, CannotRun
 from gpuenv.extras import needed
 from gpuenv.types import DEVICE_CHOICES, DeviceChoice, Level
-
-log = logging.getLogger(__name__)
 
 API_TIMEOUT = 60.0  # seconds for an ordinary API call
 BUILD_TIMEOUT = 7200.0  # seconds without a word from the daemon before a build is given up
@@ -352,7 +349,7 @@ def run_verify_in_image(
     device: DeviceChoice,
     timeout: float,
     extra_args: list[str],
-    on_note: Callable[[str], None] | None = None,
+    on_note: Callable[[str], None],
     platform: str | None = None,
 ) -> tuple[int, dict[str, Any] | None]:
     """Run `gpuenv verify --level LEVEL --json` inside image TAG; (exit code, parsed report).
@@ -362,7 +359,6 @@ def run_verify_in_image(
     platform ("cuda" or "rocm") says how GPUs are handed over; None reads it from the image's labels.
     The report, when stdout holds one, gains an "image_run" entry saying how it was run.
     """
-    note = on_note or (lambda text: log.warning("%s", text))
     if device not in DEVICE_CHOICES:
         raise BadRequest(f"unknown device {device!r}", hint="auto, cuda or cpu")
     client = connect()
@@ -375,7 +371,7 @@ def run_verify_in_image(
             raise CannotRun(f"Docker cannot give containers GPUs here: {gpus}", hint=gpu_access.no_gpu_hint(platform))
         if isinstance(gpus, str):
             reason = gpu_access.short_reason(gpus)
-            note(f"no GPUs available to containers on this host ({reason}): verifying {tag} on the CPU")
+            on_note(f"no GPUs available to containers on this host ({reason}): verifying {tag} on the CPU")
         result = gpus if isinstance(gpus, RunResult) else None
     if result is None:
         try:

@@ -1,16 +1,11 @@
-"""The gpuenv command line: a thin Click layer over the core and the adapters.
-
-Subcommands are imported only when run, so `gpuenv --help` and `gpuenv resolve` never pay for
-torch, docker, ansible_runner or pynvml. `main` is the one place where errors become exit codes.
-"""
+"""The gpuenv command line: a thin Click layer over the core and the adapters. Subcommands are
+imported only when run, so `gpuenv --help` and `gpuenv resolve` never pay for torch, docker,
+ansible_runner or pynvml. `main` is the one place where errors become exit codes."""
 
 from __future__ import annotations
 
-import difflib
-import logging
 import os
 import sys
-import traceback
 from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
@@ -108,7 +103,9 @@ class LazyGroup(click.Group):
         name = args[0] if args else ""
         unknown = name and not name.startswith("-") and name not in COMMANDS and name not in self.commands
         if unknown and not ctx.resilient_parsing:  # shell completion asks quietly
-            near = difflib.get_close_matches(name, list(COMMANDS), n=1)
+            from difflib import get_close_matches  # only on the way to an error
+
+            near = get_close_matches(name, list(COMMANDS), n=1)
             hint = f"did you mean: gpuenv {near[0]}" if near else "gpuenv --help lists the commands"
             raise BadRequest(f"no such command {name!r}", hint=hint)
         return super().resolve_command(ctx, args)
@@ -168,8 +165,11 @@ def cli(
     # the file's settings become Click's default_map: below the command line and the environment
     ctx.default_map = config_options.default_map(settings_file, ctx.command, ctx, [ctx.invoked_subcommand or ""])
     ctx.obj = Settings(debug=debug, verbose=verbose, quiet=quiet, data=data, config=settings_file)
-    level = logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
-    logging.basicConfig(level=logging.ERROR if quiet else level, format="gpuenv: %(message)s")
+    if verbose or quiet:
+        import logging  # what the libraries log (the Docker SDK, ansible-runner), on request only
+
+        level = logging.ERROR if quiet else logging.DEBUG if verbose > 1 else logging.INFO
+        logging.basicConfig(level=level, format="gpuenv: %(message)s")
 
 
 # The group's own options: given after a command, they are said to go before it (see _run). They are
@@ -205,6 +205,13 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(code)
 
 
+def _traceback(debug: bool) -> None:
+    if debug:
+        import traceback  # only for --debug: off every command's start-up
+
+        traceback.print_exc()
+
+
 def _run(args: list[str], *, debug: bool) -> int:
     """Run the command; the exit code, with every error said in one line (a traceback with --debug)."""
     try:
@@ -225,21 +232,18 @@ def _run(args: list[str], *, debug: bool) -> int:
     except click.ClickException as exc:
         if isinstance(exc, click.BadParameter):
             _name_the_flag(exc)
-        if debug:
-            traceback.print_exc()
+        _traceback(debug)
         exc.show()
         return EXIT_BAD_REQUEST
     except GpuenvError as exc:
-        if debug:
-            traceback.print_exc()
+        _traceback(debug)
         _print_error(exc.message, exc.hint)
         return exc.exit_code
     except KeyboardInterrupt as exc:  # one rule for every command: interrupted is exit 3, and says so
         _print_error(f"interrupted by {exc}" if str(exc) else "interrupted", None)
         return EXIT_CANNOT_RUN
     except Exception as exc:  # gpuenv itself crashed: never blame the thing checked
-        if debug:
-            traceback.print_exc()
+        _traceback(debug)
         _print_error(f"gpuenv crashed: {type(exc).__name__}: {exc}", "rerun with --debug for the traceback")
         return EXIT_CANNOT_RUN
     return result if isinstance(result, int) else 0

@@ -31,8 +31,14 @@ def run_in_image(request: VerifyRequest) -> VerifyOutcome:
     """`gpuenv verify --image TAG`: the same verify inside the image, its report at the host's price."""
     tag = str(request.image)
     budget = (request.timeout or 600.0) * IMAGE_BUDGET
+    heard: list[str] = []  # what the run says beside the report (on the CPU: no GPU for containers)
     code, data = run_verify_in_image(
-        tag, level=request.level, device=request.device, timeout=budget, extra_args=image_args(request)
+        tag,
+        level=request.level,
+        device=request.device,
+        timeout=budget,
+        extra_args=image_args(request),
+        on_note=heard.append,
     )
     if data is not None and not readable(data):
         raise BadResult(
@@ -56,4 +62,4 @@ def run_in_image(request: VerifyRequest) -> VerifyOutcome:
         data["cost"] = cost
     if request.report is not None:
         write_output(request.report, json_text(data))
-    return VerifyOutcome(code, image_report=data, notes=notes)
+    return VerifyOutcome(code, image_report=data, notes=(*heard, *notes))

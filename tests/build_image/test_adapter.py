@@ -90,4 +90,4 @@ def test_unknown_device_is_a_bad_request() -> None:
     from gpuenv.errors import BadRequest
 
     with pytest.raises(BadRequest):
-        adapter.run_verify_in_image("x:1", level="quick", device="tpu", timeout=1, extra_args=[])
+        adapter.run_verify_in_image("x:1", level="quick", device="tpu", timeout=1, extra_args=[], on_note=pytest.fail)

@@ -211,7 +211,7 @@ def test_a_stopped_daemon_exits_3(
 
     monkeypatch.setenv("DOCKER_HOST", address)
     with pytest.raises(CannotRun):
-        run_verify_in_image(TAG, level="quick", device="cpu", timeout=30, extra_args=[])
+        run_verify_in_image(TAG, level="quick", device="cpu", timeout=30, extra_args=[], on_note=pytest.fail)
 
 
 def test_push_to_a_real_registry_reports_the_digest(
@@ -262,22 +262,17 @@ def test_pin_base_renders_and_builds_from_the_registry_digest(
     assert out["labels"]["org.opencontainers.image.base.name"] == f"{mirrored}@{digest}"
 
 
-def test_verify_in_image_falls_back_to_the_cpu_and_says_so(
-    built: dict[str, Any], dockerd: services.Service, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """This daemon has no NVIDIA runtime: the GPU request fails, so the run goes to the CPU, noted."""
-    from gpuenv.adapters.docker import run_verify_in_image
-
-    monkeypatch.setenv("DOCKER_HOST", dockerd.address)
-    notes: list[str] = []
-    code, report = run_verify_in_image(
-        TAG, level="quick", device="auto", timeout=600, extra_args=[], on_note=notes.append
-    )
-    assert notes and "on the CPU" in notes[0] and "could not select device driver" in notes[0]
-    assert code == 0 and report is not None and report["image_run"]["gpus"] is False
-    assert report["verdict"]["certified"] is True
-    with pytest.raises(CannotRun, match="cannot give containers GPUs"):
-        run_verify_in_image(TAG, level="quick", device="cuda", timeout=60, extra_args=[])
+def test_verify_in_image_falls_back_to_the_cpu_and_says_so(built: dict[str, Any], docker_env: dict[str, str]) -> None:
+    """This daemon has no NVIDIA runtime: the GPU request fails, so the run goes to the CPU, said as a warning
+    beside the image's report (through the CLI: `gpuenv verify --image`)."""
+    proc = run_gpuenv("verify", "--image", TAG, "--level", "quick", "--json", env=docker_env, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    warning = next(line for line in proc.stderr.splitlines() if line.startswith("warning:"))
+    assert "on the CPU" in warning and "could not select device driver" in warning
+    report = json.loads(proc.stdout)
+    assert report["image_run"]["gpus"] is False and report["verdict"]["certified"] is True
+    proc = run_gpuenv("verify", "--image", TAG, "--device", "cuda", env=docker_env, timeout=120)
+    assert proc.returncode == 3 and "cannot give containers GPUs" in proc.stderr, proc.stderr
 
 
 def test_as_a_rocm_image_on_a_host_without_amd_devices_it_is_verified_on_the_cpu(
@@ -299,7 +294,9 @@ def test_as_a_rocm_image_on_a_host_without_amd_devices_it_is_verified_on_the_cpu
     assert code == 0 and report is not None and report["image_run"]["gpus"] is False
     monkeypatch.setattr(docker_gpus, "device_groups_of_daemon", lambda: ())
     with pytest.raises(CannotRun, match="error gathering device information") as failed:
-        run_verify_in_image(TAG, level="quick", device="cuda", timeout=60, extra_args=[], platform="rocm")
+        run_verify_in_image(
+            TAG, level="quick", device="cuda", timeout=60, extra_args=[], on_note=pytest.fail, platform="rocm"
+        )
     assert "amdgpu" in (failed.value.hint or "")
 
 
@@ -348,4 +345,4 @@ def test_verify_in_an_image_without_gpuenv_says_so(
 
     monkeypatch.setenv("DOCKER_HOST", dockerd.address)
     with pytest.raises(BadResult, match="has no gpuenv"):
-        run_verify_in_image(standin_image, level="quick", device="cpu", timeout=60, extra_args=[])
+        run_verify_in_image(standin_image, level="quick", device="cpu", timeout=60, extra_args=[], on_note=pytest.fail)

@@ -25,6 +25,9 @@ LAZY_ALLOWED = frozenset(
         "onnxscript", "onnxruntime", "hostlist", "rich", "jinja2", "orjson", "jsonschema", "requests",
     }
 )  # fmt: skip
+# Standard modules kept off every command's start-up (bench/bench_nvml_passive.py and bench_info.py time it):
+# each costs a millisecond or more, and only an error, --debug, -v/-q or a config file needs them.
+OFF_START_UP = frozenset({"difflib", "traceback", "logging", "tomllib", "tomli"})
 # Packages that hold services (application logic that drives adapters): an adapter imports none of them.
 SERVICE_PACKAGES = (
     "gpuenv.provision", "gpuenv.fleet", "gpuenv.verify", "gpuenv.slurm", "gpuenv.power", "gpuenv.image",
@@ -102,7 +105,7 @@ def heavy_at_top(name: str) -> bool:
 def lazy_allowed(name: str) -> bool:
     root = name.split(".")[0]
     if root != "gpuenv":
-        return root in LAZY_ALLOWED
+        return root in LAZY_ALLOWED or root in OFF_START_UP
     return heavy_at_top(name)
 
 

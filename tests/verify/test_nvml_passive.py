@@ -105,8 +105,12 @@ def test_the_slurm_epilog_runs_the_passive_check_and_the_others_do_not() -> None
 # What the passive run must never import: the engine and its worker machinery, Docker, the cost figures.
 NOT_PASSIVE = ("gpuenv.verify.engine", "gpuenv.verify.runner", "gpuenv.adapters.docker", "gpuenv.verify.cost")
 # Nor what only other commands or formats need (bench/bench_nvml_passive.py times its start-up): the hosts'
-# Ansible modules, JUnit's XML, statistics (with fractions and decimal), socket.
-NOT_AT_START = ("gpuenv.ansible.hosts", "gpuenv.ansible.runner", "xml.etree.ElementTree", "statistics", "socket")
+# Ansible modules, JUnit's XML, statistics (with fractions and decimal), socket; logging (asked for with -v or
+# -q), difflib (a misspelt name), traceback (--debug), a TOML parser (a config file, which a run may not have).
+NOT_AT_START = (
+    *("gpuenv.ansible.hosts", "gpuenv.ansible.runner", "xml.etree.ElementTree", "statistics", "socket"),
+    *("logging", "difflib", "traceback", "tomllib"),
+)
 # The CLI as `python -m gpuenv` runs it, writing the modules it imported to argv[1] when it exits
 MODULES_AT_EXIT = """
 import atexit, runpy, sys

@@ -17,7 +17,6 @@ import json
 import multiprocessing
 import os
 import signal
-import socket
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from gpuenv.verify.spread import Spread
 
 # The guard first (the forkserver dies with the worker); torch._dynamo: DDP, the profiler and
 # checkpointing import it on first use (over a second).
+RENDEZVOUS_TIMEOUT = datetime.timedelta(minutes=30)  # the worker's watchdog ends a run that hangs long before
 PRELOAD = ["gpuenv.verify.forkserver_guard", "torch", "torch.distributed", "torch._dynamo", "gpuenv.verify.ranks"]
 
 
@@ -55,13 +55,6 @@ def start_forkserver() -> None:
     """Start the forkserver now, so it imports torch while the worker does other work."""
     multiprocessing.set_forkserver_preload(PRELOAD)
     forkserver.ensure_running()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class RankRun:
@@ -92,6 +85,7 @@ class RankRun:
                 raise RanksCrashed.of(exc, [p.exitcode for p in self.context.processes]) from exc
             return [json.loads((Path(self.outdir.name) / f"rank{r}.json").read_text()) for r in range(self.world)]
         finally:
+            self.server = None  # the store closes when its last reference goes (every rank has left)
             self.outdir.cleanup()
 
     def _spread_results(self, spread: Spread) -> list[dict[str, Any]]:
@@ -160,9 +154,10 @@ def start(
     work meanwhile, then call results()."""
     start_processes = import_module("torch.multiprocessing.spawn").start_processes
     start_forkserver()
-    server = board.host(spread) if spread is not None else None
+    server = board.host(spread) if spread is not None else board.local_host(RENDEZVOUS_TIMEOUT)
     outdir = tempfile.TemporaryDirectory(prefix="gpuenv-ranks-")
-    job = RankJob(target, check, world, device, free_port(), outdir.name, params, os.getpid(), spread)
+    port = spread.port if spread is not None else server.port
+    job = RankJob(target, check, world, device, port, outdir.name, params, os.getpid(), spread)
     here = len(spread.ranks) if spread is not None else world
     context = start_processes(rank_main, args=(job,), nprocs=here, join=False, start_method="forkserver")
     return RankRun(context, outdir, world, device, spread, server)
@@ -176,7 +171,7 @@ def launch(
 
 
 def rank_main(local: int, job: RankJob) -> None:
-    """One rank: join the process group (through this node's port, or the spread run's store),
+    """One rank: join the process group (through the store this node's worker hosts, or the spread run's),
     run the target, write its result (spread: every rank's, gathered, by the first rank here)."""
     import torch.distributed as dist  # torch: heavy, loaded only where the check runs
 
@@ -189,13 +184,9 @@ def rank_main(local: int, job: RankJob) -> None:
     options = _device_option(job, index)
     global BOARD
     if spread is None:
+        store = board.local_client(job.port, RENDEZVOUS_TIMEOUT)
         dist.init_process_group(
-            _backend(job),
-            init_method=f"tcp://127.0.0.1:{job.port}",
-            rank=rank,
-            world_size=world,
-            timeout=datetime.timedelta(minutes=30),
-            **options,
+            _backend(job), store=store, rank=rank, world_size=world, timeout=RENDEZVOUS_TIMEOUT, **options
         )
     else:
         store = board.client(spread, spread.timeout_s)

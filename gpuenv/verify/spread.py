@@ -80,6 +80,17 @@ def host(spread: Spread) -> Any:
     )
 
 
+def local_host(timeout: timedelta) -> Any:
+    """The store of one node's ranks, hosted by its verify worker for the check, on the port the kernel
+    gives it as it binds: a port probed free and bound later by rank 0 can be taken in between (outgoing
+    connections draw from the same range), which would fail a healthy node."""
+    return _dist().TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timeout)
+
+
+def local_client(port: int, timeout: timedelta) -> Any:
+    return _dist().TCPStore("127.0.0.1", port, is_master=False, timeout=timeout)
+
+
 def wait_for_exits(server: Any, spread: Spread) -> None:
     """Keep the store up until every rank has left (bounded), then the caller drops it."""
     dist = _dist()

@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from gpuenv.selfwheel import build_own_wheel  # noqa: E402
+from tests.conftest import free_port  # noqa: E402
 from tests.provision import hosts as test_hosts  # noqa: E402
 
 CACHE = Path(os.environ.get("GPUENV_TEST_CACHE", "/var/cache/gpuenv-test"))
@@ -70,7 +71,7 @@ def clone(hosts: test_hosts.HostSet, base: Path, work: Path) -> None:
         key.unlink()
         key.with_suffix(".pub").unlink()
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
-        host.port = test_hosts._free_port(host.address)
+        host.port = free_port(host.address)
         test_hosts._start_sshd(host)
         hosts.hosts.append(host)
     lines = [f"[{h.address}]:{h.port} {test_hosts._host_key(h)}" for h in hosts.hosts]

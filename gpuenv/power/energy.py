@@ -16,6 +16,7 @@ class AmdEnergyMeter:
     def __init__(self, index: int) -> None:
         self.index = index
         self.joules: float | None = None
+        self.seconds: float | None = None  # the time the joules cover: divide by this, not a timer beside it
         self.source = "not measured"
         self._samples: list[int] = []
         self._problem = amdsmi.init()
@@ -37,7 +38,7 @@ class AmdEnergyMeter:
                 self._samples.append(value)
 
     def __exit__(self, *exc: object) -> None:
-        elapsed = time.perf_counter() - self._t0
+        self.seconds = elapsed = time.perf_counter() - self._t0
         end = amdsmi.energy_mj(self.index) if self._start is not None else None
         if self._thread is not None:
             self._stop.set()

@@ -54,7 +54,7 @@ def measure(request: dict[str, Any]) -> dict[str, Any]:
         "tokens": int(result.tokens),
         "seconds": float(result.seconds),
         "tokens_per_s": float(result.tokens_per_s),
-        "wall_s": float(result.seconds),
+        "wall_s": meter.seconds or float(result.seconds),  # what the joules cover: watts = joules / wall_s
         "energy_j": meter.joules,
         "energy_source": meter.source,  # the counter, power samples, or why neither
         "precision": result.precision,

@@ -108,8 +108,8 @@ def test_a_full_run_measures_every_cap_and_puts_every_limit_back(node: dict[str,
     for gpu in data["gpus"]:
         assert [c["limit_w"] for c in gpu["caps"]] == [700, 200] and gpu["final_w"] == 700
         assert all(c["tokens_per_s"] > 0 and c["tokens_per_j"] is None for c in gpu["caps"])  # CPU tokens
-        # the GPU's own draw, from its energy counter over the timed steps: min(600 W draw, the cap);
-        # the counter and the steps' timer are read a moment apart, so a short run is a few % off
+        # the GPU's own draw, from its energy counter over the timed steps: min(600 W draw, the cap), the
+        # joules divided by the time between the counter's two reads (the meter's), not the steps' timer
         assert [c["watts"] for c in gpu["caps"]] == [pytest.approx(600, rel=0.05), pytest.approx(200, rel=0.05)]
         assert gpu["chosen_w"] is None
 

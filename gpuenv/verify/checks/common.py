@@ -140,11 +140,12 @@ class EnergyMeter:
     def __init__(self, nvml_index: int) -> None:
         self.index = nvml_index
         self.joules: float | None = None
+        self.seconds: float | None = None  # the time the joules cover: divide by this, not a timer beside it
         self.source = "not measured"
         self._samples: list[int] = []
 
     def __enter__(self) -> EnergyMeter:
-        self._start = energy_mj([self.index]).get(self.index)
+        self._start = energy_mj([self.index]).get(self.index)  # its first call starts NVML: then the clock
         self._t0 = time.perf_counter()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -162,7 +163,7 @@ class EnergyMeter:
                 self._samples.append(value)
 
     def __exit__(self, *exc: object) -> None:
-        elapsed = time.perf_counter() - self._t0
+        self.seconds = elapsed = time.perf_counter() - self._t0
         end = energy_mj([self.index]).get(self.index) if self._start is not None else None
         if self._thread is not None:
             self._stop.set()

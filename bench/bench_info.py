@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import compile_package, fake_nvml, report, samples
+from timing import compile_package, fake_nvml, median_each, report, samples
 
 TARGET = 3.0
 
@@ -38,7 +38,7 @@ def main() -> int:
         env = fake_nvml(Path(tmp))
         commands = {"floor": [sys.executable, "-c", FLOOR], "info": [sys.executable, "-m", "gpuenv", "info", "--json"]}
         times = samples(commands, runs=args.rounds, env=env)
-    med = {name: sorted(values)[len(values) // 2] for name, values in times.items()}
+    med = median_each(times)
     return 0 if report("info --json", med["info"], med["floor"], TARGET) else 1
 
 

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import compile_package, fake_nvml, report, samples
+from timing import compile_package, fake_nvml, median_each, report, samples
 
 TARGET = 3.0
 
@@ -72,7 +72,7 @@ def main() -> int:
             "full": gpuenv,
         }
         times = samples(commands, runs=args.rounds, env=env, most={"full": 3})  # the full check: a few runs suffice
-    med = {name: sorted(values)[len(values) // 2] for name, values in times.items()}
+    med = median_each(times)
     for name in ("floor", "passive", "help"):
         print(f"{name}: min {min(times[name]):.3f}s, median {med[name]:.3f}s, max {max(times[name]):.3f}s")
     print(f"gpuenv --help (not a target): {med['help']:.3f}s, {med['help'] / med['floor']:.2f}x the floor")

@@ -70,9 +70,13 @@ def samples(
     return found
 
 
+def median_each(times: dict[str, list[float]]) -> dict[str, float]:
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
 def medians(commands: dict[str, Sequence[str]], *, runs: int, warmup: int = 1) -> dict[str, float]:
     """Median wall time of each command, run interleaved."""
-    return {name: statistics.median(values) for name, values in samples(commands, runs=runs, warmup=warmup).items()}
+    return median_each(samples(commands, runs=runs, warmup=warmup))
 
 
 def fake_nvml(folder: Path, scenario: str = "healthy-8xh100") -> dict[str, str]:

@@ -7,7 +7,6 @@ stack gpuenv would resolve for this machine (its driver, its GPUs' compute capab
 
 from __future__ import annotations
 
-import os
 import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from gpuenv.errors import GpuenvError
 from gpuenv.installed import installed_version
 from gpuenv.resolve import Request, resolve
 from gpuenv.stack import Stack
+from gpuenv.verify.launch import hostname
 
 SCHEMA = "gpuenv.info/1"
 OS_RELEASE = Path("/etc/os-release")
@@ -57,7 +57,7 @@ def machine_info(*, kb_path: Path | None, os_release: Path = OS_RELEASE) -> Mach
     asked = constraints(driver=versions.get("driver"), gpus=gpus, this_os=this_os, kb=kb)
     stack, note = _resolved(asked, kb)
     return MachineInfo(
-        hostname=os.uname().nodename,  # what socket.gethostname() returns, without its import
+        hostname=hostname(),
         os=this_os,
         python=platform.python_version(),
         nvml=problem or ("ok" if gpus else "no GPU"),

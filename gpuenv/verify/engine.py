@@ -7,7 +7,6 @@ SIGTERM and SIGINT stop the run and still give a (partial) report.
 from __future__ import annotations
 
 import os
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -17,7 +16,7 @@ from typing import Any
 from gpuenv import __version__
 from gpuenv.verify import registry
 from gpuenv.verify.gpucount import run_findings
-from gpuenv.verify.launch import comm_environment
+from gpuenv.verify.launch import comm_environment, hostname
 from gpuenv.verify.model import CheckResult, Report, decide
 from gpuenv.verify.options import OnStart, VerifyOptions
 from gpuenv.verify.runner import Run
@@ -53,7 +52,7 @@ def run_verify(
                 run.results.append(CheckResult(spec.name, "skip", summary=f"not run: interrupted by {interrupted}"))
     verdict = decide(run.results, strict=opts.strict, cpu_only=run.cpu_only, interrupted=interrupted)
     host = {
-        "hostname": socket.gethostname(),
+        "hostname": hostname(),
         "device_decision": run.device_note,
         "gpus": [asdict(g) for g in run.host.gpus],
         "pci_nvidia": list(run.host.pci_nvidia),

@@ -30,9 +30,9 @@ from gpuenv.verify import spread as board
 from gpuenv.verify.procs import exit_with
 from gpuenv.verify.spread import Spread
 
+RENDEZVOUS_TIMEOUT = datetime.timedelta(minutes=30)  # the worker's watchdog ends a run that hangs long before
 # The guard first (the forkserver dies with the worker); torch._dynamo: DDP, the profiler and
 # checkpointing import it on first use (over a second).
-RENDEZVOUS_TIMEOUT = datetime.timedelta(minutes=30)  # the worker's watchdog ends a run that hangs long before
 PRELOAD = ["gpuenv.verify.forkserver_guard", "torch", "torch.distributed", "torch._dynamo", "gpuenv.verify.ranks"]
 
 

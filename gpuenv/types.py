@@ -16,6 +16,11 @@ Status = Literal["pass", "warn", "fail", "skip", "timeout", "crash", "error"]
 ReportOutcome = Literal["certified", "not certified", "could not run", "interrupted"]
 # A host's outcome, in the order they are tallied: its report's, or one `fleet verify` gives a host it could not verify.
 Outcome = Literal[ReportOutcome, "unreachable", "timeout", "not provisioned"]
+# What a GPU management call that did not answer means, whichever library it was (NVML, AMD SMI):
+# the GPU is lost (it fails, drain), the reading is absent on this GPU (a normal answer: info), or
+# the call failed otherwise (a warning naming the call and its code). The adapters' error tables
+# (gpuenv/adapters/*_errors.py) classify each return code per call.
+ErrorClass = Literal["lost", "absent", "failed"]
 
 LEVELS: tuple[Level, ...] = get_args(Level)
 DEVICE_CHOICES: tuple[DeviceChoice, ...] = get_args(DeviceChoice)

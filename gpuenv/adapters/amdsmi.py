@@ -5,8 +5,10 @@ then wherever the dynamic linker finds it, then /opt/rocm/lib. Where it is not f
 the reason and fail with a KeyError; `init` turns that (and a missing module) into a reason.
 
 `snapshot` reads every GPU in the shape gpuenv.adapters.nvml.snapshot gives, so the nvml check's
-pure rules judge both vendors: a per-GPU reading the GPU or driver does not support is None, with
-the reason in the GPU's `unknown`, never an exception. Units as NVML's: milliwatts, MHz, °C.
+pure rules judge both vendors: a per-GPU reading that cannot be taken is None, with the call, AMD
+SMI's status and its class (the GPU lost, the reading absent, the call failed:
+gpuenv/adapters/amdsmi_errors.py) in the GPU's `unread`, never an exception. Units as NVML's:
+milliwatts, MHz, °C.
 """
 
 from __future__ import annotations
@@ -17,10 +19,14 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from gpuenv.adapters.amdsmi_errors import classify, code_name
+
 INSTALL_HINT = "pip install 'gpuenv[rocm]' (the amdsmi bindings of the host's ROCm release)"
 LIBRARY_HINT = "install ROCm's amd-smi-lib (the amdgpu driver's user space) or set ROCM_PATH to the ROCm install"
 PAGE_PENDING = 1  # AMDSMI_MEM_PAGE_STATUS_PENDING: retired at the next reset or reboot
 PAGE_UNRESERVABLE = 2  # AMDSMI_MEM_PAGE_STATUS_UNRESERVABLE: bad, and cannot be retired
+RAS_CLASSES = ("correctable", "uncorrectable", "deferred")  # amdsmi_error_count_t's counts
+Unread = dict[str, dict[str, str]]
 # AMD SMI's violation status: a limit holding the clocks down now (active_*), by the name a finding uses
 THERMAL_LIMITS = {
     "active_socket_thrm": "socket thermal limit",
@@ -82,33 +88,42 @@ def _error_name(exc: Any) -> str:
     return names.get(code, f"AMD SMI error {code}") if isinstance(code, int) else str(exc)
 
 
-def _read(unknown: dict[str, str], key: str, call: Callable[[], Any]) -> Any:
+def _read(unread: Unread, key: str, call: Callable[..., Any], *args: Any) -> Any:
+    """`call(*args)`, or None with the failure recorded in `unread[key]` (the call, AMD SMI's
+    status and its class: gpuenv/adapters/amdsmi_errors.py)."""
     smi = _amdsmi()
     try:
-        return call()
+        return call(*args)
     except smi.AmdSmiException as exc:
-        unknown[key] = _error_name(exc)
+        code = code_name(exc.get_error_code()) if hasattr(exc, "get_error_code") else f"bad argument: {exc}"
+        unread[key] = {"call": call.__name__, "code": code, "class": classify(call.__name__, code)}
         return None
 
 
-def _handles() -> list[Any]:
-    return list(_amdsmi().amdsmi_get_processor_handles())
+def _handles(unread: Unread) -> list[Any]:
+    """Every GPU's handle (none, with the failure in `unread`, when AMD SMI cannot list them)."""
+    return list(_read(unread, "count", _amdsmi().amdsmi_get_processor_handles) or [])
 
 
 def identities() -> list[dict[str, Any]]:
-    """Who each GPU is (name, UUID, serial, bus id, gfx target), AMD SMI order; needs init()."""
-    return [_identity(i, h, {}) for i, h in enumerate(_handles())]
+    """Who each GPU is (name, UUID, serial, bus id, gfx target, and what could not be read), AMD
+    SMI order; needs init()."""
+    found = []
+    for i, h in enumerate(_handles({})):
+        unread: Unread = {}
+        found.append({**_identity(i, h, unread), "unread": unread})
+    return found
 
 
-def _identity(index: int, h: Any, unknown: dict[str, str]) -> dict[str, Any]:
+def _identity(index: int, h: Any, unread: Unread) -> dict[str, Any]:
     smi = _amdsmi()
-    asic = _read(unknown, "asic", partial(smi.amdsmi_get_gpu_asic_info, h)) or {}
-    board = _read(unknown, "serial", partial(smi.amdsmi_get_gpu_board_info, h)) or {}
-    bdf = _read(unknown, "pci", partial(smi.amdsmi_get_gpu_device_bdf, h))
+    asic = _read(unread, "asic", smi.amdsmi_get_gpu_asic_info, h) or {}
+    board = _read(unread, "serial", smi.amdsmi_get_gpu_board_info, h) or {}
+    bdf = _read(unread, "pci", smi.amdsmi_get_gpu_device_bdf, h)
     return {
         "index": index,
         "name": _known(asic.get("market_name")),
-        "uuid": _read(unknown, "uuid", partial(smi.amdsmi_get_gpu_device_uuid, h)),
+        "uuid": _read(unread, "uuid", smi.amdsmi_get_gpu_device_uuid, h),
         "serial": _known(board.get("product_serial")) or _known(asic.get("asic_serial")),
         "pci_bus_id": str(bdf).lower() if bdf else None,
         "compute_capability": None,
@@ -123,47 +138,51 @@ def _known(value: Any) -> str | None:
 def driver_versions() -> dict[str, Any]:
     """The amdgpu driver's version (from the first GPU); there is no CUDA driver. Needs init()."""
     smi = _amdsmi()
-    unknown: dict[str, str] = {}
-    handles = _handles()
-    info = _read(unknown, "driver", partial(smi.amdsmi_get_gpu_driver_info, handles[0])) if handles else None
-    return {"driver": _known((info or {}).get("driver_version")), "cuda_driver": None, "unknown": unknown}
+    unread: Unread = {}
+    handles = _handles(unread)
+    info = _read(unread, "driver", smi.amdsmi_get_gpu_driver_info, handles[0]) if handles else None
+    return {"driver": _known((info or {}).get("driver_version")), "cuda_driver": None, "unread": unread}
 
 
 def snapshot() -> dict[str, Any]:
     """Everything the nvml check judges, GPU by GPU (AMD SMI order); needs init()."""
     data = driver_versions()
-    data["gpus"] = [_gpu(i, h) for i, h in enumerate(_handles())]
+    data["gpus"] = [_gpu(i, h) for i, h in enumerate(_handles(data["unread"]))]
     return data
 
 
 def _gpu(index: int, h: Any) -> dict[str, Any]:
     smi = _amdsmi()
-    unknown: dict[str, str] = {}
+    unread: Unread = {}
 
     def read(key: str, call: Callable[..., Any], *args: Any) -> Any:
-        return _read(unknown, key, partial(call, h, *args))
+        return _read(unread, key, call, h, *args)
 
-    hotspot, temp = smi.AmdSmiTemperatureType.HOTSPOT, smi.AmdSmiTemperatureMetric
-    ecc = read("ecc", smi.amdsmi_get_gpu_total_ecc_count) or {}
+    hotspot, vram, temp = smi.AmdSmiTemperatureType.HOTSPOT, smi.AmdSmiTemperatureType.VRAM, smi.AmdSmiTemperatureMetric
+    ecc = read("ecc", smi.amdsmi_get_gpu_total_ecc_count)
     pages = read("bad_pages", smi.amdsmi_get_gpu_bad_page_info)
     clock = read("gfx_clock", smi.amdsmi_get_clock_info, smi.AmdSmiClkType.GFX) or {}
     gpu: dict[str, Any] = {
-        **_identity(index, h, unknown),
-        "ecc_uncorrected": ecc.get("uncorrectable_count"),
-        "ecc_corrected": ecc.get("correctable_count"),
+        **_identity(index, h, unread),
+        "ras": None if ecc is None else {c: _number(ecc.get(f"{c}_count")) or 0 for c in RAS_CLASSES},
         "retired_pages_pending": None if pages is None else _count(pages, PAGE_PENDING),
         "bad_pages": None if pages is None else len(pages),
         "bad_pages_unreservable": None if pages is None else _count(pages, PAGE_UNRESERVABLE),
         "temperature": read("temperature", smi.amdsmi_get_temp_metric, hotspot, temp.CURRENT),
         "slowdown_temperature": read("slowdown_temperature", smi.amdsmi_get_temp_metric, hotspot, temp.CRITICAL),
-        "xgmi_down": _xgmi_down(read("xgmi", smi.amdsmi_get_gpu_xgmi_link_status)),
+        "memory_temperature": read("memory_temperature", smi.amdsmi_get_temp_metric, vram, temp.CURRENT),
+        "memory_slowdown_temperature": read(
+            "memory_slowdown_temperature", smi.amdsmi_get_temp_metric, vram, temp.CRITICAL
+        ),
+        "links": _xgmi(read("xgmi", smi.amdsmi_get_gpu_xgmi_link_status)),
         "processes": [p["pid"] for p in read("processes", smi.amdsmi_get_gpu_process_list) or []],
         "power": _power(read("power_cap", smi.amdsmi_get_power_cap_info), read("power", smi.amdsmi_get_power_info)),
         "thermal_limits": _thermal_limits(read("violation_status", smi.amdsmi_get_violation_status)),
         "sm_clock": _number(clock.get("clk")),
         "sm_clock_max": _number(clock.get("max_clk")),
+        "clock_locked": clock.get("clk_locked") if isinstance(clock.get("clk_locked"), bool) else None,
     }
-    gpu["unknown"] = unknown
+    gpu["unread"] = unread
     return gpu
 
 
@@ -176,11 +195,17 @@ def _number(value: Any) -> int | None:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _xgmi_down(status: dict[str, Any] | None) -> list[int] | None:
-    """The XGMI links AMD SMI reports down ("D"; "X" is disabled, not down); None where unread."""
+def _xgmi(status: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The XGMI links AMD SMI reports up ("U") and down ("D"; "X" is disabled: not a link); None
+    where unread."""
     if status is None:
         return None
-    return [n for n, state in enumerate(status.get("status") or []) if state == "D"]
+    states = list(status.get("status") or [])
+    return {
+        "kind": "xgmi",
+        "up": [n for n, state in enumerate(states) if state == "U"],
+        "down": [n for n, state in enumerate(states) if state == "D"],
+    }
 
 
 def _thermal_limits(status: dict[str, Any] | None) -> list[str] | None:
@@ -206,27 +231,47 @@ def _power(cap: dict[str, Any] | None, info: dict[str, Any] | None) -> dict[str,
 # --- under load (the shape gpuenv.adapters.nvml's load_sample and violation counters give) --------
 
 # AMD SMI's violation status (MI300 and later): each limit has an active_* flag (holding the clocks
-# down now) and an acc_* residency counter that grows with acc_counter while the limit holds
-VIOLATION_LIMITS = ("prochot_thrm", "ppt_pwr", "socket_thrm", "vr_thrm", "hbm_thrm", "gfx_clk_below_host_limit")
+# down now) and an acc_* residency counter that grows with acc_counter while the limit holds; as
+# the causes every vendor's readings are judged by (gpuenv.adapters.nvml.CLOCK_CAUSES)
+VIOLATION_LIMITS = {
+    "prochot_thrm": "prochot",
+    "ppt_pwr": "power_cap",
+    "socket_thrm": "thermal",
+    "vr_thrm": "vr_thermal",
+    "hbm_thrm": "memory_thermal",
+    "gfx_clk_below_host_limit": "configured",
+}
 
 
 def load_sample(indices: list[int]) -> dict[int, dict[str, Any]]:
-    """One reading under load of these GPUs (AMD SMI index): the limits active now (by name, as
-    VIOLATION_LIMITS), GFX clock (MHz), hotspot temperature (°C), socket power (mW); an item the
-    GPU cannot give is None. Needs init()."""
+    """One reading under load of these GPUs (AMD SMI index): the limits active now (`clock_events`,
+    by name, and as `causes`; "idle" when the GFX engine is not busy), GFX clock (MHz), hotspot and
+    memory temperature (°C), socket power (mW); an item the GPU cannot give is None, with the
+    failure in `unread`. Needs init()."""
     smi = _amdsmi()
-    handles = _handles()
-    hotspot, current = smi.AmdSmiTemperatureType.HOTSPOT, smi.AmdSmiTemperatureMetric.CURRENT
-    found = {}
+    node: Unread = {}
+    handles = _handles(node)
+    hotspot, vram = smi.AmdSmiTemperatureType.HOTSPOT, smi.AmdSmiTemperatureType.VRAM
+    current = smi.AmdSmiTemperatureMetric.CURRENT
+    found: dict[int, dict[str, Any]] = {}
     for i in indices:
-        h, unknown = handles[i], dict[str, str]()
-        status = _read(unknown, "violation_status", partial(smi.amdsmi_get_violation_status, h))
-        clock = _read(unknown, "gfx_clock", partial(smi.amdsmi_get_clock_info, h, smi.AmdSmiClkType.GFX)) or {}
+        if i >= len(handles):
+            found[i] = {"unread": dict(node)}
+            continue
+        h, unread = handles[i], Unread()
+        active = _active(_read(unread, "violation_status", smi.amdsmi_get_violation_status, h))
+        activity = _read(unread, "activity", smi.amdsmi_get_gpu_activity, h) or {}
+        clock = _read(unread, "gfx_clock", smi.amdsmi_get_clock_info, h, smi.AmdSmiClkType.GFX) or {}
+        info = _read(unread, "power", smi.amdsmi_get_power_info, h) or {}
+        watts = _number(info.get("current_socket_power")) or _number(info.get("socket_power"))
         found[i] = {
-            "clock_events": _active(status),
+            "clock_events": active,
+            "causes": _causes(active, activity.get("gfx_activity")),
             "sm_clock": _number(clock.get("clk")),
-            "temperature": _read(unknown, "temperature", partial(smi.amdsmi_get_temp_metric, h, hotspot, current)),
-            "power_mw": power_mw(i),
+            "temperature": _read(unread, "temperature", smi.amdsmi_get_temp_metric, h, hotspot, current),
+            "memory_temperature": _read(unread, "memory_temperature", smi.amdsmi_get_temp_metric, h, vram, current),
+            "power_mw": None if watts is None else watts * 1000,
+            "unread": unread,
         }
     return found
 
@@ -238,17 +283,29 @@ def _active(status: dict[str, Any] | None) -> list[str] | None:
     return [name for name in VIOLATION_LIMITS if status.get(f"active_{name}") is True]
 
 
-def violation_counters(indices: list[int]) -> dict[int, dict[str, int]]:
+def _causes(active: list[str] | None, gfx_activity: Any) -> list[str] | None:
+    """The active limits as causes, and "idle" when the GFX engine was not busy at all."""
+    if active is None:
+        return None
+    idle = ["idle"] if _number(gfx_activity) == 0 else []
+    return sorted({VIOLATION_LIMITS[name] for name in active} | set(idle))
+
+
+def violation_counters(indices: list[int]) -> dict[int, dict[str, Any]]:
     """The residency counters of these GPUs (AMD SMI index) by limit, with `counter` (acc_counter,
-    the ticks they are a share of); a counter the GPU does not keep is left out. Needs init()."""
+    the ticks they are a share of) and `unread`; a counter the GPU does not keep is left out. Needs
+    init()."""
     smi = _amdsmi()
-    handles = _handles()
-    found: dict[int, dict[str, int]] = {}
+    node: Unread = {}
+    handles = _handles(node)
+    found: dict[int, dict[str, Any]] = {}
     for i in indices:
-        status = _read({}, "violation_status", partial(smi.amdsmi_get_violation_status, handles[i])) or {}
-        counters = {"counter": status.get("acc_counter")} | {n: status.get(f"acc_{n}") for n in VIOLATION_LIMITS}
+        unread: Unread = dict(node) if i >= len(handles) else {}
+        status = {} if unread else _read(unread, "violation_status", smi.amdsmi_get_violation_status, handles[i])
+        counters = {"counter": (status or {}).get("acc_counter")}
+        counters |= {n: (status or {}).get(f"acc_{n}") for n in VIOLATION_LIMITS}
         read = {name: _number(value) for name, value in counters.items()}
-        found[i] = {name: value for name, value in read.items() if value is not None}
+        found[i] = {**{name: value for name, value in read.items() if value is not None}, "unread": unread}
     return found
 
 
@@ -272,7 +329,7 @@ def _must(what: str, call: Callable[[], Any]) -> Any:
 
 
 def _handle(index: int) -> Any:
-    handles = _must("listing the GPUs", _handles)
+    handles = _must("listing the GPUs", _amdsmi().amdsmi_get_processor_handles)
     if not 0 <= index < len(handles):
         raise AmdSmiCallFailed(f"GPU {index}", "NOT_FOUND")
     return handles[index]
@@ -298,11 +355,12 @@ def power_limits() -> list[dict[str, Any]]:
     AMD SMI's answer where the GPU names no floor (MI300X): the caller chooses one."""
     smi = _amdsmi()
     found = []
-    for i, h in enumerate(_handles()):
-        unknown: dict[str, str] = {}
-        cap = _read(unknown, "power_cap", partial(smi.amdsmi_get_power_cap_info, h)) or {}
+    for i, h in enumerate(_handles({})):
+        unread: Unread = {}
+        cap = _read(unread, "power_cap", smi.amdsmi_get_power_cap_info, h) or {}
         limits = {key: _milliwatts(cap.get(field)) for key, field in POWER_CAP_FIELDS.items()}
-        found.append({**_identity(i, h, unknown), **limits, "unknown": unknown})
+        unknown = {key: f["code"] for key, f in unread.items()}
+        found.append({**_identity(i, h, unread), **limits, "unknown": unknown})
     return found
 
 
@@ -327,7 +385,7 @@ def set_power_limit_mw(index: int, milliwatts: int) -> None:
 def power_mw(index: int) -> int | None:
     """The socket power one GPU draws now (milliwatts), None where it cannot say; needs init()."""
     smi = _amdsmi()
-    info = _read({}, "power", partial(smi.amdsmi_get_power_info, _handle(index))) or {}
+    info = _read({}, "power", smi.amdsmi_get_power_info, _handle(index)) or {}
     watts = _number(info.get("current_socket_power")) or _number(info.get("socket_power"))
     return None if watts is None else watts * 1000
 
@@ -336,7 +394,7 @@ def energy_mj(index: int) -> float | None:
     """One GPU's energy accumulator (millijoules: the count times its resolution, in microjoules),
     None where it is unsupported; needs init()."""
     smi = _amdsmi()
-    counter = _read({}, "energy", partial(smi.amdsmi_get_energy_count, _handle(index)))
+    counter = _read({}, "energy", smi.amdsmi_get_energy_count, _handle(index))
     if not counter or _number(counter.get("energy_accumulator")) is None:
         return None
     return float(counter["energy_accumulator"]) * float(counter["counter_resolution"]) / 1000

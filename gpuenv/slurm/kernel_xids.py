@@ -14,6 +14,7 @@ from typing import Any
 # the driver's line: "NVRM: Xid (PCI:0000:18:00): 79, pid=1234, name=python, GPU has fallen off the bus."
 _XID = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)\): (\d+)")
 _START = re.compile(r"\bStartTime=(\S+)")
+_RECOVERY = re.compile(r"recovery action changed from 0x[0-9a-fA-F]+ \([^)]*\) to 0x([0-9a-fA-F]+)")
 
 
 @dataclass(frozen=True)
@@ -49,10 +50,24 @@ def parse_kmsg(lines: Iterable[str]) -> list[KernelXid]:
     return found
 
 
-def job_events(records: list[KernelXid], since_boot: float, gpus: list[dict[str, Any]]) -> list[tuple[int, int]]:
-    """(NVML index, XID) of the records at or after `since_boot` on these GPUs (NVML snapshot dicts)."""
+def job_events(
+    records: list[KernelXid], since_boot: float, gpus: list[dict[str, Any]]
+) -> list[tuple[int, int, int | None]]:
+    """(NVML index, XID, the recovery action XID 154 names, else None) of the records at or after
+    `since_boot` on these GPUs (NVML snapshot dicts)."""
     index = {nvml_bus_key(g.get("pci_bus_id")): int(g["index"]) for g in gpus}
-    return [(index[r.bus], r.xid) for r in records if r.since_boot >= since_boot and r.bus in index]
+    return [
+        (index[r.bus], r.xid, recovery_action(r.text) if r.xid == 154 else None)
+        for r in records
+        if r.since_boot >= since_boot and r.bus in index
+    ]
+
+
+def recovery_action(text: str) -> int | None:
+    """The action XID 154's line changes to ("... changed from 0x0 (None) to 0x2 (Node Reboot
+    Required)": 2), or None where the line does not say."""
+    match = _RECOVERY.search(text)
+    return int(match.group(1), 16) if match else None
 
 
 def start_from_scontrol(text: str) -> float | None:

@@ -19,8 +19,8 @@ from gpuenv import validate
 from gpuenv.errors import BadRequest, CannotRun
 from gpuenv.slurm import core, kernel_xids, scontrol
 from gpuenv.verify import pci, reportfile
+from gpuenv.verify.checks.nvml.events import xid_findings
 from gpuenv.verify.checks.nvml.policy import load_policy
-from gpuenv.verify.checks.nvml.rules import xid_findings
 from gpuenv.verify.facts import GpuInfo, visible
 from gpuenv.verify.model import Finding
 from gpuenv.verify.reportfile import VerifyReport

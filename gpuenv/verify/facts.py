@@ -38,15 +38,19 @@ class GpuInfo:
 
 @dataclass(frozen=True)
 class NvmlSnapshot:
-    """Everything the nvml check judges: driver versions and one reading per GPU (NVML order)."""
+    """Everything the nvml check judges: driver versions and one reading per GPU (NVML order), and
+    what the node-level calls (driver version, GPU count) could not read (`unread`)."""
 
     driver: str | None
     cuda_driver: str | None
     gpus: list[dict[str, Any]] = field(default_factory=list)
+    unread: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> NvmlSnapshot:
-        return cls(data.get("driver"), data.get("cuda_driver"), list(data.get("gpus", [])))
+        return cls(
+            data.get("driver"), data.get("cuda_driver"), list(data.get("gpus", [])), dict(data.get("unread", {}))
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

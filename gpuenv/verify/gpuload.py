@@ -4,9 +4,11 @@ Idle links train down (Gen1 on H100/H200, by design), so the link generation mea
 under load. The load runs in its own process, never in the verify worker: a CUDA context held by
 a long-lived process would keep the ranks of later checks off GPUs in EXCLUSIVE_PROCESS mode.
 
-Protocol: prints "ready N" on stdout once each of the N GPUs has finished one synchronised matmul
-(the load is real, not just launched), or "unavailable WHY"; then runs until stdin closes or
-LIMIT_S passes. Run as `python -m gpuenv.verify.gpuload PARENT_PID`.
+Protocol: prints "ready N gpus=ID,ID..." on stdout once each of the N GPUs has finished one
+synchronised matmul (the load is real, not just launched), each GPU named by its PCI address
+("pci:0000:18:00") or, where torch does not give it, its UUID ("uuid:..."), so the sampler reads
+the GPUs the load runs on, whatever CUDA's numbering; or "unavailable WHY". Then runs until stdin
+closes or LIMIT_S passes. Run as `python -m gpuenv.verify.gpuload PARENT_PID [LIMIT_S]`.
 """
 
 from __future__ import annotations
@@ -17,14 +19,15 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from gpuenv.verify import faults
 from gpuenv.verify.procs import die_with_parent
 
-LIMIT_S = 60.0
+LIMIT_S = 60.0  # unless the caller gives its own (the deep level holds the load a minute and more)
 READY_S = 30.0
 SIZE = 4096
-STANDIN_LIMIT_S = 30.0
+STANDIN_GPUS_ENV = "GPUENV_TEST_LOAD_GPUS"  # the stand-in load's "gpus=" (tests: a load on other GPUs)
 
 
 def _load(index: int, started: threading.Barrier, stop: threading.Event) -> None:
@@ -44,17 +47,26 @@ def _load(index: int, started: threading.Barrier, stop: threading.Event) -> None
         torch.cuda.synchronize(dev)
 
 
-def stand_in() -> int:
+def gpu_id(props: Any) -> str:
+    """How the load names a GPU to the sampler: its PCI address, else its UUID."""
+    if getattr(props, "pci_bus_id", None) is not None:
+        return f"pci:{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}"
+    return f"uuid:{props.uuid}"
+
+
+def stand_in(limit: float) -> int:
     """The test seam's load (GPUENV_TEST_FAULT=nvml:standin): no torch, no GPU; the marker file
-    exists while it "runs", until stdin closes or STANDIN_LIMIT_S passes."""
+    exists while it "runs", until stdin closes or `limit` passes. It names the GPUs
+    GPUENV_TEST_LOAD_GPUS lists, else none (the sampler then reads every visible GPU)."""
     marker = os.environ.get(faults.LOAD_MARKER_ENV)
     if marker:
         Path(marker).touch()
     try:
-        print("ready 0 (stand-in load)", flush=True)
+        named = os.environ.get(STANDIN_GPUS_ENV)
+        print("ready 0 (stand-in load)" + (f" gpus={named}" if named else ""), flush=True)
         watcher = threading.Thread(target=sys.stdin.read, daemon=True)
         watcher.start()
-        watcher.join(timeout=STANDIN_LIMIT_S)
+        watcher.join(timeout=limit)
     finally:
         if marker:
             with contextlib.suppress(OSError):
@@ -64,8 +76,9 @@ def stand_in() -> int:
 
 def main(argv: list[str]) -> int:
     die_with_parent(int(argv[0]))
+    limit = float(argv[1]) if len(argv) > 1 else LIMIT_S
     if faults.active("nvml") == "standin":
-        return stand_in()
+        return stand_in(limit)
     try:
         import torch  # heavy (~1 s): only the workload needs it
     except ImportError as exc:
@@ -84,10 +97,11 @@ def main(argv: list[str]) -> int:
     except threading.BrokenBarrierError:
         print("unavailable a GPU did not finish its first matmul", flush=True)
         return 0
-    print(f"ready {count}", flush=True)
+    gpus = ",".join(gpu_id(torch.cuda.get_device_properties(i)) for i in range(count))
+    print(f"ready {count} gpus={gpus}", flush=True)
     watcher = threading.Thread(target=sys.stdin.read, daemon=True)
     watcher.start()
-    watcher.join(timeout=LIMIT_S)
+    watcher.join(timeout=limit)
     stop.set()
     deadline = time.monotonic() + 10
     for thread in threads:

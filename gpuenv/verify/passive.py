@@ -16,9 +16,10 @@ from typing import Any
 from gpuenv import __version__
 from gpuenv.adapters import nvml as adapter
 from gpuenv.verify.checks.nvml import amd
+from gpuenv.verify.checks.nvml.events import watch_findings, xid_findings
 from gpuenv.verify.checks.nvml.policy import load_policy
-from gpuenv.verify.checks.nvml.rules import xid_findings
 from gpuenv.verify.checks.nvml.snapshot import judge
+from gpuenv.verify.checks.nvml.under_load import LoadStarter, gpu_load
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.facts import HostFacts, gpu_node_note, prefer
 from gpuenv.verify.facts import host_facts as facts_from
@@ -38,11 +39,7 @@ def run_passive(opts: VerifyOptions) -> Report:
     host = host_facts(opts)
     device = "cpu" if opts.device == "cpu" else "cuda" if opts.device == "cuda" or _gpu_node(host) else "cpu"
     ctx = CheckContext(level=opts.level, device=device, expect_gpus=opts.expect_gpus, policy=opts.policy, host=host)
-    watch: dict[str, Any] = {}
-    if host.nvml == "ok" and host.smi == "nvml":  # XIDs are NVIDIA's
-        adapter.register_xids(watch, len(host.gpus))
-    result = judge(ctx, passive=True)
-    _add_xids(result, adapter.drain_xids(watch) if watch else [], host, opts)
+    result = watched(ctx, passive=True)
     result.duration_s = time.monotonic() - clock
     return Report(
         level=opts.level,
@@ -73,6 +70,20 @@ def run_passive(opts: VerifyOptions) -> Report:
     )
 
 
+def watched(ctx: CheckContext, *, passive: bool, start_load: LoadStarter = gpu_load) -> CheckResult:
+    """The nvml check in this process (under `start_load`'s load unless `passive`), with the XIDs
+    NVML reported meanwhile and what of the XID watch could not be set up."""
+    watch: dict[str, Any] = {}
+    unwatched = []
+    if ctx.host.nvml == "ok" and ctx.host.smi == "nvml":  # XIDs are NVIDIA's
+        unwatched = adapter.register_xids(watch, len(ctx.host.gpus))
+    result = judge(ctx, passive=passive, start_load=start_load)
+    events, failed = adapter.drain_xids(watch) if watch else ([], None)
+    during = "the passive read" if passive else "the check"
+    _add_xids(result, events, unwatched + ([{"gpu": None, **failed}] if failed else []), ctx, during)
+    return result
+
+
 def host_facts(opts: VerifyOptions) -> HostFacts:
     """The engine's probe, in this process: the PCI bus, and NVML's GPUs (else AMD SMI's) unless --device cpu."""
     on_bus, amd_bus, scope = nvidia_on_pci(), amd_on_pci(), pci_scope()
@@ -91,8 +102,10 @@ def _nvml_probe() -> dict[str, Any]:
     init_s = round(time.monotonic() - started, 3)
     if nvml != "ok":
         return {"nvml": nvml, "init_s": init_s}
+    uncounted = adapter.count_problem()
     found = adapter.identities()
-    return {"nvml": "ok" if found else "no GPU", "gpus": found, **adapter.driver_versions(), "init_s": init_s}
+    nvml = uncounted or ("ok" if found else "no GPU")
+    return {"nvml": nvml, "gpus": found, **adapter.driver_versions(), "init_s": init_s}
 
 
 def _decision(host: HostFacts) -> str:
@@ -105,9 +118,13 @@ def _gpu_node(host: HostFacts) -> bool:
     return gpu_node_note(host) is not None
 
 
-def _add_xids(result: CheckResult, events: list[tuple[int, int]], host: HostFacts, opts: VerifyOptions) -> None:
-    if not events:
+def _add_xids(
+    result: CheckResult, events: list[Any], failed: list[dict[str, Any]], ctx: CheckContext, during: str
+) -> None:
+    """The XIDs seen during the read, and the XID watch's calls that failed."""
+    if not events and not failed:
         return
-    policy = load_policy(Path(opts.policy) if opts.policy else None)
-    result.findings.extend(xid_findings(events, host.gpus, policy, during="the passive read"))
+    policy = load_policy(Path(ctx.policy) if ctx.policy else None)
+    result.findings.extend(xid_findings(events, ctx.host.gpus, policy, during=during))
+    result.findings.extend(watch_findings(failed, ctx.host.gpus, policy))
     result.status = status_from_findings(result.findings)

@@ -66,3 +66,19 @@ def pci_scope(root: Path = Path("/")) -> PciScope:
     if os.environ.get("SLURM_JOB_ID") and "/job_" in cgroup:
         return "job"
     return "host"
+
+
+def bus_key(bus_id: str | None) -> str:
+    """A PCI address as domain:bus:device, whatever the domain's width, with or without the
+    function: NVML's 00000000:18:00.0, sysfs's 0000:18:00.0 and 0000:18:00 are one key ("" for none)."""
+    parts = (bus_id or "").lower().split(".")[0].split(":")
+    try:
+        domain, bus, device = (int(p, 16) for p in parts)
+    except ValueError:
+        return ""
+    return f"{domain:04x}:{bus:02x}:{device:02x}"
+
+
+def same_bus(one: str | None, other: str | None) -> bool:
+    key = bus_key(one)
+    return bool(key) and key == bus_key(other)

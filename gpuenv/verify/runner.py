@@ -20,8 +20,8 @@ from typing import IO, Any
 from gpuenv.errors import BadRequest
 from gpuenv.verify import registry
 from gpuenv.verify.catalogue import finding
+from gpuenv.verify.checks.nvml.events import watch_findings, xid_findings
 from gpuenv.verify.checks.nvml.policy import load_policy
-from gpuenv.verify.checks.nvml.rules import xid_findings
 from gpuenv.verify.facts import HostFacts, gpu_node_note, host_facts, prefer
 from gpuenv.verify.model import CheckResult, status_from_findings
 from gpuenv.verify.options import OnStart, VerifyOptions
@@ -99,7 +99,7 @@ class Run:
         self.cpu_only = True
         self.device_note = ""
         self.timings: dict[str, float] = {}
-        self.xid_unwatched: list[str] = []  # GPUs NVML would not register for XID events
+        self.xid_unwatched: list[dict[str, Any]] = []  # the XID watch's calls that failed (adapter.register_xids)
         self.probe_timeout: str | None = None  # the NVML probe gave no answer in time: why, for the nvml check
 
     def start_worker(self, *, forkserver: bool) -> Worker:
@@ -216,13 +216,14 @@ class Run:
             worker.kill()
 
     def note_unwatched(self, result: CheckResult) -> None:
-        if result.name == "nvml" and self.xid_unwatched:
-            message = f"XID events not watched on {', '.join(self.xid_unwatched)}"
-            result.findings.append(finding("nvml.xid-unwatched", message))
-        if result.name == "nvml" and self.probe_timeout:  # and no XID was watched during the run
+        if result.name != "nvml":
+            return
+        policy = load_policy(Path(self.opts.policy) if self.opts.policy else None)
+        result.findings += watch_findings(self.xid_unwatched, self.host.gpus, policy)
+        if self.probe_timeout:  # and no XID was watched during the run
             result.findings.append(finding("nvml.probe-timeout", self.probe_timeout + "; XIDs not watched"))
-            if result.status in ("pass", "warn", "fail"):
-                result.status = status_from_findings(result.findings)
+        if result.status in ("pass", "warn", "fail"):
+            result.status = status_from_findings(result.findings)
 
     def drain_xids(self, result: CheckResult) -> None:
         """XIDs since the last look, named with their action: on the check that just crashed or
@@ -230,15 +231,17 @@ class Run:
         if self.watcher is None:
             return
         try:
-            events = [tuple(e) for e in self.watcher.ask({"op": "xids"}, XID_TIMEOUT)["xids"]]
+            answer = self.watcher.ask({"op": "xids"}, XID_TIMEOUT)
         except (WorkerTimeout, WorkerDied):
             self.watcher.kill()
             self.watcher = None
             return
-        if not events:
+        events, failed = [tuple(e) for e in answer["xids"]], answer.get("failed")
+        if not events and not failed:
             return
         policy = load_policy(Path(self.opts.policy) if self.opts.policy else None)
         found = xid_findings(events, self.host.gpus, policy, during=f"the run (while {result.name} ran)")
+        found += watch_findings([{"gpu": None, **failed}] if failed else [], self.host.gpus, policy)
         nvml_result = next((r for r in self.results if r.name == "nvml"), None)
         target = result if result.status in ("crash", "timeout") or nvml_result is None else nvml_result
         if target.status in ("pass", "warn", "fail", "skip"):

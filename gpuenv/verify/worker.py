@@ -146,16 +146,18 @@ def probe(state: dict[str, Any]) -> dict[str, Any]:
     init_s = round(time.monotonic() - started, 3)
     if problem:
         return {"nvml": problem, "init_s": init_s}
+    uncounted = adapter.count_problem()
     gpus = adapter.identities()
-    if not gpus:
-        return {"nvml": "no GPU"}
+    if uncounted or not gpus:
+        return {"nvml": uncounted or "no GPU", "init_s": init_s}
     versions = adapter.driver_versions()
     unwatched = adapter.register_xids(state, len(gpus))
     return {"nvml": "ok", "gpus": gpus, **versions, "xid_unwatched": unwatched, "init_s": init_s}
 
 
 def drain_xids(state: dict[str, Any]) -> dict[str, Any]:
-    return {"xids": adapter.drain_xids(state)}
+    events, failed = adapter.drain_xids(state)
+    return {"xids": events, "failed": failed}
 
 
 def serve(answers: Any) -> None:

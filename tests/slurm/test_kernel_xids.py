@@ -45,11 +45,21 @@ def test_the_parser_reads_the_drivers_xid_lines_only() -> None:
 
 def test_events_map_bus_ids_to_the_jobs_gpus_since_the_start() -> None:
     records = kernel_xids.parse_kmsg(RECORDS)
-    assert kernel_xids.job_events(records, 7200.05, GPUS) == [(1, 13), (2, 94)]
-    assert kernel_xids.job_events(records, 0, GPUS[:1]) == [(0, 79)]  # GPU 1 and 2 not the job's
+    assert kernel_xids.job_events(records, 7200.05, GPUS) == [(1, 13, None), (2, 94, None)]
+    assert kernel_xids.job_events(records, 0, GPUS[:1]) == [(0, 79, None)]  # GPU 1 and 2 not the job's
     assert kernel_xids.job_events(records, 8000, GPUS) == []
     assert kernel_xids.nvml_bus_key("00000000:18:00.0") == "0000:18:00"
     assert kernel_xids.nvml_bus_key(None) is None
+
+
+def test_xid_154_carries_the_recovery_action_its_line_names() -> None:
+    line = (
+        "4,1600,7400000000,-;NVRM: Xid (PCI:0000:18:00): 154, GPU recovery action changed from 0x0 (None) "
+        "to 0x2 (Node Reboot Required)"
+    )
+    records = kernel_xids.parse_kmsg([line, line.replace("0x2 (Node Reboot Required)", "0x0 (None)")])
+    assert kernel_xids.job_events(records, 0, GPUS) == [(0, 154, 2), (0, 154, 0)]
+    assert kernel_xids.recovery_action("NVRM: Xid (PCI:0000:18:00): 154, something else") is None
 
 
 def test_start_time_from_scontrol() -> None:
@@ -92,12 +102,14 @@ def test_the_epilog_judges_xids_during_the_job_like_the_nvml_check(tmp_path: Pat
     env = {"SLURM_JOB_START_TIME": str(int(time.time() - 120)), "CUDA_VISIBLE_DEVICES": "0,1"}
     found, note = service.job_kernel_xids(report(GPUS), env, kmsg)
     assert [(f.code, f.severity, f.action, f.gpu.index if f.gpu else None) for f in found] == [
-        ("nvml.xid", "fail", "reboot", 0),  # the one 600 s ago was before the job
+        ("nvml.xid", "fail", "drain", 0),  # the one 600 s ago was before the job
         ("nvml.xid-other", "warn", "monitor", 1),
     ]
     assert note is not None and "XID 13" in note
     reason = service._finding_reason(found[0])
-    assert reason.startswith("gpuenv: nvml.xid GPU0 ") and "XID 79 during the job" in reason
+    assert (
+        reason.startswith("gpuenv: nvml.xid GPU0 ") and "XID 79 (GPU has fallen off the bus) during the job" in reason
+    )
     assert len(reason) <= core.REASON_MAX
 
 

@@ -35,6 +35,35 @@ static void read_scenario(const char *env, int gpus, int (*global)(const char *k
     if (f) fclose(f);
 }
 
+/* The length of a function's name without its version suffix ("nvmlDeviceGetCount_v2": 18). */
+static size_t bare_length(const char *name, size_t len) {
+    for (size_t i = 0; i + 2 < len; i++)
+        if (name[i] == '_' && name[i + 1] == 'v' && name[i + 2] >= '0' && name[i + 2] <= '9') return i;
+    return len;
+}
+
+/* The error a "NAME:CODE,NAME:CODE" list (a scenario's errors= or errors_load=) injects into the
+ * function `func`, 0 for none. A name matches the function with or without its version suffix
+ * ("nvmlDeviceGetCount" is nvmlDeviceGetCount_v2), as the bindings name it. */
+static int injected(const char *list, const char *func) {
+    size_t len = bare_length(func, strlen(func));
+    for (const char *p = list; p && *p;) {
+        const char *colon = strchr(p, ':'), *comma = strchr(p, ',');
+        if (!colon) break;
+        if (bare_length(p, (size_t)(colon - p)) == len && !strncmp(p, func, len)) return (int)strtol(colon + 1, NULL, 0);
+        p = comma ? comma + 1 : NULL;
+    }
+    return 0;
+}
+
+/* Appends "FUNC idle|load" to the file $env names, where set: which calls a run made, and when
+ * (the sweep's tests check the error tables list every call the health check makes). */
+static void trace_call(const char *env, const char *func, int loaded) {
+    const char *path = getenv(env);
+    FILE *f = path ? fopen(path, "a") : NULL;
+    if (f) { fprintf(f, "%s %s\n", func, loaded ? "load" : "idle"); fclose(f); }
+}
+
 /* Seconds since `since` (wall clock), 0 if it is later. */
 static double seconds_since(struct timespec since) {
     struct timespec now;

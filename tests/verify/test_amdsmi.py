@@ -59,7 +59,7 @@ def test_healthy_8xmi300x_passes_and_names_every_gpu(fake_rocm: Path, amd_sysfs:
         (
             "hot",  # held down at idle, and so under load too
             [("clock_slowdown", "fail", 6), ("temperature", "warn", 6), ("throttled_under_load", "fail", 6)],
-            "104 °C, slowdown at 105 °C",
+            "104 °C, critical at 105 °C",
         ),
     ],
 )

@@ -13,7 +13,7 @@ from typing import Any
 from gpuenv.verify.checks.nvml.amd import AMD_READER, residency_s
 from gpuenv.verify.checks.nvml.load_rules import load_findings
 from gpuenv.verify.checks.nvml.policy import load_policy
-from gpuenv.verify.checks.nvml.under_load import load_reading, read_links_under_load
+from gpuenv.verify.checks.nvml.under_load import Load, load_reading, read_links_under_load
 from gpuenv.verify.facts import NvmlSnapshot
 from gpuenv.verify.model import GpuRef
 from tests.verify.conftest import AMD_BUS, amd_env, check, verify_json
@@ -67,7 +67,11 @@ def test_a_gpu_that_throttles_only_under_load_fails_naming_gpu_and_reason(fake_r
 
 def test_a_low_gfx_clock_under_load_with_no_limit_warns(fake_rocm: Path, amd_sysfs: Path) -> None:
     code, result = run_loaded(fake_rocm, amd_sysfs, "low-clock-under-load")
-    assert code == 0 and above_info(result) == [("nvml.low_clock_under_load", "warn", 5)]
+    # far below its seven peers too, under the same (no) limits
+    assert code == 0 and above_info(result) == [
+        ("nvml.low_clock_under_load", "warn", 5),
+        ("nvml.clock_below_peers", "warn", 5),
+    ]
     said = "GFX clock 900 MHz under load, 43% of its 2100 MHz maximum, with no limit active in AMD SMI's"
     assert said in result["summary"]
 
@@ -114,13 +118,16 @@ def test_amd_limits_fail_by_name_and_ppt_alone_never_does() -> None:
     [finding] = load_findings({**gpu, "under_load": grown}, policy, g)
     assert "voltage-regulator thermal violation counter grew by 0.30 s" in finding.message
     unread = load_reading([{"clock_events": None, "sm_clock": 900}], {}, {}, 1.0)
-    assert load_findings({**gpu, "under_load": unread}, policy, g) == []  # no reading: no low-clock claim
+    [low] = load_findings({**gpu, "under_load": unread}, policy, g)  # limits unread: the clock is still judged
+    assert low.code == "nvml.low_clock_under_load" and low.message.endswith("not read")
 
 
 def test_without_a_load_amd_says_what_went_unjudged_and_nothing_of_pcie() -> None:
     snap = NvmlSnapshot("6.10.5", None, [{"index": 0, "name": "AMD Instinct MI300X"}])
     note = read_links_under_load(snap, [0], None, reader=AMD_READER)
     assert note == "AMD SMI clocks and throttling under load not judged: no GPU load on the CPU path"
-    refused = read_links_under_load(snap, [0], contextlib.nullcontext("torch sees no CUDA device"), reader=AMD_READER)
+    refused = read_links_under_load(
+        snap, [0], contextlib.nullcontext(Load("torch sees no CUDA device")), reader=AMD_READER
+    )
     assert refused == "AMD SMI clocks and throttling under load not judged: no GPU load (torch sees no CUDA device)"
     assert "under_load" not in snap.gpus[0]

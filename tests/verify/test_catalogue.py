@@ -13,7 +13,8 @@ import pytest
 from gpuenv.resources import data_file
 from gpuenv.verify import catalogue, registry
 from gpuenv.verify.checks.nvml.policy import load_policy
-from gpuenv.verify.checks.nvml.rules import gpu_findings, xid_findings
+from gpuenv.verify.checks.nvml.events import xid_findings
+from gpuenv.verify.checks.nvml.rules import gpu_findings
 from gpuenv.verify.model import CheckResult, Finding, GpuRef, Report, decide, readable
 from tests.conftest import run_gpuenv
 
@@ -38,6 +39,7 @@ def test_every_code_named_in_the_code_is_in_the_catalogue_and_every_entry_is_use
     named = set(re.findall(r'finding\(\s*"([a-z][a-z0-9]*\.[a-z0-9_-]+)"', text))
     named |= {f"nvml.{rule}" for rule in re.findall(r'_finding\(\s*policy,\s*"([a-z_]+)"', text)}
     named |= set(re.findall(r'"(nvml\.[a-z-]+)"', text))  # looked up by problem or XID class
+    named |= {f"nvml.{rule}" for rule in load_policy()["ras_classes"].values() if rule}  # by AMD RAS class
     assert named - set(catalogue.rules()) == set()
     assert set(catalogue.rules()) - named == set()
 
@@ -62,10 +64,13 @@ def test_nvml_rule_names_stay_what_policy_files_override(tmp_path: Path) -> None
 def test_xid_findings_carry_codes_and_the_policys_action() -> None:
     found = xid_findings([(2, 79), (4, 13)], (), load_policy())
     assert [(f.code, f.severity, f.action) for f in found] == [
-        ("nvml.xid", "fail", "reboot"),
+        ("nvml.xid", "fail", "drain"),
         ("nvml.xid-other", "warn", "monitor"),
     ]
-    assert found[0].remediation == "XID 79 is fatal: reboot, then rerun verify; drain if it recurs"
+    assert found[0].remediation == (
+        "XID 79 (GPU has fallen off the bus): drain, then reboot the node; rerun verify before the node takes jobs again"
+    )
+    assert found[1].remediation == "restart the application that saw it; the GPU stays usable"
 
 
 def report_v2() -> dict[str, Any]:

@@ -15,7 +15,7 @@ import pytest
 
 from gpuenv.verify.checks.nvml.policy import load_policy
 from gpuenv.verify.checks.nvml.rules import evaluate, gpu_findings
-from gpuenv.verify.checks.nvml.under_load import read_links_under_load
+from gpuenv.verify.checks.nvml.under_load import Load, read_links_under_load
 from gpuenv.verify.facts import HostFacts, NvmlSnapshot, bus_reference
 from gpuenv.verify.pci import driver_gpus, pci_scope
 from tests.verify.conftest import check, scenario_env, verify_json
@@ -69,12 +69,12 @@ import contextlib, json
 from gpuenv.adapters import nvml as adapter
 from gpuenv.verify.checks.nvml.policy import load_policy
 from gpuenv.verify.checks.nvml.rules import evaluate
-from gpuenv.verify.checks.nvml.under_load import read_links_under_load
+from gpuenv.verify.checks.nvml.under_load import Load, read_links_under_load
 from gpuenv.verify.facts import HostFacts, NvmlSnapshot
 assert adapter.init() is None
 snap = NvmlSnapshot.from_dict(adapter.snapshot())
 idle = [g["pcie"]["gen"] for g in snap.gpus]
-note = read_links_under_load(snap, [g["index"] for g in snap.gpus], contextlib.nullcontext(None))
+note = read_links_under_load(snap, [g["index"] for g in snap.gpus], contextlib.nullcontext(Load()))
 findings = evaluate(snap, load_policy(), expect_gpus=None, cuda_visible=None, host=HostFacts())
 print(json.dumps({"idle": idle, "loaded": [g["pcie"] for g in snap.gpus], "note": note,
                   "findings": [(f.item, f.gpu.index) for f in findings if f.severity != "info"]}))
@@ -107,8 +107,8 @@ def test_load_confirmation_is_required() -> None:
     snap = NvmlSnapshot("580", "13.0", gpus)
 
     class Refused:
-        def __enter__(self) -> str:
-            return "torch sees no CUDA device"
+        def __enter__(self) -> Load:
+            return Load("torch sees no CUDA device")
 
         def __exit__(self, *exc: object) -> None:
             return None
@@ -178,7 +178,7 @@ def test_xids_are_named_when_the_check_process_dies(fake_nvml_dir: Path) -> None
     result = check(report, "nvml")
     assert code == 1 and result["status"] == "crash"
     xids = [(f["severity"], f["action"], f["gpu"]["index"]) for f in result["findings"] if f["item"] == "xid"]
-    assert xids == [("fail", "reboot", 2), ("warn", "monitor", 4)]  # XID 79 and 13, from the engine's watch
+    assert xids == [("fail", "drain", 2), ("warn", "monitor", 4)]  # XID 79 and 13, from the engine's watch
 
 
 # ---- 7. compute mode ----------------------------------------------------------------------

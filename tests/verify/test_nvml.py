@@ -86,7 +86,8 @@ def test_memory_held_without_a_process_is_judged_against_the_threshold() -> None
     assert finding.severity == "fail" and finding.action == "drain" and "900 MiB" in finding.message
     assert items(memory_used_mib=limit, processes=[]) == []  # the driver's own few MiB
     assert items(memory_used_mib=900, processes=[1234]) == ["leftover_processes"]
-    assert items(memory_used_mib=900, processes=[], unknown={"processes": "NOT_SUPPORTED"}) == []
+    unread = {"processes": {"call": "nvmlDeviceGetComputeRunningProcesses", "code": "UNKNOWN", "class": "failed"}}
+    assert items(memory_used_mib=900, processes=[], unread=unread) == []
     assert items(memory_used_mib=900, processes=[], mig=1) == ["mig_enabled"]
     assert items(memory_used_mib=None, processes=[]) == []
 
@@ -220,4 +221,4 @@ def test_an_xid_later_in_the_run_is_reported(fake_nvml_dir: Path) -> None:
     code, report, _ = verify_json("--check", "nvml", "--check", "stack", env=scenario_env(fake_nvml_dir, "xid-late"))
     result = check(report, "nvml")
     assert code == 1 and problems(result) == [("xid", "fail", 6)]
-    assert "XID 48 during the run" in result["summary"]
+    assert "XID 48 (Double Bit ECC Error) during the run" in result["summary"]

@@ -178,10 +178,28 @@ class EnergyMeter:
             self.source = "neither NVML's energy counter nor its power reading is available"
 
 
+def gpu_models(ctx: Any) -> dict[int, str]:
+    """Each GPU's model as NVML names it (no CUDA context needed), by CUDA index."""
+    return {g.cuda_index: g.name for g in ctx.host.gpus if g.name and g.cuda_index is not None}
+
+
 def gpu_model(ctx: Any) -> str:
-    """The GPU model as NVML names it (no CUDA context needed), else as torch names it."""
-    named = [g.name for g in ctx.host.gpus if g.name]
+    """The node's GPU model as NVML names it, else as torch names it; a node of several models is
+    "mixed: A, B", which no expected figure or baseline matches (each GPU's own figures are judged
+    against its own model: by_model)."""
+    named = sorted(set(gpu_models(ctx).values()))
+    if len(named) > 1:
+        return "mixed: " + ", ".join(named)
     return named[0] if named else device_name(ctx.device)
+
+
+def by_model(ctx: Any, indices: list[int], otherwise: str) -> dict[str, list[int]]:
+    """These GPUs (CUDA index) grouped by the model NVML names each, `otherwise` where it named none."""
+    models = gpu_models(ctx)
+    groups: dict[str, list[int]] = {}
+    for i in indices:
+        groups.setdefault(models.get(i, otherwise), []).append(i)
+    return groups
 
 
 @dataclass(frozen=True)
@@ -200,16 +218,27 @@ class FigureVerdict:
 
 
 def judge_figures(check: str, metrics: dict[str, Any], ctx: Any, *, gpus: int) -> list[FigureVerdict]:
-    """Every registered figure of this check in `metrics`, judged against the baseline for this
-    GPU model and GPU count (the `figures` table; --baseline overrides it)."""
-    return verdicts(check, metrics, load_baselines(path_or_none(ctx.baseline)), gpu_model(ctx), gpus)
+    """Every registered figure of this check in `metrics`, judged against the baseline for its GPU's
+    own model (a per-node figure: the node's) and GPU count (the `figures` table; --baseline overrides it)."""
+    baselines = load_baselines(path_or_none(ctx.baseline))
+    return verdicts(check, metrics, baselines, gpu_model(ctx), gpus, models=gpu_models(ctx))
 
 
-def verdicts(check: str, metrics: dict[str, Any], baselines: Any, gpu_name: str, gpus: int) -> list[FigureVerdict]:
-    """Pure: `judge_figures` with the baselines given."""
+def verdicts(
+    check: str,
+    metrics: dict[str, Any],
+    baselines: Any,
+    gpu_name: str,
+    gpus: int,
+    *,
+    models: dict[int, str] | None = None,
+) -> list[FigureVerdict]:
+    """Pure: `judge_figures` with the baselines given; `models` names a GPU's own model by index
+    (`gpu_name` for the node's figures and a GPU it does not name)."""
     out = []
     for r in readings([{"name": check, "metrics": metrics}]):
-        expected = baselines.expected_figure(r.figure.name, gpu_name, gpus)
+        name = (models or {}).get(r.gpu_index, gpu_name) if r.gpu_index is not None else gpu_name
+        expected = baselines.expected_figure(r.figure.name, name, gpus)
         verdict = baselines.judge(r.value, expected, r.figure.better) if expected is not None else "none"
-        out.append(FigureVerdict(r.figure.name, r.gpu_index, r.value, expected, verdict, r.figure.unit, gpu_name))
+        out.append(FigureVerdict(r.figure.name, r.gpu_index, r.value, expected, verdict, r.figure.unit, name))
     return out

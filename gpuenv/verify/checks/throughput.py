@@ -159,13 +159,29 @@ def judge(metrics: dict[str, Any], ctx: CheckContext, gpu_name: str, *, cuda: bo
 def evaluate(
     metrics: dict[str, Any], ctx: CheckContext, gpu_name: str, *, expectations: Expectations, baselines: Baselines
 ) -> list[Finding]:
-    """Pure: each GPU's matmul and copy figures against its model's expected figures (first line),
-    the recorded-run baseline for the shape (second, tighter line: judged where the first passed)
-    and the node's median (the spread)."""
+    """Pure: each GPU's matmul and copy figures against its own model's expected figures (first
+    line), the recorded-run baseline for the shape (second, tighter line: judged where the first
+    passed) and the median of the node's GPUs of its model (the spread). A node may mix models:
+    each GPU is the model NVML names it (`gpu_name` where NVML named none)."""
+    findings: list[Finding] = []
+    for name, members in common.by_model(ctx, [int(i) for i in metrics["copy_gbps"]], gpu_name).items():
+        findings += _evaluate_model(metrics, ctx, name, members, expectations=expectations, baselines=baselines)
+    return findings
+
+
+def _evaluate_model(
+    metrics: dict[str, Any],
+    ctx: CheckContext,
+    gpu_name: str,
+    members: list[int],
+    *,
+    expectations: Expectations,
+    baselines: Baselines,
+) -> list[Finding]:
     dtype = metrics["matmul_dtype"]
     findings: list[Finding] = []
     for shape, per_gpu in metrics["matmul_tflops_by_shape"].items():
-        values = {int(i): v for i, v in per_gpu.items()}
+        values = {int(i): v for i, v in per_gpu.items() if int(i) in members}
         model = expectations.matmul(gpu_name, dtype, shape)
         findings += _against_model(values, model, ctx, "matmul")
         passed = {i: v for i, v in values.items() if model is None or model.verdict(v) == "pass"}
@@ -174,7 +190,7 @@ def evaluate(
         if model is None and baselines.expected_tflops(gpu_name, dtype, shape) is None:
             message = f"no {dtype} matmul expectation for {gpu_name} at {shape}: figures recorded, not judged"
             findings.append(finding("amp.no-tflops-baseline", message))
-    copy = {int(i): v for i, v in metrics["copy_gbps"].items()}
+    copy = {int(i): v for i, v in metrics["copy_gbps"].items() if int(i) in members}
     findings += _against_model(copy, expectations.copy(gpu_name), ctx, "copy")
     findings += _copy_outliers(copy, ctx, expectations.spread)
     return findings

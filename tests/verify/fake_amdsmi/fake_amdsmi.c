@@ -22,7 +22,17 @@
  * temp_load (default temp) answer instead of the idle values, and the violation status's limits
  * load_prochot, load_ppt, load_socket, load_vr, load_hbm (1: active under load) are active; an
  * active limit's residency counter (acc_*) grows as acc_counter does (1000 a second since
- * amdsmi_init) for every second since the marker was made. */
+ * amdsmi_init) for every second since the marker was made; load_host_limit (1: the GFX clock held
+ * below the host's limit, a configured cap) too. gfx_activity (default 0 at idle, 100 under load:
+ * gfx_activity_load) is the GFX engine's busy share; temp_mem, temp_mem_crit and temp_mem_load the
+ * memory (VRAM) temperature; ecc_deferred the deferred (poisoned) error count; gfx_clk_locked=1
+ * says the GFX clock is locked. soak_s=N holds the _load values back until the load has run N
+ * seconds. xgmi_all_down=1 reports every XGMI link down (a card without its bridge).
+ * Faults, for the sweep of every call the health check makes (as the fake NVML's): errors=FUNC:CODE,...
+ * makes a GPU's functions answer those amdsmi_status_t codes (errors_load=: only under load);
+ * node_errors= and node_errors_load= do the same for amdsmi_get_processor_handles; lost=1 makes
+ * every call on the GPU answer AMDSMI_STATUS_IO (lost_load=1: only under load). FAKE_AMDSMI_TRACE
+ * names a file each call made is appended to, with whether the load ran. */
 #include <stdint.h>
 
 #include "../fake_gpu.h"
@@ -32,6 +42,7 @@
 #define E_INVAL 1
 #define E_NOT_SUPPORTED 2
 #define E_NO_PERM 10
+#define E_IO 12
 #define E_NOT_INIT 32
 #define E_INSUFFICIENT 41
 
@@ -42,6 +53,9 @@ typedef struct {
     int bad_pages, bad_pages_pending, bad_pages_unreservable, temp, temp_crit, power_w, power_cap_w, power_default_w;
     int gfx_clk, gfx_clk_max, xgmi_links, xgmi_down, procs, thermal, power_min_w, power_set_denied;
     int gfx_clk_load, temp_load, load_prochot, load_ppt, load_socket, load_vr, load_hbm;
+    char errors[512], errors_load[512];
+    int lost, lost_load, soak_s, xgmi_all_down, gfx_activity, gfx_activity_load, temp_mem, temp_mem_crit, temp_mem_load;
+    int ecc_deferred, load_host_limit, gfx_clk_locked;
 } gpu_t;
 
 #pragma pack(push, 1)
@@ -78,7 +92,7 @@ typedef struct {
 
 static gpu_t gpus[MAXGPU];
 static int count = 8, init_error = 0, initialised = 0;
-static char driver[64] = "6.10.5", unsupported_all[512] = "";
+static char driver[64] = "6.10.5", unsupported_all[512] = "", node_errors[512] = "", node_errors_load[512] = "";
 static int socket_token;
 static struct timespec started, started_wall;
 
@@ -93,6 +107,7 @@ static void defaults(void) {
         g->power_w = 140; g->power_cap_w = g->power_default_w = 750;
         g->gfx_clk = 132; g->gfx_clk_max = 2100; g->xgmi_links = 7; g->xgmi_down = -1;
         g->gfx_clk_load = g->temp_load = -1;
+        g->gfx_activity_load = 100; g->temp_mem = 45; g->temp_mem_crit = 100; g->temp_mem_load = -1;
     }
 }
 
@@ -102,6 +117,8 @@ static void set(int gpu, const char *key, const char *val) {
     if (!strcmp(key, "name")) snprintf(g->name, sizeof g->name, "%s", val);
     else if (!strcmp(key, "serial")) snprintf(g->serial, sizeof g->serial, "%s", val);
     else if (!strcmp(key, "unsupported")) snprintf(g->unsupported, sizeof g->unsupported, "%s", val);
+    else if (!strcmp(key, "errors")) snprintf(g->errors, sizeof g->errors, "%s", val);
+    else if (!strcmp(key, "errors_load")) snprintf(g->errors_load, sizeof g->errors_load, "%s", val);
 #define INT(k) else if (!strcmp(key, #k)) g->k = (int)strtol(val, NULL, 0);
 #define ULL(k) else if (!strcmp(key, #k)) g->k = n;
     ULL(gfx) ULL(ecc_uncorrected) ULL(ecc_corrected)
@@ -109,6 +126,8 @@ static void set(int gpu, const char *key, const char *val) {
     INT(power_default_w) INT(gfx_clk) INT(gfx_clk_max) INT(xgmi_links) INT(xgmi_down) INT(procs) INT(thermal)
     INT(power_min_w) INT(power_set_denied) INT(gfx_clk_load) INT(temp_load)
     INT(load_prochot) INT(load_ppt) INT(load_socket) INT(load_vr) INT(load_hbm)
+    INT(lost) INT(lost_load) INT(soak_s) INT(xgmi_all_down) INT(gfx_activity) INT(gfx_activity_load)
+    INT(temp_mem) INT(temp_mem_crit) INT(temp_mem_load) INT(ecc_deferred) INT(load_host_limit) INT(gfx_clk_locked)
 }
 
 static int global(const char *key, const char *val) {
@@ -116,12 +135,17 @@ static int global(const char *key, const char *val) {
     else if (!strcmp(key, "driver")) snprintf(driver, sizeof driver, "%s", val);
     else if (!strcmp(key, "init_error")) init_error = atoi(val);
     else if (!strcmp(key, "unsupported")) snprintf(unsupported_all, sizeof unsupported_all, "%s", val);
+    else if (!strcmp(key, "node_errors")) snprintf(node_errors, sizeof node_errors, "%s", val);
+    else if (!strcmp(key, "node_errors_load")) snprintf(node_errors_load, sizeof node_errors_load, "%s", val);
     else return 0;
     return 1;
 }
 
-static void load(void) {
+static void load(void) {  /* every amdsmi_init reads the scenario afresh: nothing of a former one stays */
     defaults();
+    count = 8; init_error = 0;
+    snprintf(driver, sizeof driver, "6.10.5");
+    unsupported_all[0] = node_errors[0] = node_errors_load[0] = 0;
     read_scenario("FAKE_AMDSMI_SCENARIO", MAXGPU, global, set);
 }
 
@@ -129,8 +153,22 @@ static int unsupported(gpu_t *g, const char *fn) {
     return strstr(unsupported_all, fn) || (g && strstr(g->unsupported, fn));
 }
 
+/* Seconds since the load marker was made; -1 without a load. */
+static double loaded_s(void) { return load_age_s("FAKE_AMDSMI_LOAD_MARKER"); }
+/* Under load for soak_s seconds or more: the GPU answers its scenario's _load values. */
+static int soaked(gpu_t *g) { return loaded_s() >= 0 && loaded_s() >= g->soak_s; }
+
+/* What a call on GPU g answers instead of its reading (see the header), 0 for the reading. */
+static int fault(gpu_t *g, const char *fn) {
+    int loaded = loaded_s() >= 0, e = injected(g->errors, fn);
+    trace_call("FAKE_AMDSMI_TRACE", fn, loaded);
+    if (g->lost || (g->lost_load && loaded)) return E_IO;
+    return e ? e : loaded ? injected(g->errors_load, fn) : 0;
+}
+
 #define GPU(h) gpu_t *g = (gpu_t *)(h); if (!initialised) return E_NOT_INIT; \
     if (g < gpus || g >= gpus + count) return E_INVAL; \
+    { int e_ = fault(g, __func__); if (e_) return e_; } \
     if (unsupported(g, __func__)) return E_NOT_SUPPORTED;
 
 int amdsmi_init(uint64_t flags) {
@@ -146,6 +184,8 @@ int amdsmi_get_socket_handles(uint32_t *n, void **handles) {
 }
 int amdsmi_get_processor_handles(void *socket, uint32_t *n, void **handles) {
     if (!initialised) return E_NOT_INIT;
+    trace_call("FAKE_AMDSMI_TRACE", __func__, loaded_s() >= 0);
+    { int e_ = injected(node_errors, __func__); if (!e_ && loaded_s() >= 0) e_ = injected(node_errors_load, __func__); if (e_) return e_; }
     if (socket != &socket_token) return E_INVAL;
     if (handles) for (int i = 0; i < count && i < (int)*n; i++) handles[i] = &gpus[i];
     *n = (uint32_t)count; return OK;
@@ -182,7 +222,8 @@ int amdsmi_get_gpu_driver_info(void *h, driver_info_t *d) {
     return OK;
 }
 int amdsmi_get_gpu_total_ecc_count(void *h, error_count_t *e) {
-    GPU(h) memset(e, 0, sizeof *e); e->uncorrectable = g->ecc_uncorrected; e->correctable = g->ecc_corrected; return OK;
+    GPU(h) memset(e, 0, sizeof *e); e->uncorrectable = g->ecc_uncorrected; e->correctable = g->ecc_corrected;
+    e->deferred = (uint64_t)g->ecc_deferred; return OK;
 }
 int amdsmi_get_gpu_bad_page_info(void *h, uint32_t *n, page_record_t *pages) {
     GPU(h) int total = g->bad_pages + g->bad_pages_pending + g->bad_pages_unreservable;
@@ -193,11 +234,12 @@ int amdsmi_get_gpu_bad_page_info(void *h, uint32_t *n, page_record_t *pages) {
     }
     *n = (uint32_t)total; return OK;
 }
-/* Seconds since the load marker was made; -1 without a load. */
-static double loaded_s(void) { return load_age_s("FAKE_AMDSMI_LOAD_MARKER"); }
+/* The hotspot (junction, 1) and memory (VRAM, 2) sensors, as on MI300X: current (0) and critical (5). */
 int amdsmi_get_temp_metric(void *h, uint32_t sensor, uint32_t metric, int64_t *t) {
-    GPU(h) if (sensor != 1) return E_NOT_SUPPORTED; /* the hotspot (junction) sensor only, as on MI300X */
-    if (metric == 0) *t = loaded_s() >= 0 && g->temp_load >= 0 ? g->temp_load : g->temp; else if (metric == 5) *t = g->temp_crit; else return E_NOT_SUPPORTED;
+    GPU(h) if (sensor != 1 && sensor != 2) return E_NOT_SUPPORTED;
+    int now = sensor == 1 ? (soaked(g) && g->temp_load >= 0 ? g->temp_load : g->temp)
+                          : (soaked(g) && g->temp_mem_load >= 0 ? g->temp_mem_load : g->temp_mem);
+    if (metric == 0) *t = now; else if (metric == 5) *t = sensor == 1 ? g->temp_crit : g->temp_mem_crit; else return E_NOT_SUPPORTED;
     return OK;
 }
 /* The cap in force (microwatts): the GPU's last line in FAKE_AMDSMI_POWER_LOG, else the scenario's. */
@@ -234,19 +276,20 @@ int amdsmi_get_power_info(void *h, power_info_t *p) {
 }
 int amdsmi_get_clock_info(void *h, uint32_t type, clk_info_t *c) {
     GPU(h) if (type != 0) return E_NOT_SUPPORTED;
-    int loaded = loaded_s() >= 0, clk = loaded ? (g->gfx_clk_load >= 0 ? g->gfx_clk_load : g->gfx_clk_max) : g->gfx_clk;
+    int loaded = loaded_s() >= 0, clk = !loaded ? g->gfx_clk : soaked(g) && g->gfx_clk_load >= 0 ? g->gfx_clk_load : g->gfx_clk_max;
     memset(c, 0, sizeof *c); c->clk = (uint32_t)clk; c->min_clk = 500; c->max_clk = (uint32_t)g->gfx_clk_max;
+    c->locked = (uint8_t)g->gfx_clk_locked;
     return OK;
 }
 int amdsmi_get_gpu_xgmi_link_status(void *h, xgmi_status_t *s) {
     GPU(h) memset(s, 0, sizeof *s); s->total_links = (uint32_t)g->xgmi_links;
-    for (int i = 0; i < 8; i++) s->status[i] = i == g->xgmi_down ? 0 : 1; /* DOWN : UP */
+    for (int i = 0; i < 8; i++) s->status[i] = g->xgmi_all_down || i == g->xgmi_down ? 0 : 1; /* DOWN : UP */
     return OK;
 }
 int amdsmi_get_violation_status(void *h, violation_head_t *v) {
     GPU(h) memset(v, 0, sizeof *v);
-    double load = loaded_s(), ticks = load > 0 ? load * 1000 : 0;
-    int on = load >= 0, socket = g->thermal || (on && g->load_socket);
+    double load = loaded_s(), ticks = load > 0 && soaked(g) ? load * 1000 : 0;
+    int on = soaked(g), socket = g->thermal || (on && g->load_socket);
     v->reference_timestamp = 1000; v->violation_timestamp = 1000;
     v->acc_counter = 100 + (uint64_t)(seconds_since(started_wall) * 1000);
     v->acc_socket_thrm = (g->thermal ? 100 : 0) + (uint64_t)(g->load_socket ? ticks : 0);
@@ -260,7 +303,14 @@ int amdsmi_get_violation_status(void *h, violation_head_t *v) {
     v->active_ppt_pwr = (uint8_t)(on && g->load_ppt);
     v->active_vr_thrm = (uint8_t)(on && g->load_vr);
     v->active_hbm_thrm = (uint8_t)(on && g->load_hbm);
+    v->acc_gfx_clk_below_host_limit = (uint64_t)(g->load_host_limit ? ticks : 0);
+    v->active_gfx_clk_below = (uint8_t)(on && g->load_host_limit);
     return OK;
+}
+typedef struct { uint32_t gfx_activity, umc_activity, mm_activity; } activity_t;
+int amdsmi_get_gpu_activity(void *h, activity_t *a) {
+    GPU(h) a->gfx_activity = (uint32_t)(loaded_s() >= 0 ? g->gfx_activity_load : g->gfx_activity);
+    a->umc_activity = 0; a->mm_activity = 0; return OK;
 }
 int amdsmi_get_gpu_process_list(void *h, uint32_t *n, proc_info_t *procs) {
     GPU(h) if ((int)*n < g->procs) { *n = (uint32_t)g->procs; return E_INSUFFICIENT; }
@@ -317,7 +367,6 @@ int amdsmi_get_esmi_err_msg(void) { return E_NOT_SUPPORTED; }
 int amdsmi_get_fw_info(void) { return E_NOT_SUPPORTED; }
 int amdsmi_get_gpu_accelerator_partition_profile(void) { return E_NOT_SUPPORTED; }
 int amdsmi_get_gpu_accelerator_partition_profile_config(void) { return E_NOT_SUPPORTED; }
-int amdsmi_get_gpu_activity(void) { return E_NOT_SUPPORTED; }
 int amdsmi_get_gpu_available_counters(void) { return E_NOT_SUPPORTED; }
 int amdsmi_get_gpu_bad_page_threshold(void) { return E_NOT_SUPPORTED; }
 int amdsmi_get_gpu_bdf_id(void) { return E_NOT_SUPPORTED; }

@@ -23,7 +23,18 @@
  * A slow start: init_delay_ms makes nvmlInit take that long, as it does with persistence mode off
  * (the driver sets every GPU up on the first use and tears it down after the last client): only
  * when no other process holds NVML initialised, which the file FAKE_NVML_DRIVER_LOCK tells (each
- * initialised process holds a shared flock on it); without that variable every nvmlInit waits. */
+ * initialised process holds a shared flock on it); without that variable every nvmlInit waits.
+ * Faults, for the sweep of every call the health check makes: errors=FUNC:CODE,... makes a GPU's
+ * functions answer those NVML return codes (errors_load=: only while the load runs); node_errors=
+ * and node_errors_load= do the same for the calls that take no GPU (the driver version, the count,
+ * the event set); lost=1 makes every call on the GPU, its handle's included, answer GPU_IS_LOST
+ * (lost_load=1: only under load, a GPU that falls off mid-run). soak_s=N holds the _load values
+ * back until the load has run N seconds (a GPU that throttles once heat-soaked): before, the GPU
+ * answers as a healthy busy one. nvlink_inactive=1 makes every link inactive (a PCIe card without a
+ * bridge); app_clock and app_clock_default are the SM application clocks (default sm_clock_max);
+ * mem_temp, mem_temp_load and mem_temp_max the memory temperature (field 82) and its limit;
+ * recovery_action the GPU recovery action (field 230) XID 154 announces. FAKE_NVML_TRACE names a
+ * file each call made (on a GPU, or of the node's) is appended to, with whether the load ran. */
 #include <sys/file.h>
 
 #include "../fake_gpu.h"
@@ -35,6 +46,7 @@
 #define E_NO_PERMISSION 4
 #define E_INSUFFICIENT 7
 #define E_TIMEOUT 10
+#define E_GPU_IS_LOST 15
 #define E_UNINIT 1
 #define E_FUNCTION_NOT_FOUND 13
 #define E_VERSION_MISMATCH 25
@@ -56,6 +68,9 @@ typedef struct {
     int sm_clock, sm_clock_load, sm_clock_max, temp_load;
     unsigned long long viol_power, viol_thermal, viol_reliability;
     unsigned long long viol_power_load, viol_thermal_load, viol_reliability_load;
+    char errors[512], errors_load[512];
+    int lost, lost_load, soak_s, nvlink_inactive, app_clock, app_clock_default;
+    int mem_temp, mem_temp_load, mem_temp_max, recovery_action;
 } gpu_t;
 
 typedef struct { void *device; unsigned long long type, data; unsigned gi, ci; } event_t;
@@ -69,7 +84,7 @@ typedef struct {
 static gpu_t gpus[MAXGPU];
 static int count = 8, init_error = 0, init_delay_ms = 0, driver_hold = -1, initialised = 0, nxid = 0, xid_next = 0, drained = 0;
 static int xid_gpu[32], xid_code[32], xid_late[32];
-static char driver[64] = "580.65.06", unsupported_all[512] = "";
+static char driver[64] = "580.65.06", unsupported_all[512] = "", node_errors[512] = "", node_errors_load[512] = "";
 static int cuda_driver = 13000;
 
 static void defaults(void) {
@@ -87,6 +102,7 @@ static void defaults(void) {
         g->fabric_state = -1; g->pcie_gen_idle = 1;
         g->power_min = 200000; g->power_max = g->power_default = g->power_limit = 700000; g->power_draw = 450000;
         g->clock_events_load = -1; g->sm_clock = 345; g->sm_clock_load = g->sm_clock_max = 1980; g->temp_load = -1;
+        g->app_clock = g->app_clock_default = -1; g->mem_temp = 40; g->mem_temp_load = -1; g->mem_temp_max = 95;
     }
 }
 
@@ -96,6 +112,8 @@ static void set(int gpu, const char *key, const char *val) {
     if (!strcmp(key, "name")) snprintf(g->name, sizeof g->name, "%s", val);
     else if (!strcmp(key, "cc")) sscanf(val, "%d.%d", &g->cc_major, &g->cc_minor);
     else if (!strcmp(key, "unsupported")) snprintf(g->unsupported, sizeof g->unsupported, "%s", val);
+    else if (!strcmp(key, "errors")) snprintf(g->errors, sizeof g->errors, "%s", val);
+    else if (!strcmp(key, "errors_load")) snprintf(g->errors_load, sizeof g->errors_load, "%s", val);
 #define INT(k) else if (!strcmp(key, #k)) g->k = (int)n;
 #define ULL(k) else if (!strcmp(key, #k)) g->k = n;
     ULL(ecc_uncorrected) ULL(clock_events) ULL(energy)
@@ -108,6 +126,8 @@ static void set(int gpu, const char *key, const char *val) {
     ULL(viol_power) ULL(viol_thermal) ULL(viol_reliability)
     ULL(viol_power_load) ULL(viol_thermal_load) ULL(viol_reliability_load)
     INT(sm_clock) INT(sm_clock_load) INT(sm_clock_max) INT(temp_load)
+    INT(lost) INT(lost_load) INT(soak_s) INT(nvlink_inactive) INT(app_clock) INT(app_clock_default)
+    INT(mem_temp) INT(mem_temp_load) INT(mem_temp_max) INT(recovery_action)
     else if (!strcmp(key, "clock_events_load")) g->clock_events_load = (long long)n;
 }
 
@@ -118,6 +138,8 @@ static int global(const char *key, const char *val) {
     else if (!strcmp(key, "init_error")) init_error = atoi(val);
     else if (!strcmp(key, "init_delay_ms")) init_delay_ms = atoi(val);
     else if (!strcmp(key, "unsupported")) snprintf(unsupported_all, sizeof unsupported_all, "%s", val);
+    else if (!strcmp(key, "node_errors")) snprintf(node_errors, sizeof node_errors, "%s", val);
+    else if (!strcmp(key, "node_errors_load")) snprintf(node_errors_load, sizeof node_errors_load, "%s", val);
     else if ((!strcmp(key, "xid") || !strcmp(key, "xid_late")) && nxid < 32
              && sscanf(val, "gpu%d:%d", &xid_gpu[nxid], &xid_code[nxid]) == 2)
         xid_late[nxid++] = !strcmp(key, "xid_late");
@@ -125,8 +147,11 @@ static int global(const char *key, const char *val) {
     return 1;
 }
 
-static void load(void) {
+static void load(void) {  /* every nvmlInit reads the scenario afresh: nothing of a former one stays */
     defaults();
+    count = 8; init_error = init_delay_ms = nxid = xid_next = drained = 0; cuda_driver = 13000;
+    snprintf(driver, sizeof driver, "580.65.06");
+    unsupported_all[0] = node_errors[0] = node_errors_load[0] = 0;
     read_scenario("FAKE_NVML_SCENARIO", MAXGPU, global, set);
 }
 
@@ -134,8 +159,32 @@ static int unsupported(gpu_t *g, const char *fn) {
     return strstr(unsupported_all, fn) || (g && strstr(g->unsupported, fn));
 }
 
+static int under_load(void) { return load_age_s("FAKE_NVML_LOAD_MARKER") >= 0; }
+/* Seconds since the load marker was made (0 without a load). */
+static double loaded_s(void) {
+    double s = load_age_s("FAKE_NVML_LOAD_MARKER");
+    return s > 0 ? s : 0;
+}
+/* Under load for soak_s seconds or more: the GPU answers its scenario's _load values. */
+static int soaked(gpu_t *g) { return under_load() && loaded_s() >= g->soak_s; }
+
+/* What a call on GPU g answers instead of its reading (see the header), 0 for the reading. */
+static int fault(gpu_t *g, const char *fn) {
+    int loaded = under_load(), e = injected(g->errors, fn);
+    trace_call("FAKE_NVML_TRACE", fn, loaded);
+    if (g->lost || (g->lost_load && loaded)) return E_GPU_IS_LOST;
+    return e ? e : loaded ? injected(g->errors_load, fn) : 0;
+}
+static int node_fault(const char *fn) {
+    int e = injected(node_errors, fn);
+    trace_call("FAKE_NVML_TRACE", fn, under_load());
+    return e ? e : under_load() ? injected(node_errors_load, fn) : 0;
+}
+
 #define GPU(h) gpu_t *g = (gpu_t *)(h); if (!initialised) return E_UNINIT; \
+    { int e_ = fault(g, __func__); if (e_) return e_; } \
     if (unsupported(g, __func__)) return E_NOT_SUPPORTED;
+#define NODE() if (!initialised) return E_UNINIT; { int e_ = node_fault(__func__); if (e_) return e_; }
 
 /* The driver's start: init_delay_ms unless another process holds NVML (see the header). */
 static void driver_start(void) {
@@ -166,13 +215,14 @@ const char *nvmlErrorString(int r) {
     switch (r) { case 0: return "Success"; case 3: return "Not Supported"; case 9: return "Driver Not Loaded";
                  case 10: return "Timeout"; default: return "Fake NVML error"; }
 }
-int nvmlSystemGetDriverVersion(char *buf, unsigned len) { if (!initialised) return E_UNINIT; snprintf(buf, len, "%s", driver); return OK; }
-int nvmlSystemGetCudaDriverVersion(int *v) { if (!initialised) return E_UNINIT; *v = cuda_driver; return OK; }
+int nvmlSystemGetDriverVersion(char *buf, unsigned len) { NODE() snprintf(buf, len, "%s", driver); return OK; }
+int nvmlSystemGetCudaDriverVersion(int *v) { NODE() *v = cuda_driver; return OK; }
 int nvmlSystemGetCudaDriverVersion_v2(int *v) { return nvmlSystemGetCudaDriverVersion(v); }
-int nvmlDeviceGetCount_v2(unsigned *n) { if (!initialised) return E_UNINIT; *n = (unsigned)count; return OK; }
+int nvmlDeviceGetCount_v2(unsigned *n) { NODE() *n = (unsigned)count; return OK; }
 int nvmlDeviceGetHandleByIndex_v2(unsigned i, void **h) {
     if (!initialised) return E_UNINIT;
     if ((int)i >= count) return E_INVALID;
+    { int e_ = fault(&gpus[i], __func__); if (e_) return e_; }
     *h = &gpus[i]; return OK;
 }
 int nvmlDeviceGetName(void *h, char *buf, unsigned len) { GPU(h) snprintf(buf, len, "%s", g->name); return OK; }
@@ -199,21 +249,37 @@ int nvmlDeviceGetCurrPcieLinkGeneration(void *h, unsigned *v) {
 int nvmlDeviceGetMaxPcieLinkGeneration(void *h, unsigned *v) { GPU(h) *v = g->pcie_max_gen; return OK; }
 int nvmlDeviceGetCurrPcieLinkWidth(void *h, unsigned *v) { GPU(h) *v = g->pcie_width; return OK; }
 int nvmlDeviceGetMaxPcieLinkWidth(void *h, unsigned *v) { GPU(h) *v = g->pcie_max_width; return OK; }
-static int under_load(void) { return load_age_s("FAKE_NVML_LOAD_MARKER") >= 0; }
-/* Seconds since the load marker was made (0 without a load). */
-static double loaded_s(void) {
-    double s = load_age_s("FAKE_NVML_LOAD_MARKER");
-    return s > 0 ? s : 0;
-}
 int nvmlDeviceGetCurrentClocksEventReasons(void *h, unsigned long long *v) {
     GPU(h) if (!under_load()) *v = g->clock_events;
-    else *v = g->clock_events_load < 0 ? g->clock_events & ~1ULL : (unsigned long long)g->clock_events_load;
+    else if (!soaked(g) || g->clock_events_load < 0) *v = g->clock_events & ~1ULL;
+    else *v = (unsigned long long)g->clock_events_load;
     return OK;
 }
 int nvmlDeviceGetClockInfo(void *h, int type, unsigned *mhz) {
-    GPU(h) (void)type; *mhz = (unsigned)(under_load() ? g->sm_clock_load : g->sm_clock); return OK;
+    GPU(h) (void)type; *mhz = (unsigned)(!under_load() ? g->sm_clock : soaked(g) ? g->sm_clock_load : g->sm_clock_max);
+    return OK;
 }
 int nvmlDeviceGetMaxClockInfo(void *h, int type, unsigned *mhz) { GPU(h) (void)type; *mhz = (unsigned)g->sm_clock_max; return OK; }
+int nvmlDeviceGetApplicationsClock(void *h, int type, unsigned *mhz) {
+    GPU(h) (void)type; *mhz = (unsigned)(g->app_clock < 0 ? g->sm_clock_max : g->app_clock); return OK;
+}
+int nvmlDeviceGetDefaultApplicationsClock(void *h, int type, unsigned *mhz) {
+    GPU(h) (void)type; *mhz = (unsigned)(g->app_clock_default < 0 ? g->sm_clock_max : g->app_clock_default); return OK;
+}
+/* nvmlFieldValue_t: field 82 (memory temperature) and 230 (GPU recovery action) answer; others NOT_SUPPORTED. */
+typedef struct {
+    unsigned fieldId, scopeId; long long timestamp, latencyUsec; unsigned valueType, nvmlReturn; unsigned long long value;
+} field_t;
+int nvmlDeviceGetFieldValues(void *h, int n, field_t *values) {
+    GPU(h) for (int i = 0; i < n; i++) {
+        field_t *f = &values[i];
+        f->valueType = 1; f->nvmlReturn = OK; f->value = 0; /* NVML_VALUE_TYPE_UNSIGNED_INT */
+        if (f->fieldId == 82) f->value = (unsigned)(soaked(g) && g->mem_temp_load >= 0 ? g->mem_temp_load : g->mem_temp);
+        else if (f->fieldId == 230) f->value = (unsigned)g->recovery_action;
+        else f->nvmlReturn = E_NOT_SUPPORTED;
+    }
+    return OK;
+}
 typedef struct { unsigned long long reference, violation; } violation_t;
 int nvmlDeviceGetViolationStatus(void *h, int policy, violation_t *v) {
     GPU(h) double s = loaded_s();
@@ -227,13 +293,15 @@ int nvmlDeviceGetViolationStatus(void *h, int policy, violation_t *v) {
 }
 int nvmlDeviceGetPersistenceMode(void *h, int *v) { GPU(h) *v = g->persistence; return OK; }
 int nvmlDeviceGetTemperature(void *h, int sensor, unsigned *v) {
-    GPU(h) (void)sensor; *v = (unsigned)(under_load() && g->temp_load >= 0 ? g->temp_load : g->temp); return OK;
+    GPU(h) (void)sensor; *v = (unsigned)(soaked(g) && g->temp_load >= 0 ? g->temp_load : g->temp); return OK;
 }
-int nvmlDeviceGetTemperatureThreshold(void *h, int which, unsigned *v) { GPU(h) (void)which; *v = g->slowdown_temp; return OK; }
+int nvmlDeviceGetTemperatureThreshold(void *h, int which, unsigned *v) {
+    GPU(h) *v = (unsigned)(which == 2 ? g->mem_temp_max : g->slowdown_temp); return OK; /* 2: NVML_TEMPERATURE_THRESHOLD_MEM_MAX */
+}
 int nvmlDeviceGetNvLinkState(void *h, unsigned link, unsigned *active) {
     GPU(h) if (g->nvlinks == 0) return E_NOT_SUPPORTED;
     if ((int)link >= g->nvlinks) return E_INVALID;
-    *active = (int)link != g->nvlink_down; return OK;
+    *active = !g->nvlink_inactive && (int)link != g->nvlink_down; return OK;
 }
 int nvmlDeviceGetComputeRunningProcesses_v3(void *h, unsigned *n, proc_t *procs) {
     GPU(h) int total = g->procs + (g->proc_self ? 2 : 0);
@@ -259,11 +327,11 @@ int nvmlDeviceGetGpuFabricInfoV(void *h, fabric_v2_t *info) {
     info->state = (unsigned)g->fabric_state; info->healthMask = 0; return OK;
 }
 int nvmlDeviceGetMigMode(void *h, unsigned *cur, unsigned *pending) { GPU(h) *cur = *pending = g->mig; return OK; }
-int nvmlEventSetCreate(void **set) { if (!initialised) return E_UNINIT; *set = (void *)&xid_next; return OK; }
+int nvmlEventSetCreate(void **set) { NODE() *set = (void *)&xid_next; return OK; }
 int nvmlEventSetFree(void *set) { (void)set; return OK; }
 int nvmlDeviceRegisterEvents(void *h, unsigned long long types, void *set) { GPU(h) (void)types; (void)set; return OK; }
 int nvmlEventSetWait_v2(void *set, event_t *e, unsigned ms) {
-    (void)set; (void)ms;
+    NODE() (void)set; (void)ms;
     /* "xid_late" events arrive only after the event set was drained once (later in the run) */
     if (xid_next >= nxid || (xid_late[xid_next] && !drained)) { drained = 1; return E_TIMEOUT; }
     memset(e, 0, sizeof *e);

@@ -24,7 +24,9 @@ from gpuenv.verify.checks.nvml.rules import judged
 from gpuenv.verify.checks.nvml.under_load import (
     Counters,
     LoadReader,
+    LoadStarter,
     gpu_load,
+    hold_s,
     per_gpu_figures,
     read_links_under_load,
 )
@@ -68,10 +70,16 @@ def probe() -> dict[str, Any]:
     return {"smi": "amdsmi", "nvml": "ok", "gpus": gpus, "driver": versions["driver"], "cuda_driver": None}
 
 
-def judge(ctx: CheckContext, *, power_record: tuple[Any, list[Finding]], passive: bool = False) -> CheckResult:
-    """Read AMD SMI, under load unless `passive` (or on the CPU path), and judge it by the policy;
-    `power_record` is the caps `gpuenv tune power` recorded and any warning about that record
-    (snapshot.power_record)."""
+def judge(
+    ctx: CheckContext,
+    *,
+    power_record: tuple[Any, list[Finding]],
+    passive: bool = False,
+    start_load: LoadStarter = gpu_load,
+) -> CheckResult:
+    """Read AMD SMI, under load (`start_load`, as snapshot.judge's) unless `passive` (or on the CPU
+    path), and judge it by the policy; `power_record` is the caps `gpuenv tune power` recorded and
+    any warning about that record (snapshot.power_record)."""
     policy = load_policy(Path(ctx.policy) if ctx.policy else None, smi="amdsmi")
     problem = adapter.init()
     if problem:
@@ -79,7 +87,7 @@ def judge(ctx: CheckContext, *, power_record: tuple[Any, list[Finding]], passive
     snap = NvmlSnapshot.from_dict(adapter.snapshot())
     spec = visible_spec("amdsmi", snap.gpus, os.environ)
     gpus = visible(snap.gpus, spec)
-    load_note = PASSIVE_NOTE if passive else _read_under_load(ctx, policy, snap, gpus)
+    load_note = PASSIVE_NOTE if passive else _read_under_load(ctx, policy, snap, gpus, start_load)
     gpus = visible(snap.gpus, spec)  # with the readings under load
     applied, findings = power_record
     findings = list(findings)
@@ -98,10 +106,10 @@ def judge(ctx: CheckContext, *, power_record: tuple[Any, list[Finding]], passive
 
 
 def _read_under_load(
-    ctx: CheckContext, policy: dict[str, Any], snap: NvmlSnapshot, gpus: list[dict[str, Any]]
+    ctx: CheckContext, policy: dict[str, Any], snap: NvmlSnapshot, gpus: list[dict[str, Any]], start_load: LoadStarter
 ) -> str | None:
-    load = gpu_load() if ctx.device == "cuda" else None
     sampling = policy["load_sampling"].get(ctx.level) or policy["load_sampling"]["quick"]
+    load = start_load(hold_s(sampling)) if ctx.device == "cuda" else None
     return read_links_under_load(snap, [g["index"] for g in gpus], load, sampling, AMD_READER)
 
 

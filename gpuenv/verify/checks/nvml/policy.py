@@ -19,14 +19,15 @@ POLICY_SCHEMA = "gpuenv.nvml-policy/1"
 def load_policy(path: Path | None = None, *, smi: str = "nvml") -> dict[str, Any]:
     """The shipped policy and the catalogue's nvml.* rules (on AMD, with the remediations, the
     limits and counters judged under load and the wording of amdsmi-policy.json), with a user's
-    file laid over them (rules merge one by one)."""
+    file laid over them (rules merge one by one, load_sampling level by level, every other key
+    replaces the shipped one)."""
     policy: dict[str, Any] = json.loads(data_file("nvml-policy.json").read_text())
     policy["rules"] = {
         r.code.split(".", 1)[1]: {"severity": r.severity, "action": r.action, "remediation": r.remediation}
         for r in catalogue.rules().values()
         if r.check == "nvml"
     }
-    policy["wording"] = {"clock": "SM clock", "reason": "clock-event reason"}
+    policy["wording"] = {"clock": "SM clock", "reason": "clock-event reason", "limit": "slowdown"}
     if smi == "amdsmi":
         amd = json.loads(data_file("amdsmi-policy.json").read_text())
         for name, remediation in amd["remediations"].items():
@@ -52,24 +53,17 @@ def load_policy(path: Path | None = None, *, smi: str = "nvml") -> dict[str, Any
                 hint=f"rules: {', '.join(sorted(policy['rules']))}",
             )
         policy["rules"][name] = {**policy["rules"][name], **rule}
-    for key in (
-        "fatal_xids",
-        "xid_actions",
-        "other_xid",
-        "problem_clock_events",
-        "temperature_margin_c",
-        "memory_held_mib",
-        "load_sampling",
-        "failing_violations",
-        "violation_min_s",
-        "low_clock_fraction",
-        "power_cap_tolerance_w",
-        "probe_timeout_s",
-        "slow_init_s",
-    ):
-        if key in user:
-            policy[key] = user[key]
+    for key, value in user.items():
+        if key == "load_sampling":
+            policy[key] = {**policy[key], **value}
+        elif key not in ("schema", "about", "rules"):
+            policy[key] = value  # the schema lets through only the shipped keys
     return policy
+
+
+def ref(gpu: dict[str, Any]) -> GpuRef:
+    """The GPU a reading (one of the snapshot's GPU dicts) is about."""
+    return GpuRef(gpu["index"], gpu.get("uuid"), gpu.get("pci_bus_id"))
 
 
 def rule_finding(policy: dict[str, Any], rule: str, message: str, gpu: GpuRef | None, **fields: Any) -> Finding:

@@ -1,5 +1,8 @@
 """The NVML snapshot judged by the policy: pure, a snapshot (gpuenv.adapters.nvml.snapshot) and the
-policy in, findings out. Every finding names the GPU (index, UUID, PCI bus id)."""
+policy in, findings out. Every finding names the GPU (index, UUID, PCI bus id), and each GPU is
+judged as its own model (a node may mix them). What could not be read is judged by its class
+(unread.py), links across the node (links.py), clocks under load against the GPU's peers
+(load_rules.py), events by the vendors' catalogues (events.py)."""
 
 from __future__ import annotations
 
@@ -8,17 +11,17 @@ from typing import Any
 
 from gpuenv.power.record import AppliedCap
 from gpuenv.verify import catalogue
-from gpuenv.verify.checks.nvml.load_rules import load_findings, power_findings
-from gpuenv.verify.checks.nvml.policy import rule_finding
+from gpuenv.verify.checks.nvml.events import ras_findings
+from gpuenv.verify.checks.nvml.links import link_findings
+from gpuenv.verify.checks.nvml.load_rules import configured_findings, load_findings, peer_findings, power_findings
+from gpuenv.verify.checks.nvml.policy import ref, rule_finding
+from gpuenv.verify.checks.nvml.unread import unread_findings
 from gpuenv.verify.context import CheckContext
-from gpuenv.verify.facts import SMI_NAMES, GpuInfo, HostFacts, NvmlSnapshot, visible
+from gpuenv.verify.facts import SMI_NAMES, HostFacts, NvmlSnapshot, visible
 from gpuenv.verify.model import Finding, GpuRef
+from gpuenv.verify.pci import same_bus
 
 FABRIC_NOT_SUPPORTED, FABRIC_COMPLETED = 0, 3
-
-
-def ref(gpu: dict[str, Any]) -> GpuRef:
-    return GpuRef(gpu["index"], gpu.get("uuid"), gpu.get("pci_bus_id"))
 
 
 def evaluate(
@@ -38,8 +41,8 @@ def evaluate(
     findings = _count_findings(snap, gpus, policy, expect_gpus, host)
     for gpu in gpus:
         findings += gpu_findings(gpu, policy, own_pids=own_pids, applied=applied)
-    findings += _fabric_cliques(gpus, policy)
-    return findings
+    findings += _fabric_cliques(gpus, policy) + link_findings(gpus, policy) + peer_findings(gpus, policy)
+    return findings + _mixed(gpus)
 
 
 def judged(
@@ -53,7 +56,7 @@ def judged(
     init_s: float | None = None,
 ) -> list[Finding]:
     """Pure: what the nvml check finds in a snapshot, NVIDIA's or AMD's: the policy's findings for
-    the GPUs `visible_spec` leaves visible, then one info line per item the library could not report.
+    the GPUs `visible_spec` leaves visible, then what the library could not read, by its class.
     `init_s`: how long the library's first start on this node took in this run (None: not timed)."""
     findings = evaluate(
         snap,
@@ -64,7 +67,8 @@ def judged(
         own_pids=own_pids,
         applied=applied,
     )
-    return slow_start(findings, init_s, policy) + unknown_findings(snap)
+    gpus = visible(snap.gpus, visible_spec)
+    return slow_start(findings, init_s, policy) + unread_findings(snap, gpus, policy, ctx.host.smi)
 
 
 def slow_start(findings: list[Finding], init_s: float | None, policy: dict[str, Any]) -> list[Finding]:
@@ -94,9 +98,9 @@ def _count_findings(
                 None,
             )
         )
-    seen = {_short_bus(g.get("pci_bus_id")) for g in snap.gpus}
+    seen = [g.get("pci_bus_id") for g in snap.gpus]
     for bus in host.pci_reference or ():
-        if _short_bus(bus) not in seen:
+        if not any(same_bus(bus, other) for other in seen):
             findings.append(
                 rule_finding(
                     policy,
@@ -106,14 +110,6 @@ def _count_findings(
                 )
             )
     return findings
-
-
-def _short_bus(bus: str | None) -> str:
-    """PCI bus ids compare without the domain's width: 00000000:17:00.0 ~ 0000:17:00.0."""
-    if not bus:
-        return ""
-    domain, _, rest = bus.lower().partition(":")
-    return f"{int(domain, 16):04x}:{rest}" if rest else bus.lower()
 
 
 def gpu_findings(
@@ -145,12 +141,12 @@ def gpu_findings(
         out.append(rule_finding(policy, "remapped_rows_pending", f"{label}: row remapping pending", g))
     if rows.get("failure"):
         out.append(rule_finding(policy, "remapped_rows_failure", f"{label}: row remapping failed", g))
-    out += _pcie(gpu, policy, g, label) + _clocks(gpu, policy, g, label)
+    out += ras_findings(gpu, policy, g) if any((gpu.get("ras") or {}).values()) else []
+    out += _pcie(gpu, policy, g, label) + _clocks(gpu, policy, g, label) + configured_findings(gpu, policy, g)
     if gpu.get("persistence") == 0:
         out.append(rule_finding(policy, "persistence_off", f"{label}: persistence mode is off", g))
     out += _thermal(gpu, policy, g, label)
     out += load_findings(gpu, policy, g) + power_findings(gpu, policy, g, applied)
-    out += _links_down(gpu, policy, g, label)
     leftovers = [p for p in gpu.get("processes") or [] if p not in own_pids]
     if leftovers:
         pids = ", ".join(str(p) for p in leftovers)
@@ -178,21 +174,11 @@ def gpu_findings(
     return out
 
 
-def _links_down(gpu: dict[str, Any], policy: dict[str, Any], g: GpuRef, label: str) -> list[Finding]:
-    """GPU-to-GPU links down: NVLink on NVIDIA, XGMI on AMD (one rule: the meaning is the same)."""
-    out = []
-    for key, fabric in (("nvlink_down", "NVLink"), ("xgmi_down", "XGMI")):
-        if gpu.get(key):
-            links = ", ".join(str(n) for n in gpu[key])
-            out.append(rule_finding(policy, "nvlink_down", f"{label}: {fabric} link(s) {links} down", g))
-    return out
-
-
 def _memory_held(gpu: dict[str, Any], policy: dict[str, Any], g: GpuRef, label: str) -> list[Finding]:
     """Memory in use while NVML lists no compute process at all (not even gpuenv's own): a context
     the driver kept after its process ended. MIG GPUs list processes per instance: not judged."""
     used = gpu.get("memory_used_mib")
-    unread = "processes" in (gpu.get("unknown") or {})
+    unread = "processes" in (gpu.get("unread") or {})
     if used is None or unread or gpu.get("processes") or gpu.get("mig") == 1 or used <= policy["memory_held_mib"]:
         return []
     text = f"{label}: {used} MiB of GPU memory in use with no compute process"
@@ -269,51 +255,34 @@ def _clocks(gpu: dict[str, Any], policy: dict[str, Any], g: GpuRef, label: str) 
 
 
 def _thermal(gpu: dict[str, Any], policy: dict[str, Any], g: GpuRef, label: str) -> list[Finding]:
-    temp, limit = gpu.get("temperature"), gpu.get("slowdown_temperature")
-    if temp is None or not limit or temp < limit - policy["temperature_margin_c"]:
-        return []
-    return [rule_finding(policy, "temperature", f"{label}: {temp} °C, slowdown at {limit} °C", g)]
-
-
-def xid_findings(
-    events: list[tuple[int, int]], gpus: tuple[GpuInfo, ...], policy: dict[str, Any], *, during: str = "the run"
-) -> list[Finding]:
-    """Pure: one finding per XID event (NVML index, XID), fatal ones with their action."""
+    """The GPU's (AMD: hotspot) and memory temperature within the margin of their limits, at idle
+    and, with the same margin, at their hottest under load."""
+    under = gpu.get("under_load") or {}
     out = []
-    by_index = {g.index: g for g in gpus}
-    fatal = set(policy["fatal_xids"])
-    for index, xid in events:
-        g = by_index[index].ref() if index in by_index else GpuRef(index)
-        message = f"{g.label()}: XID {xid} during {during}"
-        if xid in fatal:
-            action = policy["xid_actions"].get(str(xid), "reset-gpu")
-            rule = catalogue.rules()["nvml.xid"]
-            out.append(
-                catalogue.finding(
-                    "nvml.xid",
-                    message,
-                    gpu=g,
-                    rule=replace(rule, action=action),
-                    xid=xid,
-                    action=action.replace("-", " "),
-                )
-            )
-        else:
-            other = policy["other_xid"]
-            rule = replace(catalogue.rules()["nvml.xid-other"], severity=other["severity"], action=other["action"])
-            out.append(catalogue.finding("nvml.xid-other", message, gpu=g, rule=rule))
+    for sensor in ("", "memory_"):  # temperature, slowdown_temperature; memory_temperature, ...
+        limit = gpu.get(f"{sensor}slowdown_temperature")
+        for temp, when in (
+            (gpu.get(f"{sensor}temperature"), ""),
+            (under.get(f"{sensor}temperature_max"), " under load"),
+        ):
+            if temp is not None and limit and temp >= limit - policy["temperature_margin_c"]:
+                what, limit_is = ("memory at ", "its limit") if sensor else ("", policy["wording"]["limit"])
+                text = f"{label}: {what}{temp} °C{when}, {limit_is} at {limit} °C"
+                out.append(rule_finding(policy, "temperature", text, g))
+                break  # one finding a sensor: the idle reading, else the hottest under load
     return out
 
 
-def unknown_findings(snap: NvmlSnapshot) -> list[Finding]:
-    """One info line per item NVML could not report (NOT_SUPPORTED etc.): unknown, not a failure."""
-    items: dict[str, list[str]] = {}
-    for gpu in snap.gpus:
-        for key, why in gpu.get("unknown", {}).items():
-            items.setdefault(f"{key} ({why})", []).append(str(gpu["index"]))
-    return [
-        catalogue.finding("nvml.unknown", f"unknown on GPU {', '.join(idx)}: {what}") for what, idx in items.items()
-    ]
+def _mixed(gpus: list[dict[str, Any]]) -> list[Finding]:
+    """A node of several models (each GPU is judged as its own): said, once."""
+    models: dict[str, list[str]] = {}
+    for gpu in gpus:
+        if gpu.get("name"):  # a GPU that could not be named is judged by what could not be read
+            models.setdefault(gpu["name"], []).append(str(gpu["index"]))
+    if len(models) < 2:
+        return []
+    said = "; ".join(f"{name}: GPU {', '.join(idx)}" for name, idx in models.items())
+    return [catalogue.finding("nvml.mixed-models", f"GPUs of {len(models)} models, each judged as its own: {said}")]
 
 
 def init_finding(message: str, problem: str) -> Finding:

@@ -16,7 +16,7 @@ from gpuenv.verify import catalogue
 from gpuenv.verify.checks.nvml import amd
 from gpuenv.verify.checks.nvml.policy import load_policy, rule_finding
 from gpuenv.verify.checks.nvml.rules import init_finding, judged
-from gpuenv.verify.checks.nvml.under_load import gpu_load, per_gpu_figures, read_links_under_load
+from gpuenv.verify.checks.nvml.under_load import LoadStarter, gpu_load, hold_s, per_gpu_figures, read_links_under_load
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.facts import NvmlSnapshot, visible
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
@@ -32,11 +32,11 @@ def run(ctx: CheckContext) -> CheckResult:
     return judge(ctx, passive=False)
 
 
-def judge(ctx: CheckContext, *, passive: bool) -> CheckResult:
-    """Read NVML, under load unless `passive` (or on the CPU path), and judge it by the policy;
-    on an AMD node, AMD SMI by the same rules and sampler (amd.py)."""
+def judge(ctx: CheckContext, *, passive: bool, start_load: LoadStarter = gpu_load) -> CheckResult:
+    """Read NVML, under load (`start_load`) unless `passive` (or on the CPU path), and judge it by
+    the policy; on an AMD node, AMD SMI by the same rules and sampler (amd.py)."""
     if ctx.host.smi == "amdsmi":
-        return amd.judge(ctx, power_record=power_record(), passive=passive)
+        return amd.judge(ctx, power_record=power_record(), passive=passive, start_load=start_load)
     policy = load_policy(Path(ctx.policy) if ctx.policy else None)
     started = time.monotonic()
     problem = adapter.init()
@@ -49,8 +49,8 @@ def judge(ctx: CheckContext, *, passive: bool) -> CheckResult:
     if passive:
         load_note: str | None = PASSIVE_NOTE
     else:
-        load = gpu_load() if ctx.device == "cuda" else None
         sampling = policy["load_sampling"].get(ctx.level) or policy["load_sampling"]["quick"]
+        load = start_load(hold_s(sampling)) if ctx.device == "cuda" else None
         load_note = read_links_under_load(snap, [g["index"] for g in gpus], load, sampling)
         gpus = visible(snap.gpus, cuda_visible)  # with the readings under load
     applied, findings = power_record()

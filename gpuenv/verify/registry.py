@@ -39,7 +39,7 @@ CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec(
         "nvml",
         "quick",
-        (30, 60, 120),
+        (30, 60, 180),  # deep: the load's start (30 s) and its heat-soak hold (nvml-policy.json: 60 s)
         False,
         "GPU health through NVML (AMD SMI on AMD GPUs): ECC, row remapping, PCIe link under load, clocks, "
         "thermals, NVLink/XGMI, fabric, XIDs",

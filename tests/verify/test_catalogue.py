@@ -10,10 +10,12 @@ from typing import Any
 import jsonschema
 import pytest
 
+from gpuenv.errors import BadRequest
 from gpuenv.resources import data_file
 from gpuenv.verify import catalogue, registry
-from gpuenv.verify.checks.nvml.policy import load_policy
+from gpuenv.verify.checks.nvml import events
 from gpuenv.verify.checks.nvml.events import xid_findings
+from gpuenv.verify.checks.nvml.policy import load_policy
 from gpuenv.verify.checks.nvml.rules import gpu_findings
 from gpuenv.verify.model import CheckResult, Finding, GpuRef, Report, decide, readable
 from tests.conftest import run_gpuenv
@@ -68,7 +70,8 @@ def test_xid_findings_carry_codes_and_the_policys_action() -> None:
         ("nvml.xid-other", "warn", "monitor"),
     ]
     assert found[0].remediation == (
-        "XID 79 (GPU has fallen off the bus): drain, then reboot the node; rerun verify before the node takes jobs again"
+        "XID 79 (GPU has fallen off the bus): drain, then reboot the node; "
+        "rerun verify before the node takes jobs again"
     )
     assert found[1].remediation == "restart the application that saw it; the GPU stays usable"
 
@@ -161,3 +164,29 @@ def test_gpu_exclusive_work_runs_before_the_worker_holds_contexts() -> None:
 def test_findings_round_trip_with_code() -> None:
     found = catalogue.finding("memory.bad-bytes", "3 bytes", gpu=GpuRef(0))
     assert Finding.from_dict(found.to_dict()) == found and found.to_dict()["code"] == "memory.bad-bytes"
+
+
+def test_one_xid_list_the_catalogue_judged_by_bucket(tmp_path: Path) -> None:
+    policy = load_policy()
+    xids = events.xid_catalogue()["xids"]
+    buckets = {e["bucket"] for e in xids.values() if e["bucket"]} | set(policy["recovery_action_buckets"].values())
+    assert buckets <= set(policy["xid_buckets"]) | {"XID_154"}  # every bucket the data names is judged
+    fatal = {
+        int(x) for x, e in xids.items() if e["bucket"] and policy["xid_buckets"][e["bucket"]]["severity"] == "fail"
+    }
+    # reset/reboot in NVIDIA's catalogue: 95, 140, the GSP, link-training and init ones among them
+    assert {46, 48, 62, 64, 74, 79, 95, 109, 119, 120, 136, 140, 143, 158} <= fatal
+    assert not {13, 31, 43, 63, 94, 121} & fatal  # restart the application, or ignore (121: corrected C2C errors)
+    moved = tmp_path / "moved.json"
+    moved.write_text(json.dumps({"schema": "gpuenv.nvml-policy/1", "xids": {"13": "RESET_GPU"}}))
+    [found] = xid_findings([(0, 13)], (), load_policy(moved))
+    assert (found.code, found.severity, found.action) == ("nvml.xid", "fail", "drain") and "(policy)" in found.message
+    [unknown] = xid_findings([(0, 9999)], (), policy)
+    assert unknown.code == "nvml.xid-other" and "not in NVIDIA's XID catalogue" in unknown.message
+
+
+def test_the_old_two_xid_lists_are_refused_with_a_hint(tmp_path: Path) -> None:
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"schema": "gpuenv.nvml-policy/1", "fatal_xids": [13], "xid_actions": {"13": "reboot"}}))
+    with pytest.raises(BadRequest, match="fatal_xids"):
+        load_policy(old)

@@ -11,7 +11,7 @@ import pytest
 
 from gpuenv.resources import data_file
 from gpuenv.verify.baselines import load_baselines
-from gpuenv.verify.checks import throughput
+from gpuenv.verify.checks import common, throughput
 from gpuenv.verify.checks.allreduce import judging
 from gpuenv.verify.checks.allreduce.check import pair_plan
 from gpuenv.verify.checks.allreduce.pairs import pairs_of
@@ -251,3 +251,26 @@ def test_pairs_are_ring_neighbours_at_quick_and_all_pairs_above() -> None:
     assert pair_plan("standard", 8, across_nodes=False) == {"bisect": True, "pairs": "all"}
     assert pair_plan("standard", 2, across_nodes=False)["bisect"] is False
     assert pair_plan("standard", 16, across_nodes=True) == {"bisect": True, "pairs": "ring"}
+
+
+def test_a_mixed_node_judges_each_gpu_against_its_own_model() -> None:
+    """Four H100 and four A100 at their own models' figures: none is slow (judged against GPU 0's
+    model, or against the node's median, the A100s would be); an A100 at 40 % of its own figure is."""
+    h100, a100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"
+    names = [h100] * 4 + [a100] * 4
+    rows = [EXPECT.model(n) for n in names]
+    assert all(rows) and rows[0] != rows[4]
+    infos = tuple(GpuInfo(i, i, n, f"GPU-{i}", None, None, None) for i, n in enumerate(names))
+    ctx = CheckContext("quick", "cuda", host=HostFacts(gpus=infos))
+    tflops = [r["matmul"]["tflops"] for r in rows]  # type: ignore[index]
+    copy = [r["copy"]["gbps"] for r in rows]  # type: ignore[index]
+    judge = {"expectations": EXPECT, "baselines": load_baselines()}
+    assert common.gpu_model(ctx) == f"mixed: {a100}, {h100}"
+    assert throughput.evaluate(amp_metrics(tflops, copy), ctx, common.gpu_model(ctx), **judge) == []
+    tflops[6] *= 0.4
+    found = throughput.evaluate(amp_metrics(tflops, copy), ctx, common.gpu_model(ctx), **judge)
+    assert {(f.code, f.gpu.index if f.gpu else None) for f in found} == {
+        ("amp.tflops-below-model", 6),
+        ("amp.tflops-outlier", 6),
+    }
+    assert all("A100" in f.message for f in found if f.code == "amp.tflops-below-model")

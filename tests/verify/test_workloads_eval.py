@@ -202,6 +202,13 @@ def test_fp8_tflops_against_the_baseline() -> None:
     assert [f.code for f in fp8.judged(verdicts, ctx)] == ["fp8.figure-low"]
     verdicts = common.verdicts("fp8", {"fp8_tflops": {"0": 500.0}}, BASE, "NVIDIA L40S", 1)
     assert [f.code for f in fp8.judged(verdicts, ctx)] == ["fp8.no-baseline"]
+    # a mixed node: each GPU's figure against its own model's baseline, the node's name for none
+    models = {0: "NVIDIA L40S", 1: "NVIDIA H100 80GB HBM3"}
+    mixed = common.verdicts("fp8", {"fp8_tflops": {"0": 500.0, "1": 990.0}}, BASE, "mixed", 2, models=models)
+    assert [(v.gpu_index, v.gpu_name, v.verdict) for v in mixed] == [
+        (0, "NVIDIA L40S", "none"),
+        (1, "NVIDIA H100 80GB HBM3", "pass"),
+    ]
 
 
 def test_onnx_outputs_within_tolerance_and_the_gpu_provider() -> None:

@@ -83,7 +83,7 @@ def test_links_are_read_under_load_and_gpuenv_is_not_a_leftover(standard: dict[s
 
 def test_the_fabric_is_read_without_crashing(standard: dict[str, Any]) -> None:
     for gpu in check(standard, "nvml")["detail"]["snapshot"]["gpus"]:
-        fabric, why = gpu["fabric"], gpu["unknown"].get("fabric", "")
+        fabric, why = gpu["fabric"], (gpu["unread"].get("fabric") or {}).get("code", "")
         assert (fabric is not None and set(fabric) == {"state", "status", "clique"}) or "bindings" not in why
     assert check(standard, "nvml")["metrics"]["compute_modes"]
 
@@ -96,7 +96,8 @@ def test_clocks_reasons_and_violation_counters_are_sampled_under_load(standard: 
         assert reading["samples"] == 20 and reading["reasons_read"] == 20  # standard: 20 x 0.25 s
         assert reading["sm_clock_median"] and gpu["sm_clock_max"]
         assert reading["sm_clock_median"] > gpu["sm_clock"] or gpu["sm_clock"] == gpu["sm_clock_max"]  # busy
-        assert {"power", "thermal"} <= set(reading["violation_s"]) or "violation" in json.dumps(gpu["unknown"])
+        assert {"power", "thermal"} <= set(reading["violation_s"]) or "violation" in json.dumps(reading["unread"])
+        assert not [f for f in gpu["unread"].values() if f["class"] != "absent"], gpu["unread"]  # every call answered
         assert gpu["power"]["enforced_mw"] and gpu["power"]["default_mw"]
     assert not [f for f in nvml["findings"] if f["code"] == "nvml.throttled_under_load"]
 

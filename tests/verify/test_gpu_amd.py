@@ -51,9 +51,10 @@ def test_the_nvml_check_reads_amd_smi_on_every_gpu() -> None:
     assert "AMD GPU(s) on the PCI bus" in report["host"]["device_decision"]
     for gpu in nvml["detail"]["snapshot"]["gpus"]:
         assert gpu["gfx"] and gpu["uuid"] and gpu["pci_bus_id"], gpu
-        assert gpu["ecc_uncorrected"] is not None and gpu["temperature"] and gpu["slowdown_temperature"], gpu
+        assert gpu["ras"] is not None and gpu["temperature"] and gpu["slowdown_temperature"], gpu
         assert gpu["power"]["enforced_mw"] and gpu["power"]["default_mw"], gpu
-        assert gpu["xgmi_down"] is not None or "xgmi" in gpu["unknown"], gpu
+        assert gpu["links"] is not None or "xgmi" in gpu["unread"], gpu
+        assert not [f for f in gpu["unread"].values() if f["class"] != "absent"], gpu["unread"]  # every call answered
 
 
 def test_the_passive_check_reads_amd_smi_without_load() -> None:

@@ -49,6 +49,10 @@ for i in range(nv.nvmlDeviceGetCount()):
         (nv.nvmlDeviceGetEnforcedPowerLimit, ()), (nv.nvmlDeviceGetPowerManagementDefaultLimit, ()),
         (nv.nvmlDeviceGetPowerUsage, ()), (nv.nvmlDeviceGetClockInfo, (nv.NVML_CLOCK_SM,)),
         (nv.nvmlDeviceGetMaxClockInfo, (nv.NVML_CLOCK_SM,)),
+        (nv.nvmlDeviceGetApplicationsClock, (nv.NVML_CLOCK_SM,)),
+        (nv.nvmlDeviceGetDefaultApplicationsClock, (nv.NVML_CLOCK_SM,)),
+        (nv.nvmlDeviceGetTemperatureThreshold, (nv.NVML_TEMPERATURE_THRESHOLD_MEM_MAX,)),
+        (nv.nvmlDeviceGetFieldValues, ([nv.NVML_FI_DEV_MEMORY_TEMP],)),
     ):
         read(call, h, *args)
     for link in range(18):

@@ -53,7 +53,8 @@ class NvmlSnapshot:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """As the report keeps it (no copy: the readings are plain JSON data already)."""
+        return {"driver": self.driver, "cuda_driver": self.cuda_driver, "gpus": self.gpus, "unread": self.unread}
 
 
 @dataclass(frozen=True)

@@ -59,10 +59,10 @@ def purge_amdsmi() -> None:
 @pytest.fixture(scope="module")
 def amdsmi_here(fake_rocm: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The amdsmi bindings imported in this process over the fake libamd_smi.so (they bind it at
-    import, from ROCM_PATH), and a PCI bus with the fake's first four GPUs; both undone after."""
-    saved = {k: os.environ.get(k) for k in ("ROCM_PATH", "GPUENV_TEST_SYSFS_PCI")}
+    import, from ROCM_PATH; undone after); yields a PCI bus with the fake's first four GPUs."""
+    saved = os.environ.get("ROCM_PATH")
     sysfs = fake_sysfs(tmp_path_factory.mktemp("sweep-sysfs"), {b: ("0x1002", "0x120000") for b in AMD_BUS[:4]})
-    os.environ.update(ROCM_PATH=str(fake_rocm), GPUENV_TEST_SYSFS_PCI=str(sysfs))
+    os.environ["ROCM_PATH"] = str(fake_rocm)
     purge_amdsmi()
     import amdsmi  # noqa: F401 (binds the fake library now, while ROCM_PATH names it)
 
@@ -70,16 +70,16 @@ def amdsmi_here(fake_rocm: Path, tmp_path_factory: pytest.TempPathFactory) -> It
         yield sysfs
     finally:
         purge_amdsmi()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        if saved is None:
+            os.environ.pop("ROCM_PATH", None)
+        else:
+            os.environ["ROCM_PATH"] = saved
 
 
 @pytest.fixture
 def scenario(amdsmi_here: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     path = tmp_path / "case.scenario"
+    monkeypatch.setenv("GPUENV_TEST_SYSFS_PCI", str(amdsmi_here))
     monkeypatch.setenv("FAKE_AMDSMI_SCENARIO", str(path))
     monkeypatch.setenv("FAKE_AMDSMI_LOAD_MARKER", str(tmp_path / "load-marker"))
     monkeypatch.setenv("GPUENV_POWER_RECORD", str(tmp_path / "no-record.json"))

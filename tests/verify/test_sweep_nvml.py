@@ -55,21 +55,22 @@ CASES = sweep.cases(
 
 
 @pytest.fixture(scope="module")
-def nvml_here(fake_nvml_dir: Path) -> Iterator[None]:
+def nvml_here(fake_nvml_dir: Path) -> Iterator[ctypes.CDLL]:
     """The fake libnvidia-ml.so.1 as the bindings' library in this process (put back after)."""
     saved = pynvml.nvmlLib
     pynvml.nvmlLib = ctypes.CDLL(str(fake_nvml_dir / "libnvidia-ml.so.1"))
     pynvml._nvmlGetFunctionPointer_cache.clear()
     try:
-        yield
+        yield pynvml.nvmlLib
     finally:
         pynvml.nvmlLib = saved
         pynvml._nvmlGetFunctionPointer_cache.clear()
 
 
 @pytest.fixture
-def scenario(nvml_here: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+def scenario(nvml_here: ctypes.CDLL, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     """Writes a scenario and points the fake at it; returns the writer."""
+    assert pynvml.nvmlLib is nvml_here  # nothing else in this process swapped the library meanwhile
     path = tmp_path / "case.scenario"
     monkeypatch.setenv("FAKE_NVML_SCENARIO", str(path))
     monkeypatch.setenv("FAKE_NVML_LOAD_MARKER", str(tmp_path / "load-marker"))

@@ -114,6 +114,9 @@ CLI_SAMPLE = [
     ("gpu3.errors_load=nvmlDeviceGetClockInfo:11", (), "fail", "IRQ_ISSUE"),
     ("node_errors=nvmlDeviceGetCount:15", (), "fail", "nvmlDeviceGetCount"),
     ("gpu3.errors=nvmlDeviceGetSerial:3", ("--passive",), "pass", None),
+    # the engine's XID watch, in the probe process that holds it for the whole run
+    ("node_errors=nvmlEventSetWait_v2:999", (), "warn", "nvmlEventSetWait_v2 answered UNKNOWN"),
+    ("gpu3.errors=nvmlDeviceRegisterEvents:15", (), "fail", "XID events not watched on GPU 3"),
 ]
 
 

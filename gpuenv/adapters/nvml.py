@@ -368,23 +368,22 @@ def drain_xids(state: dict[str, Any]) -> tuple[list[tuple[int, int, int | None]]
 
 def energy_mj(indices: list[int]) -> dict[int, int | None]:
     """Total energy counters (millijoules) of the GPUs with these NVML indices; needs init()."""
-    nv = _pynvml()
-    found: dict[int, int | None] = {}
-    for i in indices:
-        unread: Unread = {}
-        h = _handle(nv, i, unread)
-        found[i] = None if h is None else _read(unread, "energy", nv.nvmlDeviceGetTotalEnergyConsumption, h)
-    return found
+    return _each(indices, "energy", _pynvml().nvmlDeviceGetTotalEnergyConsumption)
 
 
 def power_mw(indices: list[int]) -> dict[int, int | None]:
     """Current power draw (milliwatts) of the GPUs with these NVML indices; needs init()."""
+    return _each(indices, "power", _pynvml().nvmlDeviceGetPowerUsage)
+
+
+def _each(indices: list[int], key: str, call: Callable[[Any], Any]) -> dict[int, Any]:
+    """`call(handle)` for each of these GPUs (NVML index); None where it does not answer."""
     nv = _pynvml()
-    found: dict[int, int | None] = {}
+    found: dict[int, Any] = {}
     for i in indices:
         unread: Unread = {}
         h = _handle(nv, i, unread)
-        found[i] = None if h is None else _read(unread, "power", nv.nvmlDeviceGetPowerUsage, h)
+        found[i] = None if h is None else _read(unread, key, call, h)
     return found
 
 

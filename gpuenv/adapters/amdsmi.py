@@ -180,7 +180,6 @@ def _gpu(index: int, h: Any) -> dict[str, Any]:
         "thermal_limits": _thermal_limits(read("violation_status", smi.amdsmi_get_violation_status)),
         "sm_clock": _number(clock.get("clk")),
         "sm_clock_max": _number(clock.get("max_clk")),
-        "clock_locked": clock.get("clk_locked") if isinstance(clock.get("clk_locked"), bool) else None,
     }
     gpu["unread"] = unread
     return gpu

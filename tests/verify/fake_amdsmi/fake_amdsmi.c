@@ -25,8 +25,7 @@
  * amdsmi_init) for every second since the marker was made; load_host_limit (1: the GFX clock held
  * below the host's limit, a configured cap) too. gfx_activity (default 0 at idle, 100 under load:
  * gfx_activity_load) is the GFX engine's busy share; temp_mem, temp_mem_crit and temp_mem_load the
- * memory (VRAM) temperature; ecc_deferred the deferred (poisoned) error count; gfx_clk_locked=1
- * says the GFX clock is locked. soak_s=N holds the _load values back until the load has run N
+ * memory (VRAM) temperature; ecc_deferred the deferred (poisoned) error count. soak_s=N holds the _load values back until the load has run N
  * seconds. xgmi_all_down=1 reports every XGMI link down (a card without its bridge).
  * Faults, for the sweep of every call the health check makes (as the fake NVML's): errors=FUNC:CODE,...
  * makes a GPU's functions answer those amdsmi_status_t codes (errors_load=: only under load);
@@ -55,7 +54,7 @@ typedef struct {
     int gfx_clk_load, temp_load, load_prochot, load_ppt, load_socket, load_vr, load_hbm;
     char errors[512], errors_load[512];
     int lost, lost_load, soak_s, xgmi_all_down, gfx_activity, gfx_activity_load, temp_mem, temp_mem_crit, temp_mem_load;
-    int ecc_deferred, load_host_limit, gfx_clk_locked;
+    int ecc_deferred, load_host_limit;
 } gpu_t;
 
 #pragma pack(push, 1)
@@ -127,7 +126,7 @@ static void set(int gpu, const char *key, const char *val) {
     INT(power_min_w) INT(power_set_denied) INT(gfx_clk_load) INT(temp_load)
     INT(load_prochot) INT(load_ppt) INT(load_socket) INT(load_vr) INT(load_hbm)
     INT(lost) INT(lost_load) INT(soak_s) INT(xgmi_all_down) INT(gfx_activity) INT(gfx_activity_load)
-    INT(temp_mem) INT(temp_mem_crit) INT(temp_mem_load) INT(ecc_deferred) INT(load_host_limit) INT(gfx_clk_locked)
+    INT(temp_mem) INT(temp_mem_crit) INT(temp_mem_load) INT(ecc_deferred) INT(load_host_limit)
 }
 
 static int global(const char *key, const char *val) {
@@ -278,7 +277,6 @@ int amdsmi_get_clock_info(void *h, uint32_t type, clk_info_t *c) {
     GPU(h) if (type != 0) return E_NOT_SUPPORTED;
     int loaded = loaded_s() >= 0, clk = !loaded ? g->gfx_clk : soaked(g) && g->gfx_clk_load >= 0 ? g->gfx_clk_load : g->gfx_clk_max;
     memset(c, 0, sizeof *c); c->clk = (uint32_t)clk; c->min_clk = 500; c->max_clk = (uint32_t)g->gfx_clk_max;
-    c->locked = (uint8_t)g->gfx_clk_locked;
     return OK;
 }
 int amdsmi_get_gpu_xgmi_link_status(void *h, xgmi_status_t *s) {

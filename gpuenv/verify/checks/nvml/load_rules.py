@@ -9,7 +9,7 @@ reliability; on AMD the thermal residencies) that grew, fails the GPU. The rules
 causes both vendors' readings share (idle, configured, power_cap...), and no benign or configured
 cause mutes them: an SM clock (AMD: GFX clock) below the policy's fraction of its maximum warns;
 a GPU idle in most samples while the load ran, or one the load process did not run on, warns; a
-clock held by configured limits (application clocks, a locked clock, AMD's host limit) warns
+clock held by configured limits (application clocks, AMD's host limit) warns
 naming them; a GPU whose clock is far below its peers of the same model under the same causes
 warns; a GPU or memory temperature within the margin of its limit warns, as at idle."""
 
@@ -108,14 +108,12 @@ def _not_read(reading: dict[str, Any], policy: dict[str, Any], g: GpuRef) -> lis
 
 
 def configured_findings(gpu: dict[str, Any], policy: dict[str, Any], g: GpuRef) -> list[Finding]:
-    """Clocks held by configured limits: application clocks below their default, a locked clock
-    (AMD), and, under load, the configured cause (NVML's reason 0x2, AMD's host limit) asserted."""
+    """Clocks held by configured limits: application clocks below their default, and, under load,
+    the configured cause (NVML's reason 0x2, AMD's GFX clock below the host's limit) asserted."""
     said = []
     app, default = gpu.get("app_clock"), gpu.get("app_clock_default")
     if app and default and app < default:
         said.append(f"SM application clock set to {app} MHz (default {default} MHz)")
-    if gpu.get("clock_locked"):
-        said.append(f"{policy['wording']['clock']} locked (maximum {gpu.get('sm_clock_max')} MHz)")
     reading = gpu.get("under_load") or {}
     hits = (reading.get("causes") or {}).get("configured", 0)
     if hits:

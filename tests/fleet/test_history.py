@@ -41,7 +41,9 @@ def report(
         if g["uuid"] == xid_on:
             ref = GpuRef(g["index"], g["uuid"], g["pci_bus_id"])
             findings.append(
-                catalogue.finding("nvml.xid", f"GPU {g['index']}: XID 79", gpu=ref, xid=79, action="reboot")
+                catalogue.finding(
+                    "nvml.xid", f"GPU {g['index']}: XID 79", gpu=ref, xid=79, meaning="fallen off", recovery="reboot"
+                )
             )
     checks = [CheckResult("nvml", "fail" if findings else "pass", 0.4, "nvml", {}, findings)]
     verdict = decide(checks, strict=False, cpu_only=False, interrupted=None)

@@ -130,8 +130,8 @@ def _baselines(**values: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("option", "data", "needle"),
     [
-        ("--policy", _policy(fatal_xids="abc"), "fatal_xids: must be array"),
-        ("--policy", _policy(fatal_xids=["79"]), "fatal_xids[0]: must be integer"),
+        ("--policy", _policy(xids="abc"), "xids: must be object"),
+        ("--policy", _policy(xids={"79": "reboot"}), 'xids.79: "reboot" is not allowed here'),
         ("--policy", '{"schema": "gpuenv.nvml-policy/1", "temperature_margin_c": NaN}', "NaN"),
         ("--policy", _policy(rules={"temperature": {"severity": "loud"}}), "rules.temperature.severity"),
         ("--baseline", _baselines(fail_below=True), "fail_below: must be number"),

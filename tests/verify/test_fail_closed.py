@@ -103,34 +103,39 @@ def test_xid_154_is_judged_by_the_recovery_action(run: Any, tmp_path: Path, acti
     assert xid["severity"] == severity and xid["gpu"]["index"] == 4
 
 
-# (vendor, scenario, rule, its default severity): each new rule made to warn and to fail by the policy
+# (vendor, scenario, rule, its default severity, whether --passive judges it too): each new rule
+# made to warn and to fail by the policy
 RULES = [
-    ("nvidia", "gpu-lost", "gpu_lost", "fail"),
-    ("amd", "gpu-lost", "gpu_lost", "fail"),
-    ("nvidia", "idle-under-load", "idle_under_load", "warn"),
-    ("amd", "idle-under-load", "idle_under_load", "warn"),
-    ("nvidia", "app-clocks", "clocks_configured", "warn"),
-    ("amd", "host-limit", "clocks_configured", "warn"),
-    ("nvidia", "hot-under-load", "temperature", "warn"),
-    ("amd", "hot-under-load", "temperature", "warn"),
-    ("nvidia", "power-cap-outlier", "clock_below_peers", "warn"),
-    ("amd", "ppt-outlier", "clock_below_peers", "warn"),
-    ("amd", "ras-deferred", "ras_deferred", "fail"),
-    ("nvidia", "nvlink-inactive-sxm", "nvlink_down", "fail"),
-    ("amd", "xgmi-inactive", "nvlink_down", "fail"),
+    ("nvidia", "gpu-lost", "gpu_lost", "fail", True),
+    ("amd", "gpu-lost", "gpu_lost", "fail", True),
+    ("nvidia", "read-failed", "read_failed", "warn", True),
+    ("amd", "read-failed", "read_failed", "warn", True),
+    ("nvidia", "unread-under-load", "not_read_under_load", "warn", False),
+    ("amd", "unread-under-load", "not_read_under_load", "warn", False),
+    ("nvidia", "idle-under-load", "idle_under_load", "warn", False),
+    ("amd", "idle-under-load", "idle_under_load", "warn", False),
+    ("nvidia", "app-clocks", "clocks_configured", "warn", True),
+    ("amd", "host-limit", "clocks_configured", "warn", False),
+    ("nvidia", "hot-under-load", "temperature", "warn", False),
+    ("amd", "hot-under-load", "temperature", "warn", False),
+    ("nvidia", "power-cap-outlier", "clock_below_peers", "warn", False),
+    ("amd", "ppt-outlier", "clock_below_peers", "warn", False),
+    ("amd", "ras-deferred", "ras_deferred", "fail", True),
+    ("nvidia", "nvlink-inactive-sxm", "nvlink_down", "fail", True),
+    ("amd", "xgmi-inactive", "nvlink_down", "fail", True),
 ]
 
 
-@pytest.mark.parametrize(("vendor", "scenario", "rule", "default"), RULES)
+@pytest.mark.parametrize(("vendor", "scenario", "rule", "default", "passive"), RULES)
 def test_each_rule_warns_or_fails_as_the_policy_says(
-    run: Any, tmp_path: Path, vendor: str, scenario: str, rule: str, default: str
+    run: Any, tmp_path: Path, vendor: str, scenario: str, rule: str, default: str, passive: bool
 ) -> None:
     other = "warn" if default == "fail" else "fail"
-    for severity in (default, other):
-        args = () if severity == default else ("--policy", policy(tmp_path, rules={rule: {"severity": severity}}))
+    for severity, how in [(s, how) for s in (default, other) for how in ((), ("--passive",))[: 1 + passive]]:
+        args = (*how, "--policy", policy(tmp_path, rules={rule: {"severity": severity}}))
         code, result = run(vendor, scenario, *args)
         mine = [s for c, s, _ in above_info(result) if c == f"nvml.{rule}"]
-        assert mine and set(mine) == {severity} and code == (1 if "fail" in mine else 0), above_info(result)
+        assert mine and set(mine) == {severity} and code == (1 if "fail" in mine else 0), (how, above_info(result))
 
 
 def test_a_read_that_fails_warns_and_the_policy_can_fail_it(run: Any, tmp_path: Path) -> None:

@@ -83,6 +83,10 @@ def settings(ctx: click.Context) -> Settings:
     return found if found is not None else Settings()
 
 
+# words other tools take as commands that are gpuenv's options
+FLAG_WORDS = {"version": "gpuenv --version", "help": "gpuenv --help"}
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
@@ -105,8 +109,9 @@ class LazyGroup(click.Group):
         if unknown and not ctx.resilient_parsing:  # shell completion asks quietly
             from difflib import get_close_matches  # only on the way to an error
 
-            near = get_close_matches(name, list(COMMANDS), n=1)
-            hint = f"did you mean: gpuenv {near[0]}" if near else "gpuenv --help lists the commands"
+            near = [f"gpuenv {n}" for n in get_close_matches(name, list(COMMANDS), n=1)]
+            near = [FLAG_WORDS[name]] if name in FLAG_WORDS else near
+            hint = f"did you mean: {near[0]}" if near else "gpuenv --help lists the commands"
             raise BadRequest(f"no such command {name!r}", hint=hint)
         return super().resolve_command(ctx, args)
 
@@ -187,6 +192,19 @@ def _name_the_flag(exc: click.BadParameter) -> None:
         exc.param_hint = " / ".join(f"'{name}'" for name in param.opts)
 
 
+def _said(exc: click.ClickException) -> tuple[str, str | None]:
+    """Click's error in gpuenv's one-line form: its message, and as the hint Click's suggestion, else
+    the command's usage (where it has one)."""
+    if isinstance(exc, click.NoSuchOption) and exc.possibilities:
+        names = ", ".join(repr(p) for p in exc.possibilities)
+        return exc.message, f"did you mean {'one of: ' if len(exc.possibilities) > 1 else ''}{names}?"
+    ctx = exc.ctx if isinstance(exc, click.UsageError) else None
+    if ctx is None:
+        return exc.format_message(), None
+    usage = ctx.get_usage().removeprefix("Usage: ")
+    return exc.format_message(), f"usage: {usage} (more: {ctx.command_path} --help)"
+
+
 def _print_error(message: str, hint: str | None) -> None:
     click.echo(f"gpuenv: error: {message}", err=True)
     if hint:
@@ -223,7 +241,7 @@ def _run(args: list[str], *, debug: bool) -> int:
         return EXIT_CANNOT_RUN
     except click.NoSuchOption as exc:
         if exc.option_name not in GROUP_OPTIONS:
-            exc.show()
+            _print_error(*_said(exc))
             return EXIT_BAD_REQUEST
         where = exc.ctx.info_name if exc.ctx is not None else "COMMAND"
         hint = f"put it before the command: gpuenv {exc.option_name} {where} ..."
@@ -233,7 +251,7 @@ def _run(args: list[str], *, debug: bool) -> int:
         if isinstance(exc, click.BadParameter):
             _name_the_flag(exc)
         _traceback(debug)
-        exc.show()
+        _print_error(*_said(exc))
         return EXIT_BAD_REQUEST
     except GpuenvError as exc:
         _traceback(debug)

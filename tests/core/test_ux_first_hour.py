@@ -132,9 +132,7 @@ def test_without_torch_the_first_check_names_the_extra_and_the_rest_are_skipped(
 # --- every help has an example and its exit codes --------------------------------------------------
 
 
-def _command_paths(
-    command: click.Command, path: tuple[str, ...], parent: click.Context | None
-) -> list[tuple[str, ...]]:
+def _paths(command: click.Command, path: tuple[str, ...], parent: click.Context | None) -> list[tuple[str, ...]]:
     found = [path]
     if isinstance(command, click.Group):
         ctx = click.Context(command, info_name=path[-1], parent=parent)

@@ -15,6 +15,7 @@ import click
 
 from gpuenv import __version__, config, interrupt
 from gpuenv.cli import config_options
+from gpuenv.cli.errors import name_the_flag, print_error, said
 from gpuenv.errors import EXIT_BAD_REQUEST, EXIT_CANNOT_RUN, BadRequest, GpuenvError
 
 # name -> "module:function"; a command is listed here only once it works.
@@ -182,35 +183,6 @@ def cli(
 GROUP_OPTIONS = ("--debug", "-v", "--verbose", "-q", "--quiet", "--data", "--config", "--no-config", "--version")
 
 
-def _name_the_flag(exc: click.BadParameter) -> None:
-    """A bad value names where it came from: the flag, unless it came from the environment
-    (Click names an option's environment variable whenever --help shows it)."""
-    param, ctx = exc.param, exc.ctx
-    if param is None or ctx is None or exc.param_hint is not None or not param.name:
-        return
-    if ctx.get_parameter_source(param.name) != click.core.ParameterSource.ENVIRONMENT:
-        exc.param_hint = " / ".join(f"'{name}'" for name in param.opts)
-
-
-def _said(exc: click.ClickException) -> tuple[str, str | None]:
-    """Click's error in gpuenv's one-line form: its message, and as the hint Click's suggestion, else
-    the command's usage (where it has one)."""
-    if isinstance(exc, click.NoSuchOption) and exc.possibilities:
-        names = ", ".join(repr(p) for p in exc.possibilities)
-        return exc.message, f"did you mean {'one of: ' if len(exc.possibilities) > 1 else ''}{names}?"
-    ctx = exc.ctx if isinstance(exc, click.UsageError) else None
-    if ctx is None:
-        return exc.format_message(), None
-    usage = ctx.get_usage().removeprefix("Usage: ")
-    return exc.format_message(), f"usage: {usage} (more: {ctx.command_path} --help)"
-
-
-def _print_error(message: str, hint: str | None) -> None:
-    click.echo(f"gpuenv: error: {message}", err=True)
-    if hint:
-        click.echo(f"  hint: {hint}", err=True)
-
-
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     interrupt.install()
@@ -237,31 +209,31 @@ def _run(args: list[str], *, debug: bool) -> int:
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.exceptions.Abort:  # Click's word for Ctrl-C or end of input at a prompt
-        _print_error("interrupted", None)
+        print_error("interrupted", None)
         return EXIT_CANNOT_RUN
     except click.NoSuchOption as exc:
         if exc.option_name not in GROUP_OPTIONS:
-            _print_error(*_said(exc))
+            print_error(*said(exc))
             return EXIT_BAD_REQUEST
         where = exc.ctx.info_name if exc.ctx is not None else "COMMAND"
         hint = f"put it before the command: gpuenv {exc.option_name} {where} ..."
-        _print_error(f"{exc.option_name} is an option of gpuenv itself, not of {where}", hint)
+        print_error(f"{exc.option_name} is an option of gpuenv itself, not of {where}", hint)
         return EXIT_BAD_REQUEST
     except click.ClickException as exc:
         if isinstance(exc, click.BadParameter):
-            _name_the_flag(exc)
+            name_the_flag(exc)
         _traceback(debug)
-        _print_error(*_said(exc))
+        print_error(*said(exc))
         return EXIT_BAD_REQUEST
     except GpuenvError as exc:
         _traceback(debug)
-        _print_error(exc.message, exc.hint)
+        print_error(exc.message, exc.hint)
         return exc.exit_code
     except KeyboardInterrupt as exc:  # one rule for every command: interrupted is exit 3, and says so
-        _print_error(f"interrupted by {exc}" if str(exc) else "interrupted", None)
+        print_error(f"interrupted by {exc}" if str(exc) else "interrupted", None)
         return EXIT_CANNOT_RUN
     except Exception as exc:  # gpuenv itself crashed: never blame the thing checked
         _traceback(debug)
-        _print_error(f"gpuenv crashed: {type(exc).__name__}: {exc}", "rerun with --debug for the traceback")
+        print_error(f"gpuenv crashed: {type(exc).__name__}: {exc}", "rerun with --debug for the traceback")
         return EXIT_CANNOT_RUN
     return result if isinstance(result, int) else 0

@@ -62,7 +62,9 @@ if [ "$(id -u)" = 0 ] && command -v debootstrap >/dev/null \
     mkdir -p "$PY313/root.tmp/src"
     mv "$PY313/root.tmp" "$PY313/root"
   fi
-  cp /etc/resolv.conf "$PY313/root/etc/resolv.conf"  # pip reaches the package index from inside
+  # pip reaches the package index from inside, through this machine's name servers and trust store
+  cp /etc/resolv.conf "$PY313/root/etc/resolv.conf"
+  cp /etc/ssl/certs/ca-certificates.crt "$PY313/root/etc/ssl/certs/ca-certificates.crt"
   GPUENV_PY313_SETUP=1 bash "$REPO/tests/infra/py313.sh"
   printf '%s' "$made_for" >"$PY313/made-for"
 fi

@@ -24,9 +24,8 @@ import traceback
 from importlib import import_module
 from typing import Any
 
-from gpuenv import extras
 from gpuenv.adapters import nvml as adapter
-from gpuenv.extras import EXTRAS, install_hint
+from gpuenv.extras import EXTRAS, install_hint, missing
 from gpuenv.verify import faults
 from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks.common import CudaUnusable, unusable_finding
@@ -80,8 +79,8 @@ def _import_failed(name: str, ctx: CheckContext, exc: ImportError) -> CheckResul
     """A library the check needs cannot be imported: one an extra installs names that extra."""
     module = (exc.name or "").split(".")[0]
     if isinstance(exc, ModuleNotFoundError) and exc.name in EXTRAS:
-        missing = extras.missing(exc.name, f"the {name} check")
-        what = f"{missing.message}: {missing.hint}"
+        absent = missing(exc.name, f"the {name} check")
+        what = f"{absent.message}: {absent.hint}"
     else:
         what = f"cannot import {exc.name or 'a module'}: {exc}"
     detail = {IMPORT_FAILED: module} if module else {}

@@ -2,7 +2,8 @@
 # pytest ARGS under Debian 13's Python 3.13: chrooted into the rootfs tests/infra/prepare.sh caches in
 # $GPUENV_TEST_CACHE/python3.13, with this checkout mounted at /src, in a mount namespace of the run's
 # own (its mounts end with it). Root only. With GPUENV_PY313_SETUP=1 it (re)makes the rootfs's venv
-# instead: gpuenv editable over /src with every extra but the torch ones, and the test tools.
+# instead: gpuenv editable over /src with every extra but the torch ones (verify's NVML bindings
+# kept), and the test tools.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 ROOT="${GPUENV_TEST_CACHE:?}/python3.13/root"
@@ -12,7 +13,8 @@ if [ ! -x "$ROOT/usr/bin/python3.13" ]; then
 fi
 if [ "${GPUENV_PY313_SETUP:-}" = 1 ]; then
   inside='rm -rf /opt/venv && python3.13 -m venv /opt/venv &&
-    /opt/venv/bin/pip install -q -c /src/tests/constraints.txt -e "/src[docker,ansible,kb,slurm,report,fast,test]"'
+    /opt/venv/bin/pip install -q -c /src/tests/constraints.txt -e "/src[docker,ansible,kb,slurm,report,fast,test]" \
+      nvidia-ml-py'
 else
   inside='cd /src && exec /opt/venv/bin/python -m pytest -p no:cacheprovider "$@"'
 fi

@@ -49,11 +49,11 @@ fi
 # (the fake GPU libraries are compiled) and a venv of gpuenv's dependencies and the test tools,
 # editable over the checkout tests/infra/py313.sh mounts at /src. No torch: PyPI's torch for 3.13 is a
 # multi-GB CUDA build, so `nox -s py313` runs the unit tests not marked torch. The rootfs is made
-# again when its package list changes, its venv when pyproject.toml or the constraints do.
+# again when its package list changes, its venv when pyproject.toml, the constraints or py313.sh do.
 PY313="$CACHE/python3.13"
 PY313_PACKAGES="python3,python3-venv,ca-certificates,gcc,libc6-dev"
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
-made_for=$(cat "$REPO/pyproject.toml" "$REPO/tests/constraints.txt" | sha256sum | cut -c1-16)
+made_for=$(cat "$REPO/pyproject.toml" "$REPO/tests/constraints.txt" "$REPO/tests/infra/py313.sh" | sha256sum | cut -c1-16)
 if [ "$(id -u)" = 0 ] && command -v debootstrap >/dev/null \
     && [ "$(cat "$PY313/made-for" 2>/dev/null)" != "$PY313_PACKAGES $made_for" ]; then
   if [ "$(cat "$PY313/root.made-for" 2>/dev/null)" != "$PY313_PACKAGES" ]; then

@@ -13,8 +13,9 @@ from __future__ import annotations
 from gpuenv.verify.facts import SMI_NAMES, HostFacts, gpu_node_note
 from gpuenv.verify.model import CheckResult
 
-# the findings that say torch cannot run a workload here, whichever check found it
-TORCH_UNUSABLE = frozenset({"stack.cpu-only-build", "verify.cuda-unusable", "verify.import-failed"})
+# the findings that say torch cannot run a workload here, whichever check found it (a module that
+# cannot be imported, verify.import-failed, is torch's only when the result's detail names torch)
+TORCH_UNUSABLE = frozenset({"stack.cpu-only-build", "verify.cuda-unusable"})
 IMPORT_FAILED = "import_failed"  # a result's detail key: the (top-level) module its check could not import
 
 

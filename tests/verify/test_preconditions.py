@@ -43,6 +43,8 @@ def test_each_finding_that_torch_cannot_run_here_stops_the_torch_checks_after_it
 def test_torch_not_importable_stops_them_and_other_results_do_not() -> None:
     assert torch_unusable(CheckResult("amp", "error", detail={IMPORT_FAILED: "torch"})) is not None
     assert torch_unusable(CheckResult("onnx", "error", detail={IMPORT_FAILED: "onnxruntime"})) is None
+    onnx = CheckResult("onnx", "fail", findings=[finding("verify.import-failed", "m")], detail={IMPORT_FAILED: "onnx"})
+    assert torch_unusable(onnx) is None  # on a GPU node: a failure, but of the onnx check alone
     others = [c for c in rules() if c not in TORCH_UNUSABLE]
     for code in others:  # every other finding, of any severity, leaves the next checks to run
         assert torch_unusable(CheckResult("x", "fail", findings=[finding(code, "m")])) is None, code

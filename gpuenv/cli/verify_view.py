@@ -47,22 +47,23 @@ class RunView:
         if self.headed:
             return
         self.headed = True
-        if not self.out.is_terminal:
+        if self.out.is_terminal:
+            say(self.out, header(self.preview), "bold")
+        else:
             self._log("\n".join(wrapped(header(self.preview), 2)))
-            return
-        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn  # start-up: rich
-
-        say(self.out, header(self.preview), "bold")
-        columns = (SpinnerColumn(), TextColumn("{task.description}", markup=False), TimeElapsedColumn())
-        self.progress = Progress(*columns, console=self.out, transient=True)
-        self.progress.start()
 
     def started(self, name: str, limit_s: float) -> None:
         self._head()
-        if self.progress is None:
+        if not self.out.is_terminal:
             if self.done == 0 and any(s.needs_torch for s in registry.select(self.preview.level, self.preview.checks)):
                 self._log("  starting the checks' process: Python, then torch (a few seconds)")
             return
+        if self.progress is None:
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn  # start-up: rich
+
+            columns = (SpinnerColumn(), TextColumn("{task.description}", markup=False), TimeElapsedColumn())
+            self.progress = Progress(*columns, console=self.out, transient=True)
+            self.progress.start()
         if self.task is not None:
             self.progress.remove_task(self.task)
         about = f"{name:<10} running  (check {self.done + 1} of {self.total}, limit {limit_s:g} s)"
@@ -71,7 +72,7 @@ class RunView:
     def finished(self, result: CheckResult) -> None:
         self._head()
         self.done += 1
-        if self.progress is not None:
+        if self.out.is_terminal:
             return  # the table that follows has the row: a terminal shows each check once
         self._log(check_log(result))
         self.logged.update((result.name, finding.message) for finding in result.findings)

@@ -35,8 +35,6 @@ from gpuenv.compat.rules import (
     kb_age_line,
     ptx_runs_on,
     recommended_branch,
-    rocm_os_row,
-    rocm_os_warning,
     staleness_warning,
 )
 
@@ -71,7 +69,5 @@ __all__ = [
     "parse_kb",
     "ptx_runs_on",
     "recommended_branch",
-    "rocm_os_row",
-    "rocm_os_warning",
     "staleness_warning",
 ]

@@ -200,6 +200,7 @@ class OsInfo:
     ansible: AnsibleNames | None = None  # None: not a host gpuenv provisions
     codename: str | None = None  # the apt suite third-party repositories (deadsnakes) are published for
     build_tools_repo: str | None = None  # dnf: the repository devel images enable for ninja-build
+    image: str | None = None  # the OS's own container image ("ubuntu:22.04"): a CPU stack's base
 
     def names_host(self, distribution: str, version: str) -> bool:
         """Whether Ansible's distribution facts name this OS: the whole version ("22.04"), or

@@ -14,9 +14,7 @@ from gpuenv.compat.model import (
     CudaRelease,
     DriverBranch,
     KnowledgeBase,
-    OsInfo,
     PciDevice,
-    RocmRelease,
 )
 from gpuenv.errors import BadRequest
 
@@ -132,27 +130,6 @@ def amd_gpu_by_pci_id(kb: KnowledgeBase, device_id: str) -> AmdGpu | None:
         return None
     key = device.removeprefix("0x")
     return next((g for g in kb.amd_gpus if key in g.pci_ids), None)
-
-
-def rocm_os_row(rocm: RocmRelease, os_info: OsInfo) -> str | None:
-    """The OS of AMD's compatibility matrix that serves `os_info` for this ROCm release: its own name, or for
-    a RHEL-family OS of major N (Rocky Linux) AMD's rhelN, whose packages install on it (binary-compatible).
-    None: AMD supports the release on no such OS."""
-    if os_info.name in rocm.os:
-        return os_info.name
-    rhel = f"rhel{os_info.version.split('.')[0]}"
-    return rhel if os_info.family == "rhel" and rhel in rocm.os else None
-
-
-def rocm_os_warning(rocm: RocmRelease, os_info: OsInfo) -> str | None:
-    """The warning a ROCm stack carries when AMD lists its OS under another name (Rocky Linux as RHEL)."""
-    row = rocm_os_row(rocm, os_info)
-    if row is None or row == os_info.name:
-        return None
-    return (
-        f"AMD lists ROCm {rocm.version} for RHEL {row.removeprefix('rhel')}, not {os_info.name}: "
-        f"gpuenv serves it as RHEL-compatible (AMD's RHEL packages install on it), untested by AMD"
-    )
 
 
 def kb_age_days(kb: KnowledgeBase, today: date) -> int:

@@ -33,6 +33,12 @@ def amd_on_pci(root: Path | None = None) -> list[str]:
     return gpus_on_pci(AMD, _sysfs(root))
 
 
+def vendor_on_pci(vendor: str) -> list[str]:
+    """Bus ids of the GPUs of a PCI vendor id ("10de", "1002") on this machine's PCI bus, from sysfs."""
+    key = f"0x{vendor}"
+    return gpus_on_pci(key, _sysfs(None)) if key in GPU_CLASSES else []
+
+
 def gpus_on_pci(vendor: str, root: Path) -> list[str]:
     found: list[str] = []
     if not root.is_dir():

@@ -16,7 +16,7 @@ def test_driver_auto_reads_nvml(fake_nvml_dir: Path) -> None:
     assert "580.65.06" in stack["reasons"]["driver"]
     # 580.65.06 is older than the 580.126.20 that CUDA 13.0.3 ships, so cu130 would run only through
     # minor-version compatibility: the newest release's build it runs natively wins
-    assert stack["cuda_build"] == "cu126"
+    assert stack["build"] == "cu126"
 
 
 def test_driver_auto_with_driver_not_loaded(debian_nvml_dir: Path) -> None:

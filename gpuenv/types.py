@@ -39,4 +39,3 @@ def outcome_named(text: str | None) -> Outcome | None:
 def platform_named(text: str | None) -> PlatformName | None:
     """The platform spelled `text`, or None when it names none."""
     return next((p for p in PLATFORMS if p == text), None)
-

@@ -231,12 +231,6 @@ class KnowledgeBase:
     def rocm_by_build(self) -> dict[str, RocmRelease]:
         return {r.build: r for r in self.rocm}
 
-    def rocm_matching(self, rocm: str) -> tuple[RocmRelease, ...]:
-        """The ROCm releases `rocm` names: the build of that exact version ("6.2.4" is rocm6.2.4, not rocm6.2),
-        else any whose release or minor it names ("6.4.1" is rocm6.4)."""
-        exact = tuple(r for r in self.rocm if rocm.lower().removeprefix("rocm") == r.version)
-        return exact or tuple(r for r in self.rocm if r.names(rocm))
-
     def rocm_builds(self, torch: str) -> TorchRocm | None:
         """The ROCm builds of a torch release, or None when it has none the knowledge base knows."""
         return next((t for t in self.torch_rocm if t.torch == torch), None)

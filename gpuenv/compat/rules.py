@@ -1,5 +1,5 @@
 """The pure rules over the knowledge base: which driver runs which CUDA, which GPU code runs on
-which device, which GPU a PCI id names, and how old the facts are. Resolve and verify share them.
+which device, and how old the facts are. Resolve and verify share them.
 """
 
 from __future__ import annotations
@@ -9,12 +9,10 @@ from datetime import date
 from typing import Literal
 
 from gpuenv.compat.model import (
-    AmdGpu,
     ArchList,
     CudaRelease,
     DriverBranch,
     KnowledgeBase,
-    PciDevice,
 )
 from gpuenv.errors import BadRequest
 
@@ -111,25 +109,7 @@ def gpu_code_for(arch: ArchList, device: str) -> Literal["sass", "ptx"] | None:
     return None
 
 
-# --- PCI ids, staleness ----------------------------------------------------------------------------
-
-
-def gpu_by_pci_id(kb: KnowledgeBase, device_id: str) -> PciDevice | None:
-    """The GPU a PCI device id names: "20b0", "0x20B0" or "10de:20b0" (NVIDIA's vendor id only)."""
-    key = device_id.strip().lower().removeprefix("0x")
-    vendor, _, device = key.rpartition(":")
-    if vendor not in ("", "10de", "0x10de"):
-        return None
-    return kb.pci_by_id.get(device.removeprefix("0x"))
-
-
-def amd_gpu_by_pci_id(kb: KnowledgeBase, device_id: str) -> AmdGpu | None:
-    """The AMD GPU a PCI device id names: "74a1", "0x74A1" or "1002:74a1" (AMD's vendor id only)."""
-    vendor, _, device = device_id.strip().lower().removeprefix("0x").rpartition(":")
-    if vendor not in ("", "1002", "0x1002"):
-        return None
-    key = device.removeprefix("0x")
-    return next((g for g in kb.amd_gpus if key in g.pci_ids), None)
+# --- staleness ----------------------------------------------------------------------------
 
 
 def kb_age_days(kb: KnowledgeBase, today: date) -> int:

@@ -17,18 +17,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from gpuenv.compat import KnowledgeBase, OsInfo
 from gpuenv.errors import BadRequest
 from gpuenv.platforms.arch import CpuArchFacts
 from gpuenv.provision.hostfacts import HostFacts, HostGpu
-from gpuenv.provision.options import ProvisionOptions
-from gpuenv.render.options import ImageOptions
 from gpuenv.resolve.candidates import Resolution
 from gpuenv.resolve.request import Request
 from gpuenv.stack import Stack
 from gpuenv.types import PlatformName
+
+if TYPE_CHECKING:  # only annotations: the options' modules import package metadata, off resolve's path
+    from gpuenv.provision.options import ProvisionOptions
+    from gpuenv.render.options import ImageOptions
 
 Row = tuple[str, str, str | None]  # a line of `resolve`'s text: label, value, the reason's key
 Resolver = Callable[[KnowledgeBase, Request], Stack]  # gpuenv.resolve.service.resolve, handed to the host half

@@ -25,7 +25,6 @@ from gpuenv.stack import SCHEMA, SCHEMA_V1, Stack
 from gpuenv.types import CpuArch, PlatformName, platform_named
 
 
-
 class Entry(NamedTuple):
     """A platform package: its name, how it builds its Platform for an architecture, the architectures it serves.
     Typed so that mypy checks each package's Platform against the Protocol, every half and every method."""

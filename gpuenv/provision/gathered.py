@@ -25,8 +25,6 @@ def facts_from_gathered(host: str, raw: dict[str, Any], kb: KnowledgeBase) -> Ho
     distribution, version = str(raw.get("distribution", "")), str(raw.get("distribution_version", ""))
     known = kb.os_for_host(distribution, version)
     devices = [d for d in raw.get("devices") or [] if isinstance(d, dict)]
-    driver = str(raw.get("driver") or "").strip()
-    amdgpu = str(raw.get("amdgpu") or "").strip()
     free_kb = str(raw.get("free_kb") or "0").strip()
     return HostFacts(
         host=host,
@@ -38,10 +36,16 @@ def facts_from_gathered(host: str, raw: dict[str, Any], kb: KnowledgeBase) -> Ho
         headers=bool(raw.get("headers")),
         gpus=tuple(gpu_of(kb, d) for d in devices if d.get("kind") == "gpu"),
         nvswitch_count=sum(1 for d in devices if d.get("kind") == "nvswitch"),
-        driver=driver if _DRIVER.fullmatch(driver) else None,
-        amdgpu=amdgpu if _AMDGPU.fullmatch(amdgpu) else None,
+        driver=_matching(_DRIVER, raw.get("driver")),
+        amdgpu=_matching(_AMDGPU, raw.get("amdgpu")),
         secure_boot=str(raw.get("secure_boot", "unknown")),
         free_gb=round(int(free_kb) / 1048576, 1) if free_kb.isdigit() else 0.0,
         pythons=tuple(sorted({m.group(1) for p in raw.get("pythons") or [] if (m := _PYTHON.fullmatch(str(p)))})),
         is_controller=bool(raw.get("is_controller")),
     )
+
+
+def _matching(pattern: re.Pattern[str], value: Any) -> str | None:
+    """A loaded driver's version as the host sent it, when it is one (the host's values are input)."""
+    text = str(value or "").strip()
+    return text if pattern.fullmatch(text) else None

@@ -10,8 +10,10 @@ import pytest
 
 from gpuenv import validate
 from gpuenv.cli.stack_params import complete_gpu, complete_rocm
-from gpuenv.compat import amd_gpu_by_pci_id, load_kb, parse_kb
+from gpuenv.compat import load_kb, parse_kb
 from gpuenv.errors import BadRequest
+from gpuenv.platforms.rocm.host import amd_gpu_by_pci_id
+from gpuenv.platforms.rocm.oses import releases_named
 from gpuenv.platforms.rocm.resolve import base_images
 from gpuenv.resolve import Request
 from gpuenv.resolve.service import resolve
@@ -125,10 +127,10 @@ def test_a_rocm_local_version_parses_and_picks_the_build() -> None:
 
 
 def test_rocm_names_its_release_or_a_patch_of_it_but_6_2_4_is_its_own_build() -> None:
-    assert [r.build for r in KB.rocm_matching("6.2.4")] == ["rocm6.2.4"]
-    assert [r.build for r in KB.rocm_matching("6.2")] == ["rocm6.2"]
-    assert [r.build for r in KB.rocm_matching("6.4.1")] == ["rocm6.4"]
-    assert [r.build for r in KB.rocm_matching("rocm7.0")] == ["rocm7.0"]
+    assert [r.build for r in releases_named(KB, "6.2.4")] == ["rocm6.2.4"]
+    assert [r.build for r in releases_named(KB, "6.2")] == ["rocm6.2"]
+    assert [r.build for r in releases_named(KB, "6.4.1")] == ["rocm6.4"]
+    assert [r.build for r in releases_named(KB, "rocm7.0")] == ["rocm7.0"]
 
 
 def test_a_host_only_os_gets_no_image_and_an_os_amd_does_not_list_is_refused() -> None:

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuenv import validate
 from gpuenv.compat import KnowledgeBase
 from gpuenv.errors import BadRequest
 from gpuenv.platforms.base import Resolver
 from gpuenv.provision.hostfacts import HostFacts, HostGpu, skipped_plan
-from gpuenv.provision.options import ProvisionOptions
 from gpuenv.resolve.request import Request
 from gpuenv.stack import Stack
+
+if TYPE_CHECKING:  # only annotations: the options' modules import package metadata, off resolve's path
+    from gpuenv.provision.options import ProvisionOptions
 
 
 @dataclass(frozen=True)

@@ -9,18 +9,20 @@ gathered facts, so the plan shown before anything runs is the one the nvidia_dri
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuenv import validate
 from gpuenv.ansible.project import playbook_filter
-from gpuenv.compat import KnowledgeBase, driver_runs_cuda, gpu_by_pci_id, gpu_code_for
+from gpuenv.compat import KnowledgeBase, PciDevice, driver_runs_cuda, gpu_code_for
 from gpuenv.errors import BadRequest
 from gpuenv.platforms.base import Resolver
 from gpuenv.platforms.cuda.resolve import rows_named
 from gpuenv.provision.hostfacts import HostFacts, HostGpu
-from gpuenv.provision.options import ProvisionOptions
 from gpuenv.resolve.request import Request
 from gpuenv.stack import Stack
+
+if TYPE_CHECKING:  # only annotations: the options' modules import package metadata, off resolve's path
+    from gpuenv.provision.options import ProvisionOptions
 
 VENDOR = "10de"  # PCI vendor id of NVIDIA's GPUs
 CUDA_REPO_BASE = "https://developer.download.nvidia.com/compute/cuda/repos"
@@ -101,6 +103,14 @@ class CudaHost:
         written = self.variables(kb, stack, options)
         decided: dict[str, Any] = playbook_filter("gpuenv_filters").driver_plan(_filter_facts(facts, written))
         return {**decided, "action_line": action_line(decided, facts.driver)}
+
+
+def gpu_by_pci_id(kb: KnowledgeBase, device_id: str) -> PciDevice | None:
+    """The GPU a PCI device id names: "20b0", "0x20B0" or "10de:20b0" (NVIDIA's vendor id only)."""
+    vendor, _, device = device_id.strip().lower().removeprefix("0x").rpartition(":")
+    if vendor not in ("", VENDOR, f"0x{VENDOR}"):
+        return None
+    return kb.pci_by_id.get(device.removeprefix("0x"))
 
 
 def min_driver_branch(kb: KnowledgeBase, stack: Stack) -> int:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gpuenv.platforms.base import ImageText, Unsupported
-from gpuenv.render.options import ImageOptions
 from gpuenv.stack import Stack
+
+if TYPE_CHECKING:  # only annotations: the options' modules import package metadata, off resolve's path
+    from gpuenv.render.options import ImageOptions
 
 CUDA_HOME = "/usr/local/cuda"  # where the nvidia/cuda devel images install the toolkit
 

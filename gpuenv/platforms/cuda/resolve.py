@@ -147,7 +147,11 @@ class CudaResolve:
         return f"CUDA {stack.cuda}"
 
     def check_stack(self, stack: Stack) -> None:
-        """A CUDA toolkit, the driver floors, a TORCH_CUDA_ARCH_LIST, and nothing of an AMD GPU."""
+        """A cu build, a CUDA toolkit, the driver floors, a TORCH_CUDA_ARCH_LIST, and nothing of an AMD GPU."""
+        if not self.owns(stack.build):
+            raise BadRequest(
+                f"a CUDA stack's build is cu and CUDA's release, not {stack.build}", hint="regenerate the stack"
+            )
         validate.version(stack.cuda, "stack cuda")
         validate.driver(stack.driver_min)
         validate.driver(stack.driver_floor)

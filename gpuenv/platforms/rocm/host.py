@@ -12,18 +12,20 @@ base's. Pure.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuenv.ansible.project import playbook_filter
-from gpuenv.compat import AmdGpu, KnowledgeBase, V, amd_gpu_by_pci_id
+from gpuenv.compat import AmdGpu, KnowledgeBase, V
 from gpuenv.errors import BadRequest
 from gpuenv.platforms.base import Resolver
 from gpuenv.platforms.rocm.oses import rocm_host_oses, rocm_os_refusal
 from gpuenv.platforms.rocm.resolve import amd_target
 from gpuenv.provision.hostfacts import HostFacts, HostGpu
-from gpuenv.provision.options import ProvisionOptions
 from gpuenv.resolve.request import Request
 from gpuenv.stack import Stack
+
+if TYPE_CHECKING:  # only annotations: the options' modules import package metadata, off resolve's path
+    from gpuenv.provision.options import ProvisionOptions
 
 VENDOR = "1002"  # PCI vendor id of AMD's GPUs (ATI)
 
@@ -121,6 +123,15 @@ class RocmHost:
         written = self.variables(kb, stack, options)
         decided: dict[str, Any] = playbook_filter("gpuenv_amdgpu").amdgpu_plan(_amdgpu_facts(facts, written))
         return {**decided, "action_line": amdgpu_action_line(decided, facts.amdgpu)}
+
+
+def amd_gpu_by_pci_id(kb: KnowledgeBase, device_id: str) -> AmdGpu | None:
+    """The AMD GPU a PCI device id names: "74a1", "0x74A1" or "1002:74a1" (AMD's vendor id only)."""
+    vendor, _, device = device_id.strip().lower().removeprefix("0x").rpartition(":")
+    if vendor not in ("", VENDOR, f"0x{VENDOR}"):
+        return None
+    key = device.removeprefix("0x")
+    return next((g for g in kb.amd_gpus if key in g.pci_ids), None)
 
 
 def amdgpu_action_line(plan: dict[str, Any], loaded: str | None) -> str:

@@ -1,8 +1,8 @@
-"""The OSes of a ROCm release: where AMD supports it (the knowledge base's `rocm[].os`), and where gpuenv
-provisions it: the host OSes the amdgpu role implements (its apt and dnf repositories of AMD's; no Debian,
-whose amdgpu repository layout the role does not know). A Rocky Linux release is served where AMD lists
-RHEL of its major, whose packages install on it (binary-compatible) — one rule, for resolve and provision.
-Pure.
+"""The ROCm releases a spelling names, and the OSes of a release: where AMD supports it (the knowledge
+base's `rocm[].os`), and where gpuenv provisions it: the host OSes the amdgpu role implements (its apt and
+dnf repositories of AMD's; no Debian, whose amdgpu repository layout the role does not know). A Rocky Linux
+release is served where AMD lists RHEL of its major, whose packages install on it (binary-compatible) — one
+rule, for resolve and provision. Pure.
 """
 
 from __future__ import annotations
@@ -53,8 +53,15 @@ def rocm_os_refusal(kb: KnowledgeBase, rocm: str, os_name: str | None, os_label:
     return f"ROCm {rocm} is not provisioned on {os_label}: {why} (gpuenv provisions it on {rocm_os_line(kb, rocm)})"
 
 
+def releases_named(kb: KnowledgeBase, rocm: str) -> tuple[RocmRelease, ...]:
+    """The ROCm releases `rocm` names: the build of that exact version ("6.2.4" is rocm6.2.4, not rocm6.2),
+    else any whose release or minor it names ("6.4.1" is rocm6.4; "rocm7.0" is 7.0)."""
+    exact = tuple(r for r in kb.rocm if rocm.lower().removeprefix("rocm") == r.version)
+    return exact or tuple(r for r in kb.rocm if r.names(rocm))
+
+
 def _release(kb: KnowledgeBase, rocm: str) -> RocmRelease | None:
-    return next(iter(kb.rocm_matching(rocm)), None)
+    return next(iter(releases_named(kb, rocm)), None)
 
 
 def rocm_os_row(rocm: RocmRelease, os_info: OsInfo) -> str | None:

@@ -17,7 +17,7 @@ from gpuenv.compat import AmdGpu, KnowledgeBase, OsInfo, Provenance, RocmRelease
 from gpuenv.errors import BadRequest
 from gpuenv.platforms.arch import CpuArchFacts
 from gpuenv.platforms.base import Claim, Row
-from gpuenv.platforms.rocm.oses import rocm_os_row, rocm_os_warning
+from gpuenv.platforms.rocm.oses import releases_named, rocm_os_row, rocm_os_warning
 from gpuenv.resolve.candidates import Candidate, Refused
 from gpuenv.resolve.request import Request, numpy_requirement, torch_matches
 from gpuenv.stack import NONE, Rejected, Stack
@@ -86,7 +86,7 @@ class RocmResolve:
             raise BadRequest(
                 f"unknown ROCm build {build} in torch version {request.torch}", hint=f"known builds: {known}"
             )
-        if request.rocm and row not in kb.rocm_matching(request.rocm):
+        if request.rocm and row not in releases_named(kb, request.rocm):
             raise BadRequest(
                 f"--torch {request.torch} names build {build}, but --rocm asks for {request.rocm}",
                 hint=f"drop --rocm, or ask for --torch {version}",
@@ -105,7 +105,7 @@ class RocmResolve:
                 f"--driver {request.driver} is an NVIDIA driver version; a ROCm stack runs on AMD's amdgpu driver",
                 hint="drop --driver",
             )
-        if request.rocm and not kb.rocm_matching(request.rocm):
+        if request.rocm and not releases_named(kb, request.rocm):
             known = ", ".join(r.version for r in kb.rocm)
             raise BadRequest(f"unknown ROCm version {request.rocm}", hint=f"known: {known}; spelled {SPELLINGS}")
         return RocmResolution(kb, request, os_info, amd, self.cpu_arch)
@@ -155,7 +155,7 @@ class RocmResolution:
 
     def builds(self, torch: TorchRelease) -> tuple[tuple[str, ...], str]:
         kb = self.kb
-        wanted = kb.rocm_matching(self.request.rocm) if self.request.rocm else tuple(kb.rocm)
+        wanted = releases_named(kb, self.request.rocm) if self.request.rocm else tuple(kb.rocm)
         made = kb.rocm_builds(torch.version)
         usable = [kb.rocm_by_build[b] for b in (made.arch if made else ())]
         why = f"built for {', '.join(r.build for r in usable)}" if usable else "no ROCm build known"
@@ -239,7 +239,7 @@ class RocmResolution:
             floor = f", ROCm ≥ {amd.min_rocm}" if amd.min_rocm else ""
             runs = f"runs torch {fits[0]} … {fits[-1]}" if fits else "runs no known torch build"
             tried.append(f"{amd.name} ({amd.gfx}{floor}) {runs}")
-        for rocm in kb.rocm_matching(request.rocm) if request.rocm else ():
+        for rocm in releases_named(kb, request.rocm) if request.rocm else ():
             made = [t.torch for t in kb.torch_rocm if rocm.build in t.arch]
             span = made[0] if len(made) == 1 else f"{made[0]}–{made[-1]}" if made else ""
             tried.append(f"{rocm.build} exists for torch {span}" if made else f"no torch has {rocm.build}")

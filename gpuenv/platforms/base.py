@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
 from gpuenv.compat import KnowledgeBase, OsInfo
 from gpuenv.errors import BadRequest
@@ -191,3 +191,21 @@ class Platform(Protocol):
 
     @property
     def host(self) -> HostHalf: ...
+
+
+ResolveT = TypeVar("ResolveT")
+ImageT = TypeVar("ImageT")
+HostT = TypeVar("HostT")
+
+
+@dataclass(frozen=True)
+class Halves(Generic[ResolveT, ImageT, HostT]):
+    """A platform as its package builds it: its name and CPU architecture, and its three halves' own types
+    (mypy checks them against the Protocols wherever a `Halves` is taken for a `Platform`)."""
+
+    name: PlatformName
+    label: str
+    cpu_arch: CpuArchFacts
+    resolver: ResolveT
+    image: ImageT
+    host: HostT

@@ -71,6 +71,17 @@ class HostFacts:
             counts[g.label] = counts.get(g.label, 0) + 1
         return ", ".join(f"{n}× {label}" for label, n in counts.items())
 
+    def filter_facts(self) -> dict[str, Any]:
+        """What the driver roles' filters read of the host itself; its platform adds the GPUs and the options."""
+        return {
+            "distribution": self.distribution.lower(),
+            "distribution_version": self.version,
+            "architecture": self.architecture,
+            "kernel": self.kernel,
+            "secure_boot": self.secure_boot,
+            "is_controller": self.is_controller,
+        }
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "os": self.os_label,

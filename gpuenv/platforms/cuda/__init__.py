@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from gpuenv.platforms.arch import CpuArchFacts
+from gpuenv.platforms.base import Halves
 from gpuenv.platforms.cuda.host import CudaHost
 from gpuenv.platforms.cuda.image import CudaImage
 from gpuenv.platforms.cuda.resolve import CudaResolve
@@ -14,15 +13,5 @@ NAME: PlatformName = "cuda"
 CPU_ARCHES: tuple[CpuArch, ...] = ("x86_64", "aarch64")  # NVIDIA ships its driver for both
 
 
-@dataclass(frozen=True)
-class CudaPlatform:
-    cpu_arch: CpuArchFacts
-    resolver: CudaResolve
-    name: PlatformName = NAME
-    label: str = "CUDA"
-    image: CudaImage = field(default_factory=CudaImage)
-    host: CudaHost = field(default_factory=CudaHost)
-
-
-def platform(arch: CpuArchFacts) -> CudaPlatform:
-    return CudaPlatform(arch, CudaResolve(arch))
+def platform(arch: CpuArchFacts) -> Halves[CudaResolve, CudaImage, CudaHost]:
+    return Halves(NAME, "CUDA", arch, CudaResolve(arch), CudaImage(), CudaHost())

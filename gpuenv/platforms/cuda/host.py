@@ -154,14 +154,9 @@ def action_line(plan: dict[str, Any], loaded: str | None) -> str:
 def _filter_facts(f: HostFacts, written: dict[str, Any]) -> dict[str, Any]:
     """What plan_driver.yml hands the filter, from the gathered facts and the variables gpuenv writes."""
     return {
-        "distribution": f.distribution.lower(),
-        "distribution_version": f.version,
-        "architecture": f.architecture,
-        "kernel": f.kernel,
+        **f.filter_facts(),
         "gpus": [{"kind": "gpu", "device_id": g.device_id, "name": g.name} for g in f.gpus],
         "nvswitch_count": f.nvswitch_count,
-        "secure_boot": f.secure_boot,
-        "is_controller": f.is_controller,
         "branch": written["nvidia_driver_branch"],
         "source": written["nvidia_driver_source"],
         "kernel_modules": written["nvidia_driver_kernel_modules"],

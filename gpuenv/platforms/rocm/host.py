@@ -148,13 +148,8 @@ def amdgpu_action_line(plan: dict[str, Any], loaded: str | None) -> str:
 def _amdgpu_facts(f: HostFacts, written: dict[str, Any]) -> dict[str, Any]:
     """What the amdgpu role's plan.yml hands the filter, from the gathered facts and the variables gpuenv writes."""
     return {
-        "distribution": f.distribution.lower(),
-        "distribution_version": f.version,
-        "architecture": f.architecture,
-        "kernel": f.kernel,
+        **f.filter_facts(),
         "gpus": [{"kind": "gpu", "vendor": VENDOR, "name": g.name, "generation": g.code} for g in f.gpus_of("rocm")],
-        "secure_boot": f.secure_boot,
-        "is_controller": f.is_controller,
         "rocm": written["amdgpu_rocm"],
         "supported": written["amdgpu_supported"],
         "smi": written["amdgpu_smi"],

@@ -192,6 +192,5 @@ def _conflict(found: dict[PlatformName, Claim]) -> BadRequest:
     if a.why:
         return BadRequest(f"{a.why}, not {b.option}", hint=f"drop {b.option.split()[0]}")
     labels = " or ".join(named(p).label for p in found)
-    return BadRequest(
-        f"{a.option} and {b.option} exclude each other", hint=f"a stack is one platform's ({labels}): give one"
-    )
+    hint = f"a stack is torch's wheels of one platform ({labels}): give one of them"
+    return BadRequest(f"{a.option} and {b.option} exclude each other", hint=hint)

@@ -179,7 +179,7 @@ def _check_host(kb: KnowledgeBase, request: HostRequest, facts: HostFacts) -> st
         hosts = ", ".join(o.name for o in kb.os if "host" in o.roles)
         return f"{facts.distribution} {facts.version} is not an OS gpuenv provisions ({hosts})"
     try:
-        for_host(facts, wanted(kb, request))
+        for_host(facts, _wanted(kb, request))
     except BadRequest as exc:
         return exc.message
     if request.os_check and facts.os != request.os_check:
@@ -189,7 +189,7 @@ def _check_host(kb: KnowledgeBase, request: HostRequest, facts: HostFacts) -> st
     return None
 
 
-def wanted(kb: KnowledgeBase, request: HostRequest) -> Wanted | None:
+def _wanted(kb: KnowledgeBase, request: HostRequest) -> Wanted | None:
     """The platform every host is asked to take (a pinned stack's, or the one the options ask for), or None."""
     if request.pinned is not None:
         platform = for_stack(request.pinned)
@@ -207,13 +207,13 @@ def _has_wanted_gpus(kb: KnowledgeBase, gpu: str, facts: HostFacts) -> bool:
 
 
 def _plan_one(kb: KnowledgeBase, request: HostRequest, facts: HostFacts) -> HostPlan:
-    asked = wanted(kb, request)
+    asked = _wanted(kb, request)
     platform = for_host(facts, asked)
     warnings = [w for p in platforms() for w in p.host.warnings(facts, skip_driver=request.skip_driver)]
     warnings += _platform_warnings(request, facts, platform, asked)
     kept = platform.host.kept_driver(facts) if request.skip_driver else None
     if request.pinned is not None:
-        refused = pinned_refusal(kb, request.pinned, facts, platform, kept_driver=kept)
+        refused = _pinned_refusal(kb, request.pinned, facts, platform, kept_driver=kept)
         return HostPlan(facts, None if refused else request.pinned, refused, tuple(warnings))
     constraints = replace(request.constraints, os=facts.os, cpu_arch=facts.architecture)
     if kept and not constraints.driver:
@@ -238,7 +238,7 @@ def _platform_warnings(request: HostRequest, facts: HostFacts, platform: Platfor
     return []
 
 
-def pinned_refusal(
+def _pinned_refusal(
     kb: KnowledgeBase, stack: Stack, facts: HostFacts, platform: Platform, *, kept_driver: str | None
 ) -> str | None:
     """Why a pinned stack cannot serve this host (its OS's Pythons, its GPUs, a kept driver), or None."""

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from gpuenv.ansible.project import playbook_filter
 from gpuenv.compat import AmdGpu, KnowledgeBase, V
 from gpuenv.errors import BadRequest
-from gpuenv.platforms.base import Resolver
+from gpuenv.platforms.base import Resolver, Unsupported
 from gpuenv.platforms.rocm.oses import rocm_host_oses, rocm_os_refusal
 from gpuenv.platforms.rocm.resolve import amd_target
 from gpuenv.provision.hostfacts import HostFacts, HostGpu
@@ -95,17 +95,9 @@ class RocmHost:
 
     def variables(self, kb: KnowledgeBase, stack: Stack, options: ProvisionOptions) -> dict[str, Any]:
         """What the amdgpu role needs: the release whose repositories it uses, the OSes it serves; no NVIDIA driver."""
-        if options.driver_branch:
-            raise BadRequest(
-                f"--driver-branch names an NVIDIA driver branch; a ROCm {stack.rocm} stack installs AMD's amdgpu "
-                f"of ROCm {stack.rocm}",
-                hint="drop --driver-branch",
-            )
-        if options.container_toolkit:
-            raise BadRequest(
-                "--with-container-toolkit installs NVIDIA's container toolkit; containers on AMD GPUs need none",
-                hint="drop it: give containers --device=/dev/kfd --device=/dev/dri --group-add video",
-            )
+        unsupported = _unsupported(stack, options)
+        if unsupported is not None:
+            raise unsupported.refuse()
         return {
             "nvidia_driver_enabled": False,
             "nvidia_driver_branch": "",
@@ -132,6 +124,20 @@ def amd_gpu_by_pci_id(kb: KnowledgeBase, device_id: str) -> AmdGpu | None:
         return None
     key = device.removeprefix("0x")
     return next((g for g in kb.amd_gpus if key in g.pci_ids), None)
+
+
+def _unsupported(stack: Stack, options: ProvisionOptions) -> Unsupported | None:
+    """NVIDIA's driver branch and container toolkit: what a ROCm host has no use for."""
+    if options.driver_branch:
+        amdgpu = f"AMD's amdgpu of ROCm {stack.rocm}"
+        reason = f"--driver-branch names an NVIDIA driver branch; a ROCm {stack.rocm} stack installs {amdgpu}"
+        return Unsupported(reason, "drop --driver-branch")
+    if options.container_toolkit:
+        return Unsupported(
+            "--with-container-toolkit installs NVIDIA's container toolkit; containers on AMD GPUs need none",
+            "drop it: give containers --device=/dev/kfd --device=/dev/dri --group-add video",
+        )
+    return None
 
 
 def amdgpu_action_line(plan: dict[str, Any], loaded: str | None) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from gpuenv.compat import AmdGpu, KnowledgeBase, OsInfo, Provenance, RocmRelease, TorchRelease, V
 from gpuenv.errors import BadRequest
 from gpuenv.platforms.arch import CpuArchFacts
-from gpuenv.platforms.base import Claim, Row
+from gpuenv.platforms.base import Claim, Row, Unsupported
 from gpuenv.platforms.rocm.oses import releases_named, rocm_os_row, rocm_os_warning
 from gpuenv.resolve.candidates import Candidate, Refused
 from gpuenv.resolve.request import Request, numpy_requirement, torch_matches
@@ -101,10 +101,8 @@ class RocmResolve:
                 hint=f"AMD GPUs: {', '.join(g.name for g in kb.amd_gpus)}, or gfx targets; drop --rocm for NVIDIA",
             )
         if request.driver:
-            raise BadRequest(
-                f"--driver {request.driver} is an NVIDIA driver version; a ROCm stack runs on AMD's amdgpu driver",
-                hint="drop --driver",
-            )
+            reason = f"--driver {request.driver} is an NVIDIA driver version; a ROCm stack runs on AMD's amdgpu driver"
+            raise Unsupported(reason, "drop --driver").refuse()
         if request.rocm and not releases_named(kb, request.rocm):
             known = ", ".join(r.version for r in kb.rocm)
             raise BadRequest(f"unknown ROCm version {request.rocm}", hint=f"known: {known}; spelled {SPELLINGS}")

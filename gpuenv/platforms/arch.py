@@ -9,17 +9,17 @@ read for it. Adding an architecture is a row here and the registry's entries for
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gpuenv.types import CpuArch
 
 
-@dataclass(frozen=True)
 class CpuArchFacts:
-    name: CpuArch  # as `uname -m` and Ansible's facts say it
-    aliases: tuple[str, ...]  # other spellings users bring: Debian's and Docker's
-    wheel_platforms: tuple[str, ...]  # the platform tags pip accepts for a host's wheels, best first
-    kb_wheels: bool  # the knowledge base's wheel facts were read for this architecture
+    def __init__(
+        self, name: CpuArch, aliases: tuple[str, ...], wheel_platforms: tuple[str, ...], *, kb_wheels: bool
+    ) -> None:
+        self.name = name  # as `uname -m` and Ansible's facts say it
+        self.aliases = aliases  # other spellings users bring: Debian's and Docker's
+        self.wheel_platforms = wheel_platforms  # the platform tags pip accepts for a host's wheels, best first
+        self.kb_wheels = kb_wheels  # the knowledge base's wheel facts were read for this architecture
 
     @property
     def caveat(self) -> str | None:

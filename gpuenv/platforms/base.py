@@ -16,19 +16,18 @@ Protocols where the registry builds it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
 from gpuenv.compat import KnowledgeBase, OsInfo
 from gpuenv.errors import BadRequest
 from gpuenv.platforms.arch import CpuArchFacts
-from gpuenv.provision.hostfacts import HostFacts, HostGpu
 from gpuenv.resolve.candidates import Resolution
 from gpuenv.resolve.request import Request
 from gpuenv.stack import Stack
 from gpuenv.types import PlatformName
 
 if TYPE_CHECKING:  # only annotations: the options' modules import package metadata, off resolve's path
+    from gpuenv.provision.hostfacts import HostFacts
     from gpuenv.provision.options import ProvisionOptions
     from gpuenv.render.options import ImageOptions
 
@@ -43,8 +42,7 @@ class Claim(NamedTuple):
     why: str | None = None  # "--gpu MI300X is an AMD GPU (gfx942): it runs torch's ROCm builds"
 
 
-@dataclass(frozen=True)
-class Unsupported:
+class Unsupported(NamedTuple):
     """What a platform answers for a feature it lacks: the reason, said to the user, and what to do instead."""
 
     reason: str
@@ -93,6 +91,16 @@ class ResolveHalf(Protocol):
 
     def check_stack(self, stack: Stack) -> None:
         """BadRequest unless the platform's own fields of the stack hold what it writes."""
+
+
+class GpuFound(NamedTuple):
+    """What a platform's device-id table says of a GPU of its vendor that a host's PCI bus holds."""
+
+    model: str | None  # the knowledge base's name, "H100"; None: not in the table
+    code: str | None  # its GPU code: a compute capability "9.0", a gfx target "gfx942"
+    label: str  # "H100 (sm_90)", "unknown 10de:2330"
+    name: str  # what to call it when the host named it not: "NVIDIA device 10de:2330"
+    wire: tuple[tuple[str, str | None], ...]  # its keys in provision's JSON ("sm"; "vendor", "gfx")
 
 
 class ImageText(NamedTuple):
@@ -145,7 +153,7 @@ class HostHalf(Protocol):
     def vendor(self) -> str:
         """Whose GPUs, in a word ("NVIDIA", "AMD")."""
 
-    def gpu(self, kb: KnowledgeBase, device_id: str, name: str | None) -> HostGpu:
+    def identify(self, kb: KnowledgeBase, device_id: str) -> GpuFound:
         """A GPU of its vendor on a host's PCI bus: its model and GPU code through the device-id table."""
 
     def matches(self, kb: KnowledgeBase, gpu: str, facts: HostFacts) -> bool | None:
@@ -198,14 +206,19 @@ ImageT = TypeVar("ImageT")
 HostT = TypeVar("HostT")
 
 
-@dataclass(frozen=True)
 class Halves(Generic[ResolveT, ImageT, HostT]):
     """A platform as its package builds it: its name and CPU architecture, and its three halves' own types
     (mypy checks them against the Protocols wherever a `Halves` is taken for a `Platform`)."""
 
-    name: PlatformName
-    label: str
-    cpu_arch: CpuArchFacts
-    resolver: ResolveT
-    image: ImageT
-    host: HostT
+    def __init__(
+        self, name: PlatformName, label: str, cpu_arch: CpuArchFacts, resolver: ResolveT, image: ImageT, host: HostT
+    ) -> None:
+        self.name, self.label, self.cpu_arch = name, label, cpu_arch
+        self.resolver, self.image, self.host = resolver, image, host
+
+
+def skipped_plan(facts: HostFacts, why: str) -> dict[str, Any]:
+    """A driver plan that installs nothing (--skip-driver, or a stack that needs no driver), with its action line."""
+    loaded = facts.driver or facts.amdgpu
+    kept = f"keep the loaded {loaded}" if loaded else "no driver loaded, none installed"
+    return {"action": "skip", "reason": why, "summary": f"skipped: {why}", "action_line": f"{kept} ({why})"}

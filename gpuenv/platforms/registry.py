@@ -12,26 +12,29 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from gpuenv.compat import KnowledgeBase
 from gpuenv.errors import BadRequest
 from gpuenv.platforms import cpu, cuda, rocm
 from gpuenv.platforms.arch import ARCHES, DEFAULT_CPU_ARCH, CpuArchFacts, cpu_arch
 from gpuenv.platforms.base import Claim, Platform
-from gpuenv.provision.hostfacts import HostFacts, HostGpu
 from gpuenv.resolve.request import Request
 from gpuenv.stack import SCHEMA, SCHEMA_V1, Stack
 from gpuenv.types import CpuArch, PlatformName, platform_named
 
+if TYPE_CHECKING:  # only annotations: host facts are provision's, off resolve's path
+    from gpuenv.provision.hostfacts import HostFacts
 
-class Entry(NamedTuple):
+
+class Entry:
     """A platform package: its name, how it builds its Platform for an architecture, the architectures it serves.
     Typed so that mypy checks each package's Platform against the Protocol, every half and every method."""
 
-    name: PlatformName
-    build: Callable[[CpuArchFacts], Platform]
-    cpu_arches: tuple[CpuArch, ...]
+    def __init__(
+        self, name: PlatformName, build: Callable[[CpuArchFacts], Platform], cpu_arches: tuple[CpuArch, ...]
+    ) -> None:
+        self.name, self.build, self.cpu_arches = name, build, cpu_arches
 
 
 ENTRIES = (  # in the order a request's claims are read and messages list them
@@ -45,11 +48,12 @@ REGISTRY: Mapping[tuple[PlatformName, CpuArch], Platform] = MappingProxyType(
 DEFAULT_PLATFORM: PlatformName = cuda.NAME  # what a request naming no platform gets: gpuenv's first one
 
 
-class Wanted(NamedTuple):
+class Wanted:
     """The platform a host is asked to take, and how to say so when its GPUs are another's."""
 
-    name: PlatformName
-    says: str  # "--cuda 12.8 asks for a CUDA stack, which needs"; "a ROCm 6.4 stack needs"
+    def __init__(self, name: PlatformName, says: str) -> None:
+        self.name = name
+        self.says = says  # "--cuda 12.8 asks for a CUDA stack, which needs"; "a ROCm 6.4 stack needs"
 
 
 def platforms(arch: CpuArch = DEFAULT_CPU_ARCH) -> tuple[Platform, ...]:
@@ -149,15 +153,6 @@ def for_host(facts: HostFacts, wanted: Wanted | None) -> Platform:
         served = ", ".join(a for (n, a) in REGISTRY if n == name)
         raise BadRequest(f"architecture {facts.architecture}: gpuenv serves {named(name).label} stacks on {served}")
     return found
-
-
-def gpu_of(kb: KnowledgeBase, device: dict[str, Any]) -> HostGpu:
-    """A GPU the gather pass found, identified by the platform of its PCI vendor (a GPU without one: CUDA's)."""
-    default = named(DEFAULT_PLATFORM)
-    vendor = str(device.get("vendor") or default.host.pci_vendor).lower()
-    platform = next((p for p in platforms() if p.host.pci_vendor == vendor), default)
-    name = device.get("name")
-    return platform.host.gpu(kb, str(device.get("device_id", "")).lower(), str(name) if name else None)
 
 
 def stack_from_dict(data: dict[str, Any]) -> Stack:

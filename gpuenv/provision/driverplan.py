@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpuenv.compat import KnowledgeBase
+from gpuenv.platforms.base import skipped_plan
 from gpuenv.platforms.registry import for_stack
-from gpuenv.provision.hostfacts import skipped_plan
 from gpuenv.provision.options import ProvisionOptions
 from gpuenv.provision.perhost import HostPlan
 

@@ -2,7 +2,7 @@
 
 The OS becomes a knowledge-base OS name (debian12, ubuntu22.04, rockylinux9) through the OS rows'
 Ansible names (`KnowledgeBase.os_for_host`); each GPU on the PCI bus is identified by the platform
-whose PCI vendor id it carries (gpuenv.platforms.registry.gpu_of): its model and GPU code through the
+whose PCI vendor id it carries (`gpu_of`): its model and GPU code through the
 knowledge base's device-id tables.
 """
 
@@ -12,8 +12,8 @@ import re
 from typing import Any
 
 from gpuenv.compat import KnowledgeBase
-from gpuenv.platforms.registry import gpu_of
-from gpuenv.provision.hostfacts import HostFacts
+from gpuenv.platforms.registry import DEFAULT_PLATFORM, named, platforms
+from gpuenv.provision.hostfacts import HostFacts, HostGpu
 
 _PYTHON = re.compile(r"python(3\.\d{1,2})")
 _DRIVER = re.compile(r"\d{3}(\.\d{1,3}){1,2}")
@@ -49,3 +49,14 @@ def _matching(pattern: re.Pattern[str], value: Any) -> str | None:
     """A loaded driver's version as the host sent it, when it is one (the host's values are input)."""
     text = str(value or "").strip()
     return text if pattern.fullmatch(text) else None
+
+
+def gpu_of(kb: KnowledgeBase, device: dict[str, Any]) -> HostGpu:
+    """A GPU the gather pass found, identified by the platform of its PCI vendor (a GPU without one: CUDA's)."""
+    default = named(DEFAULT_PLATFORM)
+    vendor = str(device.get("vendor") or default.host.pci_vendor).lower()
+    platform = next((p for p in platforms() if p.host.pci_vendor == vendor), default)
+    device_id = str(device.get("device_id", "")).lower()
+    found = platform.host.identify(kb, device_id)
+    name = str(device.get("name") or found.name)
+    return HostGpu(device_id, name, found.model, found.code, platform.name, found.label, found.wire)

@@ -96,10 +96,3 @@ class HostFacts:
             "free_gb": self.free_gb,
             "pythons": list(self.pythons),
         }
-
-
-def skipped_plan(facts: HostFacts, why: str) -> dict[str, Any]:
-    """A driver plan that installs nothing (--skip-driver, or a stack that needs no driver), with its action line."""
-    loaded = facts.driver or facts.amdgpu
-    kept = f"keep the loaded {loaded}" if loaded else "no driver loaded, none installed"
-    return {"action": "skip", "reason": why, "summary": f"skipped: {why}", "action_line": f"{kept} ({why})"}

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from gpuenv.compat import KnowledgeBase, OsInfo, TorchRelease, V
 from gpuenv.platforms.arch import CpuArchFacts
-from gpuenv.platforms.base import Claim, Halves, ImageText, Resolver, Row, Unsupported
-from gpuenv.provision.hostfacts import HostFacts, HostGpu, skipped_plan
+from gpuenv.platforms.base import Claim, GpuFound, Halves, ImageText, Resolver, Row, Unsupported, skipped_plan
+from gpuenv.provision.hostfacts import HostFacts
 from gpuenv.resolve.candidates import Candidate, Refused
 from gpuenv.resolve.request import Request, numpy_requirement
 from gpuenv.stack import NONE, Rejected, Stack
@@ -140,8 +140,8 @@ class ToyHost:
     vendor: str = "Toy"
     gpus_wanted: str = "toy accelerators"
 
-    def gpu(self, kb: KnowledgeBase, device_id: str, name: str | None) -> HostGpu:
-        return HostGpu(device_id, name or "a toy", "Toy-1", "t1", NAME, "Toy-1 (t1)")
+    def identify(self, kb: KnowledgeBase, device_id: str) -> GpuFound:
+        return GpuFound("Toy-1", "t1", "Toy-1 (t1)", "a toy", ())
 
     def matches(self, kb: KnowledgeBase, gpu: str, facts: HostFacts) -> bool | None:
         return None

@@ -2,28 +2,27 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gpuenv import validate
 from gpuenv.compat import KnowledgeBase
 from gpuenv.errors import BadRequest
-from gpuenv.platforms.base import Resolver
-from gpuenv.provision.hostfacts import HostFacts, HostGpu, skipped_plan
+from gpuenv.platforms.base import GpuFound, Resolver, skipped_plan
 from gpuenv.resolve.request import Request
 from gpuenv.stack import Stack
 
 if TYPE_CHECKING:  # only annotations: the options' modules import package metadata, off resolve's path
+    from gpuenv.provision.hostfacts import HostFacts
     from gpuenv.provision.options import ProvisionOptions
 
 
-@dataclass(frozen=True)
 class CpuHost:
     pci_vendor: str | None = None  # a CPU stack serves no GPU
     vendor: str = ""
     gpus_wanted: str = "no GPU"
 
-    def gpu(self, kb: KnowledgeBase, device_id: str, name: str | None) -> HostGpu:
+    def identify(self, kb: KnowledgeBase, device_id: str) -> GpuFound:
         raise BadRequest(f"a PCI device {device_id} is no GPU of the CPU platform", hint="report a bug")
 
     def matches(self, kb: KnowledgeBase, gpu: str, facts: HostFacts) -> bool | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpuenv.platforms.base import ImageText, Unsupported
@@ -12,7 +11,6 @@ if TYPE_CHECKING:  # only annotations: the options' modules import package metad
     from gpuenv.render.options import ImageOptions
 
 
-@dataclass(frozen=True)
 class CpuImage:
     images: str = "container"
     wheelhouse_needs: tuple[str, ...] = ()

@@ -8,7 +8,7 @@ default, then the newest torch. A GPU or a GPU driver is a constraint a CPU stac
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from gpuenv.compat import KnowledgeBase, OsInfo, TorchRelease, V
@@ -42,12 +42,13 @@ def unsupported(request: Request) -> Unsupported | None:
     return None
 
 
-@dataclass(frozen=True)
 class CpuResolve:
-    cpu_arch: CpuArchFacts
-    option: str = "platform"
+    option = "platform"
     spellings: str = "cpu"
     builds_spelled: str = BUILD
+
+    def __init__(self, cpu_arch: CpuArchFacts) -> None:
+        self.cpu_arch = cpu_arch
 
     def claims(self, kb: KnowledgeBase, request: Request) -> Claim | None:
         return None  # only --platform cpu or a +cpu torch ask for it (gpuenv.platforms.registry reads both)
@@ -90,14 +91,17 @@ class CpuResolve:
             raise BadRequest(f"a CPU stack has build {BUILD} and no cuDNN, ROCm or GPU", hint="regenerate the stack")
 
 
-@dataclass(frozen=True)
 class CpuResolution:
-    kb: KnowledgeBase
-    request: Request
-    os_info: OsInfo
-    cpu_arch: CpuArchFacts
-    option: str = "platform"
-    rank_words: tuple[str, ...] = RANK_WORDS
+    """The request's resolution on this platform, its inputs checked (its half's `start`)."""
+
+    option = "platform"
+    rank_words = RANK_WORDS
+
+    def __init__(self, kb: KnowledgeBase, request: Request, os_info: OsInfo, cpu_arch: CpuArchFacts) -> None:
+        self.kb = kb
+        self.request = request
+        self.os_info = os_info
+        self.cpu_arch = cpu_arch
 
     def builds(self, torch: TorchRelease) -> tuple[tuple[str, ...], str]:
         return (BUILD,), ""

@@ -8,20 +8,20 @@ gathered facts, so the plan shown before anything runs is the one the nvidia_dri
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gpuenv import validate
 from gpuenv.ansible.project import playbook_filter
 from gpuenv.compat import KnowledgeBase, PciDevice, driver_runs_cuda, gpu_code_for
 from gpuenv.errors import BadRequest
-from gpuenv.platforms.base import Resolver
+from gpuenv.platforms.base import GpuFound, Resolver
 from gpuenv.platforms.cuda.resolve import rows_named
-from gpuenv.provision.hostfacts import HostFacts, HostGpu
 from gpuenv.resolve.request import Request
 from gpuenv.stack import Stack
 
 if TYPE_CHECKING:  # only annotations: the options' modules import package metadata, off resolve's path
+    from gpuenv.provision.hostfacts import HostFacts
     from gpuenv.provision.options import ProvisionOptions
 
 VENDOR = "10de"  # PCI vendor id of NVIDIA's GPUs
@@ -29,18 +29,16 @@ CUDA_REPO_BASE = "https://developer.download.nvidia.com/compute/cuda/repos"
 DEBIAN_NONFREE_BRANCH = "R535"  # what Debian 12's non-free component ships
 
 
-@dataclass(frozen=True)
 class CudaHost:
     pci_vendor: str | None = VENDOR
     vendor: str = "NVIDIA"
     gpus_wanted: str = "NVIDIA GPUs"
 
-    def gpu(self, kb: KnowledgeBase, device_id: str, name: str | None) -> HostGpu:
+    def identify(self, kb: KnowledgeBase, device_id: str) -> GpuFound:
         known = gpu_by_pci_id(kb, device_id)
         model, sm = (known.gpu.name, known.sm) if known else (None, None)
         label = f"{model} (sm_{sm.replace('.', '')})" if model and sm else f"unknown {VENDOR}:{device_id}"
-        name = name or f"NVIDIA device {VENDOR}:{device_id}"
-        return HostGpu(device_id, name, model, sm, "cuda", label, (("sm", sm),))
+        return GpuFound(model, sm, label, f"NVIDIA device {VENDOR}:{device_id}", (("sm", sm),))
 
     def matches(self, kb: KnowledgeBase, gpu: str, facts: HostFacts) -> bool | None:
         """Whether every GPU of the host is the model (or compute capability) --gpu names; None: not NVIDIA's."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpuenv.platforms.base import ImageText, Unsupported
@@ -14,7 +13,6 @@ if TYPE_CHECKING:  # only annotations: the options' modules import package metad
 CUDA_HOME = "/usr/local/cuda"  # where the nvidia/cuda devel images install the toolkit
 
 
-@dataclass(frozen=True)
 class CudaImage:
     images: str = "nvidia/cuda"
     wheelhouse_needs: tuple[str, ...] = ()

@@ -10,7 +10,7 @@ wheel, the newest CUDA.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from gpuenv import validate
@@ -34,9 +34,10 @@ from gpuenv.resolve.ranking import fit_for_default
 from gpuenv.resolve.request import Request, numpy_requirement, torch_matches
 from gpuenv.stack import Rejected, Stack
 
-_BUILD = re.compile(r"cu(\d{1,2})(\d)", re.ASCII)  # torch's build names: cu118, cu124, cu130
-_RELEASE = re.compile(r"\d{1,2}(\.\d{1,2}){0,2}", re.ASCII)  # 12, 12.4, 12.4.1
-_ARCH_LIST = re.compile(r"\d{1,2}\.\d(\+PTX)?(;\d{1,2}\.\d(\+PTX)?)*", re.ASCII)
+# Patterns as text, compiled at their first use (re's cache): a command that never reads them pays nothing.
+_BUILD = r"cu(\d{1,2})(\d)"  # torch's build names: cu118, cu124, cu130
+_RELEASE = r"\d{1,2}(\.\d{1,2}){0,2}"  # 12, 12.4, 12.4.1
+_ARCH_LIST = r"\d{1,2}\.\d(\+PTX)?(;\d{1,2}\.\d(\+PTX)?)*"
 SPELLINGS = "12.4, 12.4.1, 12 (a release line) or cu124 (the wheel build, as uv and pip name it)"
 RANK_WORDS = (
     "not settled (unconfirmed builds or no torchvision yet): give --torch to use it",
@@ -50,10 +51,10 @@ RANK_WORDS = (
 
 def release(text: str) -> str | None:
     """The CUDA release `text` names: "12.4", "12.4.1", "12", or the build "cu124" (as 12.4); None if none."""
-    found = _BUILD.fullmatch(text.lower())
+    found = re.fullmatch(_BUILD, text.lower(), re.ASCII)
     if found:
         return f"{int(found.group(1))}.{found.group(2)}"
-    return text if _RELEASE.fullmatch(text) else None
+    return text if re.fullmatch(_RELEASE, text, re.ASCII) else None
 
 
 def rows_named(kb: KnowledgeBase, wanted: str) -> tuple[CudaRelease, ...]:
@@ -83,20 +84,21 @@ def gpu_architecture(kb: KnowledgeBase, gpu: str) -> Architecture:
     return arch
 
 
-@dataclass(frozen=True)
 class CudaResolve:
-    cpu_arch: CpuArchFacts
-    option: str = "cuda"
+    option = "cuda"
     label: str = "CUDA"
     spellings: str = SPELLINGS
 
     builds_spelled: str = "cu118, cu124, cu130, … (cu and CUDA's major and minor)"
 
+    def __init__(self, cpu_arch: CpuArchFacts) -> None:
+        self.cpu_arch = cpu_arch
+
     def claims(self, kb: KnowledgeBase, request: Request) -> Claim | None:
         return Claim(f"--cuda {request.cuda}") if request.cuda else None
 
     def owns(self, build: str) -> bool:
-        return bool(_BUILD.fullmatch(build))
+        return bool(re.fullmatch(_BUILD, build, re.ASCII))
 
     def asks(self, build: str) -> dict[str, str]:
         return {"cuda": build}
@@ -157,19 +159,24 @@ class CudaResolve:
         validate.driver(stack.driver_floor)
         if stack.gpu_gfx is not None:
             raise BadRequest("a CUDA stack has no gpu_gfx", hint="regenerate the stack")
-        if not _ARCH_LIST.fullmatch(stack.arch_list):
+        if not re.fullmatch(_ARCH_LIST, stack.arch_list, re.ASCII):
             raise BadRequest(f"stack arch_list {stack.arch_list!r} is invalid", hint="e.g. 8.0;8.6;9.0")
 
 
-@dataclass(frozen=True)
 class CudaResolution:
-    kb: KnowledgeBase
-    request: Request
-    os_info: OsInfo
-    arch: Architecture | None
-    cpu_arch: CpuArchFacts
-    option: str = "cuda"
-    rank_words: tuple[str, ...] = RANK_WORDS
+    """The request's resolution on this platform, its inputs checked (its half's `start`)."""
+
+    option = "cuda"
+    rank_words = RANK_WORDS
+
+    def __init__(
+        self, kb: KnowledgeBase, request: Request, os_info: OsInfo, arch: Architecture | None, cpu_arch: CpuArchFacts
+    ) -> None:
+        self.kb = kb
+        self.request = request
+        self.os_info = os_info
+        self.arch = arch
+        self.cpu_arch = cpu_arch
 
     def builds(self, torch: TorchRelease) -> tuple[tuple[str, ...], str]:
         wanted = self.request.cuda

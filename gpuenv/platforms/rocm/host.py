@@ -11,37 +11,36 @@ base's. Pure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gpuenv.ansible.project import playbook_filter
 from gpuenv.compat import AmdGpu, KnowledgeBase, V
 from gpuenv.errors import BadRequest
-from gpuenv.platforms.base import Resolver, Unsupported
+from gpuenv.platforms.base import GpuFound, Resolver, Unsupported
 from gpuenv.platforms.rocm.oses import rocm_host_oses, rocm_os_refusal
 from gpuenv.platforms.rocm.resolve import amd_target
-from gpuenv.provision.hostfacts import HostFacts, HostGpu
 from gpuenv.resolve.request import Request
 from gpuenv.stack import Stack
 
 if TYPE_CHECKING:  # only annotations: the options' modules import package metadata, off resolve's path
+    from gpuenv.provision.hostfacts import HostFacts
     from gpuenv.provision.options import ProvisionOptions
 
 VENDOR = "1002"  # PCI vendor id of AMD's GPUs (ATI)
 
 
-@dataclass(frozen=True)
 class RocmHost:
     pci_vendor: str | None = VENDOR
     vendor: str = "AMD"
     gpus_wanted: str = "AMD Instinct GPUs"
 
-    def gpu(self, kb: KnowledgeBase, device_id: str, name: str | None) -> HostGpu:
+    def identify(self, kb: KnowledgeBase, device_id: str) -> GpuFound:
         amd = amd_gpu_by_pci_id(kb, device_id)
         model, gfx = (amd.name, amd.gfx) if amd else (None, None)
         label = f"{model} ({gfx})" if model else f"unknown {VENDOR}:{device_id}"
-        name = name or f"AMD device {VENDOR}:{device_id}"
-        return HostGpu(device_id, name, model, gfx, "rocm", label, (("sm", None), ("vendor", VENDOR), ("gfx", gfx)))
+        wire = (("sm", None), ("vendor", VENDOR), ("gfx", gfx))
+        return GpuFound(model, gfx, label, f"AMD device {VENDOR}:{device_id}", wire)
 
     def matches(self, kb: KnowledgeBase, gpu: str, facts: HostFacts) -> bool | None:
         """Whether every GPU of the host is the AMD model (or gfx target) --gpu names; None: not AMD's."""

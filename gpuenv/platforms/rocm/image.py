@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpuenv.platforms.base import ImageText, Unsupported
@@ -14,7 +13,6 @@ if TYPE_CHECKING:  # only annotations: the options' modules import package metad
 ROCM_HOME = "/opt/rocm"  # where AMD's rocm/dev images install ROCm
 
 
-@dataclass(frozen=True)
 class RocmImage:
     images: str = "ROCm (rocm/dev)"
     # What the ROCm torch wheels depend on from their own index (not PyPI), so a wheelhouse must hold it.

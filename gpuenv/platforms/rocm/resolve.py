@@ -10,7 +10,7 @@ confirmed build, the newest ROCm.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from gpuenv.compat import AmdGpu, KnowledgeBase, OsInfo, Provenance, RocmRelease, TorchRelease, V
@@ -22,10 +22,11 @@ from gpuenv.resolve.candidates import Candidate, Refused
 from gpuenv.resolve.request import Request, numpy_requirement, torch_matches
 from gpuenv.stack import NONE, Rejected, Stack
 
-_GFX = re.compile(r"gfx[0-9a-f]{3,4}", re.ASCII)
-_GFX_LIST = re.compile(r"gfx[0-9a-f]{3,4}(;gfx[0-9a-f]{3,4})*", re.ASCII)  # PYTORCH_ROCM_ARCH: "gfx90a;gfx942"
-_BUILD = re.compile(r"rocm(\d{1,2}(\.\d{1,2}){1,2})", re.ASCII)  # torch's build names: rocm6.4, rocm6.2.4
-_RELEASE = re.compile(r"(rocm)?(\d{1,2}(\.\d{1,2}){0,2})", re.ASCII | re.IGNORECASE)
+# Patterns as text, compiled at their first use (re's cache): a command that never reads them pays nothing.
+_GFX = r"gfx[0-9a-f]{3,4}"
+_GFX_LIST = r"gfx[0-9a-f]{3,4}(;gfx[0-9a-f]{3,4})*"  # PYTORCH_ROCM_ARCH: "gfx90a;gfx942"
+_BUILD = r"rocm(\d{1,2}(\.\d{1,2}){1,2})"  # torch's build names: rocm6.4, rocm6.2.4
+_RELEASE = r"(?i:rocm)?(\d{1,2}(\.\d{1,2}){0,2})"
 AMDGPU_BRANCH_PREFIX = "amdgpu-"  # a ROCm stack's driver_branch: AMD's amdgpu repository of its release
 SPELLINGS = "6.4, 6.2.4 or rocm6.4 (the wheel build)"
 RANK_WORDS = (
@@ -39,7 +40,7 @@ RANK_WORDS = (
 def amd_target(kb: KnowledgeBase, gpu: str) -> AmdGpu | None:
     """The AMD GPU --gpu names: a model (MI300X) or an LLVM target (gfx942, which the KB's GPUs must know)."""
     found = kb.find_amd_gpu(gpu)
-    if found is not None or not _GFX.fullmatch(gpu.lower()):
+    if found is not None or not re.fullmatch(_GFX, gpu.lower(), re.ASCII):
         return found
     same = [g for g in kb.amd_gpus if g.gfx == gpu.lower()]
     if not same:
@@ -49,12 +50,13 @@ def amd_target(kb: KnowledgeBase, gpu: str) -> AmdGpu | None:
     return AmdGpu(gpu.lower(), gpu.lower(), (), (), least, Provenance("amd-gpu-specs", same[0].provenance.checked))
 
 
-@dataclass(frozen=True)
 class RocmResolve:
-    cpu_arch: CpuArchFacts
-    option: str = "rocm"
+    option = "rocm"
     spellings: str = SPELLINGS
     builds_spelled: str = "rocm6.4, rocm6.2.4, … (rocm and the release)"
+
+    def __init__(self, cpu_arch: CpuArchFacts) -> None:
+        self.cpu_arch = cpu_arch
 
     def claims(self, kb: KnowledgeBase, request: Request) -> Claim | None:
         if request.rocm:
@@ -67,14 +69,14 @@ class RocmResolve:
         )
 
     def owns(self, build: str) -> bool:
-        return bool(_BUILD.fullmatch(build))
+        return bool(re.fullmatch(_BUILD, build, re.ASCII))
 
     def asks(self, build: str) -> dict[str, str]:
         return {"rocm": build}
 
     def release(self, text: str) -> str | None:
-        found = _RELEASE.fullmatch(text)
-        return found.group(2) if found else None
+        found = re.fullmatch(_RELEASE, text, re.ASCII)
+        return found.group(1) if found else None
 
     def pin(self, kb: KnowledgeBase, request: Request, version: str, build: str) -> Request | None:
         """--torch 2.6.0+rocm6.2.4 is --torch 2.6.0 --rocm 6.2.4 (refused if --rocm says otherwise)."""
@@ -137,19 +139,24 @@ class RocmResolve:
                 " no cuDNN and no gpu_sm",
                 hint="regenerate the stack",
             )
-        if not _GFX_LIST.fullmatch(stack.arch_list):
+        if not re.fullmatch(_GFX_LIST, stack.arch_list, re.ASCII):
             raise BadRequest(f"stack arch_list {stack.arch_list!r} is invalid", hint="e.g. gfx90a;gfx942")
 
 
-@dataclass(frozen=True)
 class RocmResolution:
-    kb: KnowledgeBase
-    request: Request
-    os_info: OsInfo
-    amd: AmdGpu | None
-    cpu_arch: CpuArchFacts
-    option: str = "rocm"
-    rank_words: tuple[str, ...] = RANK_WORDS
+    """The request's resolution on this platform, its inputs checked (its half's `start`)."""
+
+    option = "rocm"
+    rank_words = RANK_WORDS
+
+    def __init__(
+        self, kb: KnowledgeBase, request: Request, os_info: OsInfo, amd: AmdGpu | None, cpu_arch: CpuArchFacts
+    ) -> None:
+        self.kb = kb
+        self.request = request
+        self.os_info = os_info
+        self.amd = amd
+        self.cpu_arch = cpu_arch
 
     def builds(self, torch: TorchRelease) -> tuple[tuple[str, ...], str]:
         kb = self.kb

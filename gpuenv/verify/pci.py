@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gpuenv.verify.facts import PciScope
+if TYPE_CHECKING:  # a type alias only: `gpuenv info` reads the bus without loading verify's facts
+    from gpuenv.verify.facts import PciScope
 
 SYSFS_PCI = Path("/sys/bus/pci/devices")
 DRIVER_GPUS = Path("/proc/driver/nvidia/gpus")

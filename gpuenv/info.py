@@ -2,7 +2,9 @@
 
 The GPUs and the driver from NVML (init and the identity reads only), torch's version from its
 package metadata (torch is never imported: that alone takes seconds), this OS and Python, and the
-stack gpuenv would resolve for this machine (its driver, its GPUs' compute capability, its OS).
+stack gpuenv would resolve for this machine (its driver, its GPUs' compute capability, its OS). A
+machine where NVML sees no GPU gets the stack of the GPUs its PCI bus holds (AMD's: ROCm), and one
+without any GPU torch's CPU build.
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ from gpuenv.adapters import nvml
 from gpuenv.compat import KnowledgeBase, load_kb
 from gpuenv.errors import GpuenvError
 from gpuenv.installed import installed_version
-from gpuenv.resolve import Request, resolve
+from gpuenv.platforms.registry import DEFAULT_PLATFORM, for_stack, platforms
+from gpuenv.resolve.request import Request
+from gpuenv.resolve.service import resolve
 from gpuenv.stack import Stack
 from gpuenv.verify.launch import hostname
+from gpuenv.verify.pci import vendor_on_pci
 
 SCHEMA = "gpuenv.info/1"
 OS_RELEASE = Path("/etc/os-release")
@@ -55,6 +60,9 @@ def machine_info(*, kb_path: Path | None, os_release: Path = OS_RELEASE) -> Mach
     this_os = os_name(os_release)
     kb = load_kb(kb_path)  # a user's file is read once: load_kb caches only the shipped one
     asked = constraints(driver=versions.get("driver"), gpus=gpus, this_os=this_os, kb=kb)
+    bus = platform_on_bus() if not gpus else DEFAULT_PLATFORM
+    if bus != DEFAULT_PLATFORM:  # no NVIDIA GPU: AMD's, or none at all
+        asked = {**asked, "platform": bus}
     stack, note = _resolved(asked, kb)
     return MachineInfo(
         hostname=hostname(),
@@ -104,11 +112,28 @@ def constraints(
     return asked
 
 
+def platform_on_bus() -> str:
+    """The platform of the GPUs on this machine's PCI bus (NVIDIA's first), or the one that needs none."""
+    found = [p for p in platforms() if p.host.pci_vendor and vendor_on_pci(p.host.pci_vendor)]
+    return (found or [p for p in platforms() if p.host.pci_vendor is None])[0].name
+
+
+def stack_line(stack: Stack) -> str:
+    """'torch 2.9.1 (cu128), CUDA 12.8.1, Python 3.11, ubuntu22.04'."""
+    software = for_stack(stack).resolver.software(stack)
+    return f"torch {stack.torch} ({stack.build}), {software}, Python {stack.python}, {stack.os}"
+
+
 def _resolved(asked: dict[str, str], kb: KnowledgeBase) -> tuple[Stack | None, str]:
     command = "gpuenv resolve " + " ".join(f"--{key} {value}" for key, value in asked.items())
     try:
         stack = resolve(kb, Request(**asked))
     except GpuenvError as exc:
         return None, f"{command}: {exc.message}"
-    basis = "" if "driver" in asked else " (no NVIDIA driver found: not matched to one)"
+    if "driver" in asked:
+        basis = ""
+    elif "platform" in asked and for_stack(stack).host.pci_vendor is None:
+        basis = " (no GPU on the PCI bus: torch's CPU build)"
+    else:
+        basis = " (no NVIDIA driver found: not matched to one)"
     return stack, command.strip() + basis

@@ -1,4 +1,8 @@
-"""The knowledge base as tables, filtered by torch and CUDA: the application service behind `gpuenv matrix`."""
+"""The knowledge base as tables, filtered by torch and CUDA: the application service behind `gpuenv matrix`.
+
+The default tables are CUDA's (torch releases with their CUDA builds, the CUDA rows, the driver
+branches); ROCm's come from its platform package (gpuenv.platforms.rocm.tables, `matrix --rocm`).
+"""
 
 from __future__ import annotations
 
@@ -18,8 +22,13 @@ from gpuenv.compat import (
     staleness_warning,
 )
 from gpuenv.errors import BadRequest
-from gpuenv.resolve_request import torch_matches
+from gpuenv.platforms.cuda.resolve import gpu_architecture, rows_named
+from gpuenv.platforms.registry import DEFAULT_PLATFORM, claims
+from gpuenv.platforms.rocm.tables import AMD_GPU_COLUMNS, ROCM_COLUMNS, amd_gpu_rows, rocm_rows
+from gpuenv.resolve.request import Request, torch_matches
 from gpuenv.stacks import Warn
+
+__all__ = ["AMD_GPU_COLUMNS", "ROCM_COLUMNS", "amd_gpu_rows", "rocm_rows"]  # ROCm's tables, for `matrix --rocm`
 
 TORCH_COLUMNS = ("torch", "torchvision", "torchaudio", "CUDA builds", "PyPI default", "Python", "unconfirmed")
 CUDA_COLUMNS = ("CUDA", "toolkit", "bundled driver", "floor", "cuDNN", "images", "EOL", "unconfirmed")
@@ -86,42 +95,30 @@ def matrix(kb: KnowledgeBase, request: MatrixRequest, *, today: date, on_warning
     warning = staleness_warning(kb, today)
     if warning and on_warning is not None:
         on_warning(warning)
-    cuda_row = kb.find_cuda(request.cuda) if request.cuda else None
-    if request.cuda and cuda_row is None:
+    named = rows_named(kb, request.cuda) if request.cuda else tuple(kb.cuda)
+    if not named:
         known = ", ".join(c.version for c in kb.cuda)
         raise BadRequest(f"unknown CUDA version {request.cuda}", hint=f"known: {known}")
     torches = tuple(
         t
         for t in kb.torch
-        if (not request.torch or torch_matches(t.version, request.torch))
-        and (cuda_row is None or cuda_row.build in t.builds)
+        if (not request.torch or torch_matches(t.version, request.torch)) and any(c.build in t.builds for c in named)
     )
     if request.torch and not torches:
         known = ", ".join(t.version for t in kb.torch)
         raise BadRequest(f"no torch release matches {request.torch}", hint=f"known: {known}")
     if request.gpu:
         torches = _for_gpu(torches, architecture(kb, request.gpu), request.gpu)
-    cudas = tuple(
-        c
-        for c in kb.cuda
-        if (cuda_row is None or c is cuda_row) and (not request.torch or any(c.build in t.builds for t in torches))
-    )
+    cudas = tuple(c for c in named if not request.torch or any(c.build in t.builds for t in torches))
     return Matrix(torches, cudas, kb.generated, kb_age_days(kb, today), kb_age_line(kb, today))
 
 
 def architecture(kb: KnowledgeBase, gpu: str) -> Architecture:
     """The architecture of a GPU model ("H100") or a compute capability ("sm_90"); BadRequest naming the known."""
-    if gpu.lower().startswith("sm_"):
-        arch = kb.arch(f"{gpu[3:-1]}.{gpu[-1]}")
-    else:
-        found = kb.find_gpu(gpu)
-        arch = kb.arch(found.sm) if found is not None else None
-    if arch is None and kb.find_amd_gpu(gpu) is not None:
-        raise BadRequest(f"{gpu} is an AMD GPU: these tables are CUDA's", hint="see gpuenv matrix --rocm")
-    if arch is None:
-        known = ", ".join(g.name for g in kb.gpus)
-        raise BadRequest(f"unknown GPU {gpu!r}", hint=f"known: {known}, or sm_NN")
-    return arch
+    other = next((name for name in claims(kb, Request(gpu=gpu)) if name != DEFAULT_PLATFORM), None)
+    if other is not None:
+        raise BadRequest(f"{gpu} is an AMD GPU: these tables are CUDA's", hint=f"see gpuenv matrix --{other}")
+    return gpu_architecture(kb, gpu)
 
 
 def _for_gpu(torches: tuple[TorchRelease, ...], arch: Architecture, gpu: str) -> tuple[TorchRelease, ...]:

@@ -1,27 +1,26 @@
 """The Stack: a fully pinned, matched set of versions, with the reasons for each choice.
 
-It is what `resolve` prints with --json (schema "gpuenv.stack/1"), what `build-image` and
+It is what `resolve` prints with --json (schema "gpuenv.stack/2"), what `build-image` and
 `provision` render from, and what `--stack FILE` reads back, so a stack resolved once is reused
-exactly.
+exactly. A stack names its platform (cuda, rocm, cpu), torch's wheel build of it ("cu124",
+"rocm6.4", "cpu") and the CPU architecture it was resolved for; what each platform's fields must
+hold is the platform's rule (gpuenv.platforms), read back through gpuenv.stacks.load_stack, which
+also reads the schema /1 files written before platforms were named.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
-from gpuenv import schema, validate
+from gpuenv import validate
 from gpuenv.errors import BadRequest
+from gpuenv.types import CpuArch, PlatformName
 
-SCHEMA = "gpuenv.stack/1"
-CPU_BUILD = "cpu"  # torch's CPU-only wheels (2.13.0+cpu): no CUDA, no driver
-ROCM_BUILD_PREFIX = "rocm"  # torch's ROCm wheels: "rocm6.4" (2.9.1+rocm6.4)
-AMDGPU_BRANCH_PREFIX = "amdgpu-"  # a ROCm stack's driver_branch: AMD's amdgpu repository of its release
-NONE = "none"  # the CUDA, driver and arch fields of a CPU stack; the CUDA and NVIDIA driver fields of a ROCm stack
-_ARCH_LIST = re.compile(r"\d{1,2}\.\d(\+PTX)?(;\d{1,2}\.\d(\+PTX)?)*", re.ASCII)
-_GFX_LIST = re.compile(r"gfx[0-9a-f]{3,4}(;gfx[0-9a-f]{3,4})*", re.ASCII)  # PYTORCH_ROCM_ARCH: "gfx90a;gfx942"
+SCHEMA = "gpuenv.stack/2"
+SCHEMA_V1 = "gpuenv.stack/1"  # before stacks named their platform: "cuda_build" held the build of every platform
+NONE = "none"  # what a platform leaves unset: the CUDA and NVIDIA driver fields of a ROCm or CPU stack
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", re.ASCII)
 
 
@@ -45,8 +44,9 @@ class Stack:
     torch: str
     torchvision: str | None
     torchaudio: str | None
+    platform: PlatformName  # which GPU software the torch build runs on
+    build: str  # torch's wheel build: "cu117", "rocm6.4" or "cpu"
     cuda: str  # full toolkit version, "11.7.1"; NONE for CPU and ROCm stacks
-    cuda_build: str  # torch's wheel build: "cu117", "cpu" or "rocm6.4"
     cudnn: str | None
     python: str  # "3.10"
     python_source: PythonSource
@@ -65,6 +65,7 @@ class Stack:
     warnings: tuple[str, ...] = ()
     rocm: str | None = None  # the ROCm release of a ROCm stack ("6.4"); None for CUDA and CPU stacks
     gpu_gfx: str | None = None  # the AMD GPU architecture a ROCm stack was resolved for, "gfx942"
+    cpu_arch: CpuArch = "x86_64"
     schema: str = SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
@@ -84,74 +85,37 @@ class Stack:
         lines.append(self.numpy)
         return lines
 
-    @property
-    def cpu_only(self) -> bool:
-        """A CPU stack: torch's +cpu wheels, nothing of CUDA or the driver."""
-        return self.cuda_build == CPU_BUILD
-
-    @property
-    def platform(self) -> str:
-        """ "cuda", "rocm" or "cpu": which GPU software the stack's torch build runs on."""
-        if self.rocm is not None:
-            return "rocm"
-        return "cpu" if self.cpu_only else "cuda"
-
     def validate(self) -> Stack:
-        """Every value re-checked before it reaches a template, a shell or Ansible; BadRequest if one is off."""
-        self._check_platform_fields()
-        for name in ("torch", "python") if self.platform != "cuda" else ("torch", "cuda", "python"):
+        """What every platform's stack holds, re-checked before it reaches a template, a shell or Ansible
+        (BadRequest if a value is off); what a platform's own fields hold, its `check_stack` checks."""
+        for name in ("torch", "python"):
             validate.version(getattr(self, name), f"stack {name}")
         for name in ("torchvision", "torchaudio", "cudnn", "gpu_sm", "rocm"):
             if getattr(self, name) is not None:
                 validate.version(getattr(self, name), f"stack {name}")
-        for name in ("driver_min", "driver_floor") if self.platform == "cuda" else ():
-            validate.driver(getattr(self, name))
         validate.url(self.index_url, "stack index_url")
         validate.pip_requirement(self.numpy)
-        for name, value in (("cuda_build", self.cuda_build), ("os", self.os), ("driver_branch", self.driver_branch)):
+        for name, value in (("build", self.build), ("os", self.os), ("driver_branch", self.driver_branch)):
             if not _NAME.fullmatch(value):
                 raise BadRequest(f"stack {name} {value!r} is invalid", hint="regenerate the stack")
         if self.schema != SCHEMA:
             raise BadRequest(f"stack schema {self.schema!r} is not {SCHEMA!r}", hint="regenerate the stack")
-        if self.platform == "cuda" and not _ARCH_LIST.fullmatch(self.arch_list):
-            raise BadRequest(f"stack arch_list {self.arch_list!r} is invalid", hint="e.g. 8.0;8.6;9.0")
-        if self.platform == "rocm" and not _GFX_LIST.fullmatch(self.arch_list):
-            raise BadRequest(f"stack arch_list {self.arch_list!r} is invalid", hint="e.g. gfx90a;gfx942")
         for package in self.python_source.packages:
             validate.pip_requirement(package)  # Debian and RPM package names fit the same grammar
         for ref in self.base_images.values():
             validate.image_ref(ref, "stack base image")
         return self
 
-    def _check_platform_fields(self) -> None:
-        """A CPU stack has nothing of CUDA or a driver; a ROCm stack nothing of CUDA or the NVIDIA driver."""
-        if self.platform == "cpu":
-            unused: tuple[str, ...] = ("cuda", "driver_min", "driver_floor", "driver_branch", "arch_list")
-        elif self.platform == "rocm":
-            unused = ("cuda", "driver_min", "driver_floor")
-            release = str(self.rocm)
-            if (
-                self.cuda_build != ROCM_BUILD_PREFIX + release
-                or self.driver_branch != AMDGPU_BRANCH_PREFIX + release
-                or self.cudnn is not None
-                or self.gpu_sm
-            ):
-                raise BadRequest(
-                    f"a ROCm {release} stack has cuda_build {ROCM_BUILD_PREFIX}{release}, driver_branch"
-                    f" {AMDGPU_BRANCH_PREFIX}{release}, no cuDNN and no gpu_sm",
-                    hint="regenerate the stack",
-                )
-        else:
-            unused = ()
-            if self.gpu_gfx is not None:
-                raise BadRequest("a CUDA stack has no gpu_gfx", hint="regenerate the stack")
-        if any(getattr(self, name) != NONE for name in unused):
+    def unset(self, names: tuple[str, ...]) -> None:
+        """BadRequest unless each field named holds NONE: what the stack's platform has no use for."""
+        if any(getattr(self, name) != NONE for name in names):
             raise BadRequest(
-                f"a {self.platform.upper()} stack has {NONE!r} for {', '.join(unused)}", hint="regenerate the stack"
+                f"a {self.platform.upper()} stack has {NONE!r} for {', '.join(names)}", hint="regenerate the stack"
             )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Stack:
+        """A stack of the current schema (gpuenv.stacks reads the older ones through their platform)."""
         if data.get("schema") != SCHEMA:
             raise BadRequest(
                 f"not a gpuenv stack (schema {data.get('schema')!r}, expected {SCHEMA!r})",
@@ -169,15 +133,5 @@ class Stack:
         return cls(**values)
 
 
-_OPTIONAL = ("reasons", "rejected", "warnings", "rocm", "gpu_gfx")  # stack files written before ROCm lack the last two
-
-
-def load_stack(path: Path) -> Stack:
-    """Read a stack written by `gpuenv resolve --json`; values are re-validated before use."""
-    hint = "give a file written by gpuenv resolve --json"
-    data = schema.load(path, "stack file", "stack", hint=hint)
-    try:
-        stack = Stack.from_dict(data)
-    except (KeyError, TypeError) as exc:
-        raise BadRequest(f"stack file {path} is malformed: {exc}", hint=hint) from exc
-    return stack.validate()
+# Stack files written before ROCm lack rocm and gpu_gfx; before the CPU architecture was named, cpu_arch.
+_OPTIONAL = ("reasons", "rejected", "warnings", "rocm", "gpu_gfx", "cpu_arch")

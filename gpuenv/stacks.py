@@ -10,12 +10,14 @@ from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
 
-from gpuenv import validate
+from gpuenv import schema, validate
 from gpuenv.adapters import nvml
 from gpuenv.compat import OsInfo, load_kb, staleness_warning
 from gpuenv.errors import BadRequest, CannotRun
-from gpuenv.resolve import Purpose, Request, resolve
-from gpuenv.stack import Stack, load_stack
+from gpuenv.platforms.registry import checked, for_stack, stack_from_dict
+from gpuenv.resolve.request import Purpose, Request
+from gpuenv.resolve.service import resolve
+from gpuenv.stack import Stack
 
 Warn = Callable[[str], None]
 
@@ -39,7 +41,7 @@ def stack_for(request: StackRequest, *, kb_path: Path | None, on_warning: Warn |
     if request.stack_file is not None:
         if constraints.given():
             raise BadRequest(
-                "--stack cannot be combined with --torch/--cuda/--rocm/--driver/--python/--gpu/--os",
+                "--stack cannot be combined with --torch/--cuda/--rocm/--platform/--driver/--python/--gpu/--os",
                 hint="edit the stack file, or resolve again with the constraints",
             )
         return load_stack(request.stack_file)
@@ -51,6 +53,18 @@ def stack_for(request: StackRequest, *, kb_path: Path | None, on_warning: Warn |
     if warning and on_warning is not None:
         on_warning(warning)
     return resolve(kb, constraints)
+
+
+def load_stack(path: Path) -> Stack:
+    """Read a stack written by `gpuenv resolve --json` (schema /2, or /1 as older gpuenv wrote it); its values
+    are re-validated before use, its platform's fields by its platform."""
+    hint = "give a file written by gpuenv resolve --json"
+    data = schema.load(path, "stack file", "stack", hint=hint)
+    try:
+        stack = stack_from_dict(data)
+    except (KeyError, TypeError) as exc:
+        raise BadRequest(f"stack file {path} is malformed: {exc}", hint=hint) from None
+    return checked(stack)
 
 
 def os_facts(stack: Stack, *, kb_path: Path | None) -> OsInfo:
@@ -71,7 +85,7 @@ def local_driver_version() -> str:
     if driver is None:
         raise CannotRun(
             f"--driver auto: no NVIDIA driver found on this machine ({problem or 'NVML gave no version'})",
-            hint="install the driver, or give the target's driver with --driver VERSION",
+            hint="install the driver, or give the target's driver with --driver VERSION; without a GPU: --platform cpu",
         )
     return validate.driver(driver)
 
@@ -82,11 +96,11 @@ def describe(stack: Stack, *, quiet: bool) -> list[str]:
         ("torch", stack.torch, "torch"),
         ("torchvision", stack.torchvision or "-", None),
         ("torchaudio", stack.torchaudio or "- (no release)", None),
-        *(_rocm_rows(stack) if stack.platform == "rocm" else _cuda_rows(stack)),
+        *for_stack(stack).resolver.rows(stack),
         *((f"image {variant}", ref, None) for variant, ref in stack.base_images.items()),
     ]
     width = max(len(str(value)) for _, value, _ in rows)
-    lines = [f"gpuenv stack: torch {stack.torch} + {stack.cuda_build} on {stack.os}"]
+    lines = [f"gpuenv stack: torch {stack.torch} + {stack.build} on {stack.os}"]
     for label, value, reason in rows:
         why = "" if quiet or reason is None else f"  {stack.reasons.get(reason, '')}"
         lines.append(f"  {label:<20} {value:<{width}}{why}".rstrip())
@@ -94,32 +108,3 @@ def describe(stack: Stack, *, quiet: bool) -> list[str]:
         lines += [f"  {key}: {stack.reasons[key]}" for key in ("driver", "gpu") if key in stack.reasons]
         lines += [f"  rejected {rejected.choice}: {rejected.why}" for rejected in stack.rejected]
     return lines
-
-
-Row = tuple[str, str, str | None]
-
-
-def _cuda_rows(stack: Stack) -> list[Row]:
-    return [
-        ("CUDA build", stack.cuda_build, "cuda_build"),
-        ("CUDA toolkit", stack.cuda, "cuda"),
-        ("cuDNN", stack.cudnn or "unknown", "cudnn"),
-        ("Python", f"{stack.python} ({stack.python_source.via})", "python"),
-        ("OS", stack.os, "os"),
-        ("wheel index", stack.index_url, None),
-        ("driver min", stack.driver_min, "driver_min"),
-        ("driver floor", stack.driver_floor, "driver_floor"),
-        ("driver branch", stack.driver_branch, "driver_branch"),
-    ]
-
-
-def _rocm_rows(stack: Stack) -> list[Row]:
-    return [
-        ("ROCm build", stack.cuda_build, "cuda_build"),
-        ("ROCm", str(stack.rocm), "rocm"),
-        ("Python", f"{stack.python} ({stack.python_source.via})", "python"),
-        ("OS", stack.os, "os"),
-        ("wheel index", stack.index_url, None),
-        ("driver", stack.driver_branch, "driver_branch"),
-        ("PYTORCH_ROCM_ARCH", stack.arch_list, "arch_list"),
-    ]

@@ -1,4 +1,5 @@
-"""The closed vocabularies every layer shares: verify levels, devices, check statuses and outcomes.
+"""The closed vocabularies every layer shares: platforms and CPU architectures, verify levels, devices,
+check statuses and outcomes.
 
 One home for each: the CLI's choices, the provisioning variables, the Docker adapter and the verify
 engine all take them from here, so a new level or status is added in one place.
@@ -8,6 +9,10 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
+# Which GPU software a stack's torch build runs on: torch's CUDA, ROCm or CPU wheels (gpuenv.platforms).
+PlatformName = Literal["cuda", "rocm", "cpu"]
+# A CPU architecture as `uname -m` and Ansible's facts name it (gpuenv.platforms.arch turns it into facts).
+CpuArch = Literal["x86_64", "aarch64"]
 Level = Literal["quick", "standard", "deep"]
 DeviceChoice = Literal["auto", "cuda", "cpu"]  # what a user asks for
 Device = Literal["cuda", "cpu"]  # what a run settled on
@@ -22,6 +27,8 @@ Outcome = Literal[ReportOutcome, "unreachable", "timeout", "not provisioned"]
 # (gpuenv/adapters/*_errors.py) classify each return code per call.
 ErrorClass = Literal["lost", "absent", "failed"]
 
+PLATFORMS: tuple[PlatformName, ...] = get_args(PlatformName)
+CPU_ARCHES: tuple[CpuArch, ...] = get_args(CpuArch)
 LEVELS: tuple[Level, ...] = get_args(Level)
 DEVICE_CHOICES: tuple[DeviceChoice, ...] = get_args(DeviceChoice)
 STATUSES: tuple[Status, ...] = get_args(Status)
@@ -32,3 +39,8 @@ OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 def outcome_named(text: str | None) -> Outcome | None:
     """The outcome spelled `text`, or None when it names none."""
     return next((o for o in OUTCOMES if o == text), None)
+
+
+def platform_named(text: str | None) -> PlatformName | None:
+    """The platform spelled `text`, or None when it names none."""
+    return next((p for p in PLATFORMS if p == text), None)

@@ -32,7 +32,7 @@ class _Pattern:
 
 
 _VERSION = _Pattern(r"\d{1,4}(\.\d{1,4}){0,3}", re.ASCII)
-_TORCH_VERSION = _Pattern(r"\d{1,4}(\.\d{1,4}){0,3}(\+(cu\d{3,4}|rocm\d{1,2}(\.\d{1,2}){1,2}))?", re.ASCII)
+_TORCH_VERSION = _Pattern(r"\d{1,4}(\.\d{1,4}){0,3}(\+[a-z]{2,8}\d{0,4}(\.\d{1,2}){0,2})?", re.ASCII)  # 2.4.0+cu121
 _DRIVER = _Pattern(r"\d{3}(\.\d{1,3}){0,2}", re.ASCII)
 _DRIVER_BRANCH = _Pattern(r"[Rr]?(\d{3})", re.ASCII)
 _OS = _Pattern(r"[a-z]{2,20}\d{1,2}(\.\d{2})?", re.ASCII)
@@ -94,9 +94,13 @@ def version(value: str, what: str = "version") -> str:
     return _match(_VERSION, value, what, "a version is digits and dots, e.g. 11.7 or 2.0.1")
 
 
+TORCH_VERSIONS = "e.g. 2.4, 2.4.0, 2.4.0+cu121, 2.6.0+rocm6.2.4 or 2.5.1+cpu"
+
+
 def torch_version(value: str) -> str:
-    """A torch version, optionally with the local version of a CUDA or ROCm build ('2.4.0+cu121', '2.6.0+rocm6.2.4')."""
-    return _match(_TORCH_VERSION, value, "torch version", "e.g. 2.4, 2.4.0, 2.4.0+cu121 or 2.6.0+rocm6.2.4")
+    """A torch version, optionally with the local version of a build ('2.4.0+cu121', '2.6.0+rocm6.2.4', '2.5.1+cpu');
+    which platform spells the build so, gpuenv.platforms.spelling reads."""
+    return _match(_TORCH_VERSION, value, "torch version", TORCH_VERSIONS)
 
 
 def os_name(value: str) -> str:

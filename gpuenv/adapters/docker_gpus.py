@@ -18,7 +18,8 @@ ROCM_DEVICES = ("/dev/kfd", "/dev/dri")  # the ROCm compute interface and every 
 ROCM_GROUPS = ("video",)  # the group AMD's instructions add; the groups owning the device nodes are added by number
 SHM_SIZE = "8g"  # as AMD's `docker run` examples: RCCL and DataLoader workers share memory through /dev/shm
 LABEL_ROCM = "io.gpuenv.rocm"  # set on the images gpuenv renders for a ROCm stack (the ROCm release)
-LABEL_BUILD = "io.gpuenv.cuda-build"  # torch's wheel build on every image gpuenv renders: "cu128", "rocm6.4"
+LABEL_BUILD = "io.gpuenv.build"  # torch's wheel build on every image gpuenv renders: "cu128", "rocm6.4", "cpu"
+LABEL_BUILD_V1 = "io.gpuenv.cuda-build"  # its name on images of stack schema /1
 # What the daemon says when it cannot hand out GPUs: no NVIDIA runtime, or (a daemon elsewhere) no AMD device nodes.
 NO_GPU_RUNTIME = (
     "could not select device driver",
@@ -39,7 +40,8 @@ RUN_BY_HAND = {
 
 def platform_of(labels: Mapping[str, str]) -> str:
     """ "rocm" for an image gpuenv rendered for a ROCm stack, else "cuda" (how GPUs were always asked for)."""
-    if labels.get(LABEL_ROCM) or labels.get(LABEL_BUILD, "").startswith(ROCM):
+    build = labels.get(LABEL_BUILD) or labels.get(LABEL_BUILD_V1, "")
+    if labels.get(LABEL_ROCM) or build.startswith(ROCM):
         return ROCM
     return "cuda"
 

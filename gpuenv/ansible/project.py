@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import shutil
 from pathlib import Path
+from types import ModuleType
 
 from gpuenv.resources import shipped_dir
 
@@ -25,3 +28,15 @@ def write_files(dest: Path, files: dict[str, str]) -> None:
     for name, text in files.items():
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
         (dest / name).write_text(text, encoding="utf-8")
+
+
+@functools.cache
+def playbook_filter(name: str) -> ModuleType:
+    """One of the playbooks' filter plugins (filter_plugins/NAME.py), loaded as a module: the decisions the
+    roles make (the driver plans) are made by the same code when gpuenv shows the plan before running."""
+    path = shipped_dir("playbooks") / "filter_plugins" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"gpuenv_playbook_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -6,7 +6,7 @@ import click
 
 from gpuenv.cli import settings
 from gpuenv.cli.output import emit_json, printable
-from gpuenv.info import MachineInfo, machine_info
+from gpuenv.info import MachineInfo, machine_info, stack_line
 
 
 @click.command()
@@ -65,5 +65,4 @@ def _stack_rows(found: MachineInfo) -> list[tuple[str, str]]:
     stack = found.stack
     if stack is None:
         return [("stack", f"not resolved: {found.stack_note}")]
-    pinned = f"torch {stack.torch} ({stack.cuda_build}), CUDA {stack.cuda}, Python {stack.python}, {stack.os}"
-    return [("stack", pinned), ("", f"  from: {found.stack_note}")]
+    return [("stack", stack_line(stack)), ("", f"  from: {found.stack_note}")]

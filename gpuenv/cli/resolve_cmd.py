@@ -11,20 +11,30 @@ import click
 from gpuenv import validate
 from gpuenv.cli import settings
 from gpuenv.cli.output import console, emit_json, table, warn
-from gpuenv.cli.params import checked, version_of
+from gpuenv.cli.params import checked
 from gpuenv.cli.stack_params import stack_options, stack_request
 from gpuenv.compat import KnowledgeBase, kb_age_line, load_kb
 from gpuenv.errors import BadRequest
-from gpuenv.matrix import CUDA_COLUMNS, DRIVER_COLUMNS, TORCH_COLUMNS, MatrixRequest, driver_rows
+from gpuenv.matrix import (
+    AMD_GPU_COLUMNS,
+    CUDA_COLUMNS,
+    DRIVER_COLUMNS,
+    ROCM_COLUMNS,
+    TORCH_COLUMNS,
+    MatrixRequest,
+    amd_gpu_rows,
+    driver_rows,
+    rocm_rows,
+)
 from gpuenv.matrix import matrix as query
-from gpuenv.matrix_rocm import AMD_GPU_COLUMNS, ROCM_COLUMNS, amd_gpu_rows, rocm_rows
-from gpuenv.resolve import Purpose
+from gpuenv.platforms import spelling
+from gpuenv.resolve.request import Purpose
 from gpuenv.stacks import describe, stack_for
 
 
 @click.command()
 @stack_options
-@click.option("--json", "as_json", is_flag=True, help="Print the stack as one JSON object (schema gpuenv.stack/1).")
+@click.option("--json", "as_json", is_flag=True, help="Print the stack as one JSON object (schema gpuenv.stack/2).")
 @click.option(
     "--format",
     "fmt",
@@ -50,6 +60,7 @@ def resolve(ctx: click.Context, /, as_json: bool, fmt: str, purpose: Purpose, **
       gpuenv resolve --driver 535.104.05 --gpu H100 --json > stack.json
       gpuenv resolve --torch 2.4 --format requirements > requirements.txt
       gpuenv resolve --torch 2.4 --os ubuntu24.04 --for host
+      gpuenv resolve --platform cpu
     Exit codes: 0 the stack, 2 bad or impossible request (the nearest valid choices are named),
     3 --driver auto cannot read this machine's driver (no NVIDIA driver or NVML here), gpuenv crashed.
     """
@@ -71,8 +82,10 @@ def resolve(ctx: click.Context, /, as_json: bool, fmt: str, purpose: Purpose, **
 
 
 @click.command()
-@click.option("--torch", callback=checked(validate.torch_version), help="Only this torch.")
-@click.option("--cuda", callback=version_of("CUDA version"), help="Only this CUDA.")
+@click.option("--torch", callback=checked(spelling.torch_version), help="Only this torch.")
+@click.option(
+    "--cuda", callback=checked(lambda v: spelling.option_value("cuda", v)), help="Only this CUDA (12.4, 12, cu124)."
+)
 @click.option("--gpu", callback=checked(validate.gpu), help="Only the builds that run on this GPU (H100, sm_90).")
 @click.option("--drivers", is_flag=True, help="Each driver branch: its max CUDA and the torch builds it runs.")
 @click.option("--rocm", is_flag=True, help="The ROCm releases (OS support, images, torch builds) and AMD's GPUs.")

@@ -26,17 +26,13 @@ from gpuenv.compat.model import (
 from gpuenv.compat.rules import (
     STALE_AFTER_DAYS,
     DriverCompat,
-    amd_gpu_by_pci_id,
     cubin_runs_on,
     driver_runs_cuda,
-    gpu_by_pci_id,
     gpu_code_for,
     kb_age_days,
     kb_age_line,
     ptx_runs_on,
     recommended_branch,
-    rocm_os_row,
-    rocm_os_warning,
     staleness_warning,
 )
 
@@ -60,10 +56,8 @@ __all__ = [
     "TorchRelease",
     "TorchRocm",
     "V",
-    "amd_gpu_by_pci_id",
     "cubin_runs_on",
     "driver_runs_cuda",
-    "gpu_by_pci_id",
     "gpu_code_for",
     "kb_age_days",
     "kb_age_line",
@@ -71,7 +65,5 @@ __all__ = [
     "parse_kb",
     "ptx_runs_on",
     "recommended_branch",
-    "rocm_os_row",
-    "rocm_os_warning",
     "staleness_warning",
 ]

@@ -40,6 +40,7 @@ from gpuenv.schema import parse_json
 from gpuenv.stack import PythonSource
 
 SCHEMA = "gpuenv.compat/2"
+_IMAGE = re.compile(r"[a-z0-9][a-z0-9./-]{0,100}:[A-Za-z0-9][A-Za-z0-9._-]{0,60}", re.ASCII)
 _WORD = re.compile(r"[a-z][a-z0-9-]{0,31}", re.ASCII)
 _GFX = re.compile(r"gfx[0-9a-f]{3,4}", re.ASCII)
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")  # each row's `checked`, matched some 300 times a load
@@ -248,7 +249,15 @@ def _os(row: dict[str, Any]) -> OsInfo:
         ansible=None if ansible is None else AnsibleNames(str(ansible["distribution"]), str(ansible["os_family"])),
         codename=row.get("codename"),
         build_tools_repo=row.get("build_tools_repo"),
+        image=_os_image(row, where),
     )
+
+
+def _os_image(row: dict[str, Any], where: str) -> str | None:
+    image = row.get("image")
+    if image is not None and not (isinstance(image, str) and _IMAGE.fullmatch(image)):
+        raise SchemaError(f"{where}: image {image!r} must be an image reference such as ubuntu:22.04")
+    return image
 
 
 def _pci_device(row: dict[str, Any], gpus: tuple[Gpu, ...]) -> PciDevice:

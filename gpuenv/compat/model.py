@@ -200,6 +200,7 @@ class OsInfo:
     ansible: AnsibleNames | None = None  # None: not a host gpuenv provisions
     codename: str | None = None  # the apt suite third-party repositories (deadsnakes) are published for
     build_tools_repo: str | None = None  # dnf: the repository devel images enable for ninja-build
+    image: str | None = None  # the OS's own container image ("ubuntu:22.04"): a CPU stack's base
 
     def names_host(self, distribution: str, version: str) -> bool:
         """Whether Ansible's distribution facts name this OS: the whole version ("22.04"), or
@@ -229,12 +230,6 @@ class KnowledgeBase:
     @cached_property
     def rocm_by_build(self) -> dict[str, RocmRelease]:
         return {r.build: r for r in self.rocm}
-
-    def rocm_matching(self, rocm: str) -> tuple[RocmRelease, ...]:
-        """The ROCm releases `rocm` names: the build of that exact version ("6.2.4" is rocm6.2.4, not rocm6.2),
-        else any whose release or minor it names ("6.4.1" is rocm6.4)."""
-        exact = tuple(r for r in self.rocm if rocm.lower().removeprefix("rocm") == r.version)
-        return exact or tuple(r for r in self.rocm if r.names(rocm))
 
     def rocm_builds(self, torch: str) -> TorchRocm | None:
         """The ROCm builds of a torch release, or None when it has none the knowledge base knows."""

@@ -1,5 +1,5 @@
 """The pure rules over the knowledge base: which driver runs which CUDA, which GPU code runs on
-which device, which GPU a PCI id names, and how old the facts are. Resolve and verify share them.
+which device, and how old the facts are. Resolve and verify share them.
 """
 
 from __future__ import annotations
@@ -9,14 +9,10 @@ from datetime import date
 from typing import Literal
 
 from gpuenv.compat.model import (
-    AmdGpu,
     ArchList,
     CudaRelease,
     DriverBranch,
     KnowledgeBase,
-    OsInfo,
-    PciDevice,
-    RocmRelease,
 )
 from gpuenv.errors import BadRequest
 
@@ -113,46 +109,7 @@ def gpu_code_for(arch: ArchList, device: str) -> Literal["sass", "ptx"] | None:
     return None
 
 
-# --- PCI ids, staleness ----------------------------------------------------------------------------
-
-
-def gpu_by_pci_id(kb: KnowledgeBase, device_id: str) -> PciDevice | None:
-    """The GPU a PCI device id names: "20b0", "0x20B0" or "10de:20b0" (NVIDIA's vendor id only)."""
-    key = device_id.strip().lower().removeprefix("0x")
-    vendor, _, device = key.rpartition(":")
-    if vendor not in ("", "10de", "0x10de"):
-        return None
-    return kb.pci_by_id.get(device.removeprefix("0x"))
-
-
-def amd_gpu_by_pci_id(kb: KnowledgeBase, device_id: str) -> AmdGpu | None:
-    """The AMD GPU a PCI device id names: "74a1", "0x74A1" or "1002:74a1" (AMD's vendor id only)."""
-    vendor, _, device = device_id.strip().lower().removeprefix("0x").rpartition(":")
-    if vendor not in ("", "1002", "0x1002"):
-        return None
-    key = device.removeprefix("0x")
-    return next((g for g in kb.amd_gpus if key in g.pci_ids), None)
-
-
-def rocm_os_row(rocm: RocmRelease, os_info: OsInfo) -> str | None:
-    """The OS of AMD's compatibility matrix that serves `os_info` for this ROCm release: its own name, or for
-    a RHEL-family OS of major N (Rocky Linux) AMD's rhelN, whose packages install on it (binary-compatible).
-    None: AMD supports the release on no such OS."""
-    if os_info.name in rocm.os:
-        return os_info.name
-    rhel = f"rhel{os_info.version.split('.')[0]}"
-    return rhel if os_info.family == "rhel" and rhel in rocm.os else None
-
-
-def rocm_os_warning(rocm: RocmRelease, os_info: OsInfo) -> str | None:
-    """The warning a ROCm stack carries when AMD lists its OS under another name (Rocky Linux as RHEL)."""
-    row = rocm_os_row(rocm, os_info)
-    if row is None or row == os_info.name:
-        return None
-    return (
-        f"AMD lists ROCm {rocm.version} for RHEL {row.removeprefix('rhel')}, not {os_info.name}: "
-        f"gpuenv serves it as RHEL-compatible (AMD's RHEL packages install on it), untested by AMD"
-    )
+# --- staleness ----------------------------------------------------------------------------
 
 
 def kb_age_days(kb: KnowledgeBase, today: date) -> int:

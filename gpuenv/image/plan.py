@@ -11,16 +11,15 @@ from packaging.requirements import Requirement
 from gpuenv import validate
 from gpuenv.compat import OsInfo
 from gpuenv.errors import BadRequest
+from gpuenv.platforms.registry import for_stack
 from gpuenv.render.context import check_destination, check_wheelhouse
-from gpuenv.render.dockerfile import ImageOptions
 from gpuenv.render.images import find_spec, load_spec, spec_options, with_packages
-from gpuenv.resolve import Request
+from gpuenv.render.options import ImageOptions
+from gpuenv.resolve.request import Request
 from gpuenv.stack import Stack
 from gpuenv.stacks import StackRequest, Warn, os_facts, stack_for
 
 Network = Literal["default", "host", "none"]
-# What the ROCm torch wheels depend on from their own index (not PyPI), so a wheelhouse must hold it.
-ROCM_TORCH_NEEDS = ("pytorch-triton-rocm",)
 SPEC_OVERRIDABLE = ("flavor", "cudnn", "slim", "with_packages")  # a spec sets them; the command line wins
 
 
@@ -134,7 +133,7 @@ def _check_inputs(request: BuildRequest, stack: Stack, options: ImageOptions) ->
     if request.wheelhouse is not None:
         pins = {"torch": stack.torch, **{n: str(getattr(stack, n)) for n in options.with_packages}}
         names = tuple(Requirement(r).name for r in (*options.gpuenv_requirements, *options.pip))
-        names += ROCM_TORCH_NEEDS if stack.platform == "rocm" else ()
+        names += for_stack(stack).image.wheelhouse_needs
         check_wheelhouse(request.wheelhouse, pins, names)
     if request.render_dir is not None:
         check_destination(request.render_dir, force=request.force, app=request.app)
@@ -143,7 +142,7 @@ def _check_inputs(request: BuildRequest, stack: Stack, options: ImageOptions) ->
 def _default_tag(stack: Stack, options: ImageOptions) -> str:
     flavor = options.flavor + ("-cudnn" if options.cudnn and options.flavor == "runtime" else "")
     flavor += "-slim" if options.slim else ""
-    tag = f"gpuenv/pytorch:{stack.torch}-{stack.cuda_build}-py{stack.python}-{stack.os}-{flavor}"
+    tag = f"gpuenv/pytorch:{stack.torch}-{stack.build}-py{stack.python}-{stack.os}-{flavor}"
     return validate.image_ref(tag, "default tag")
 
 

@@ -27,26 +27,13 @@ from gpuenv.errors import BadRequest
 from gpuenv.files import wheelhouse_files
 from gpuenv.provision import VARS_FILE
 from gpuenv.provision.driverplan import driver_plans
-from gpuenv.provision.hostfacts import facts_from_gathered
-from gpuenv.provision.perhost import (
-    HostPlan,
-    HostRequest,
-    check_request,
-    cpu_stack,
-    plan_hosts,
-    request_from,
-    wheelhouse_torch,
-)
-from gpuenv.provision.variables import (
-    ProvisionOptions,
-    amdgpu_variables,
-    driver_branch,
-    kb_facts,
-    render_variables,
-)
-from gpuenv.resolve import resolve
-from gpuenv.stack import Stack, load_stack
-from gpuenv.stacks import StackRequest, Warn, local_driver_version
+from gpuenv.provision.gathered import facts_from_gathered
+from gpuenv.provision.options import ProvisionOptions
+from gpuenv.provision.perhost import HostPlan, HostRequest, check_request, plan_hosts, request_from, wheelhouse_torch
+from gpuenv.provision.variables import kb_facts, render_variables, variables
+from gpuenv.resolve.service import resolve
+from gpuenv.stack import Stack
+from gpuenv.stacks import StackRequest, Warn, load_stack, local_driver_version
 from gpuenv.types import DeviceChoice, Level
 
 SCHEMA = "gpuenv.provision/1"
@@ -184,11 +171,10 @@ def _host_request(
     host_request, notes = request_from(
         constraints, wheels=wheels, skip_driver=request.skip_driver, pinned=pinned, torch_only=options.torch_only
     )
+    # the driver options against a stack some host gets: --cuda 13.0 --driver-branch 470 contradicts itself, as
+    # --with-container-toolkit does for a ROCm stack
     representative = check_request(kb, host_request)
-    if not representative.cpu_only:  # --cuda 13.0 --driver-branch 470: the request contradicts itself
-        driver_branch(representative, options, kb_facts(kb, representative))
-    if representative.platform == "rocm":  # a ROCm stack with --with-container-toolkit
-        amdgpu_variables(representative, options, kb_facts(kb, representative))
+    variables(representative, options, kb_facts(kb, representative))
     return host_request, notes + ([left_out] if left_out else []), options
 
 
@@ -197,7 +183,7 @@ def _pinned(request: StackRequest) -> Stack | None:
         return None
     if request.constraints.given():
         raise BadRequest(
-            "--stack cannot be combined with --torch/--cuda/--rocm/--driver/--python/--gpu/--os",
+            "--stack cannot be combined with --torch/--cuda/--rocm/--platform/--driver/--python/--gpu/--os",
             hint="edit the stack file, or resolve again with the constraints",
         )
     return load_stack(request.stack_file)
@@ -207,8 +193,6 @@ def _with_one_stack(project: Project) -> Project:
     """--render-only contacts no host: one stack from the flags (the default OS unless --os), rendered."""
     hr, kb = project.host_request, project.kb
     stack = hr.pinned or resolve(kb, replace(hr.constraints, os=hr.os_check, gpu=hr.gpu_check))
-    if hr.cpu_wheels and not stack.cpu_only:
-        stack = cpu_stack(kb, stack)
     files = {**project.files, VARS_FILE: render_variables(stack, project.options, kb_facts(kb, stack))}
     return replace(project, files=files, stack=stack)
 

@@ -5,25 +5,20 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gpuenv.platforms.registry import for_stack, stack_from_dict
+
 
 def stack_label(stack: dict[str, Any] | None) -> str:
     """'torch 2.13.0+cpu py3.11 debian12' for tables; '-' for a host without a stack."""
     if not stack:
         return "-"
-    return f"torch {stack['torch']}+{stack['cuda_build']} py{stack['python']} {stack['os']}"
-
-
-def _gpu_label(g: dict[str, Any]) -> str:
-    if g.get("vendor") == "1002":  # AMD: the gfx target; NVIDIA GPUs carry no vendor key
-        return f"{g['model']} ({g['gfx']})" if g["model"] else f"unknown 1002:{g['device_id']}"
-    return f"{g['model']} (sm_{g['sm'].replace('.', '')})" if g["model"] else f"unknown 10de:{g['device_id']}"
+    return f"torch {stack['torch']}+{stack['build']} py{stack['python']} {stack['os']}"
 
 
 def facts_line(facts: dict[str, Any]) -> str:
     gpus: dict[str, int] = {}
     for g in facts["gpus"]:
-        label = _gpu_label(g)
-        gpus[label] = gpus.get(label, 0) + 1
+        gpus[g["label"]] = gpus.get(g["label"], 0) + 1
     gpu = ", ".join(f"{n}× {label}" for label, n in gpus.items()) or "no NVIDIA GPU"
     headers = "headers present" if facts["kernel_headers"] else "headers missing"
     return (
@@ -35,11 +30,9 @@ def facts_line(facts: dict[str, Any]) -> str:
 
 def _stack_line(stack: dict[str, Any]) -> str:
     source = stack["python_source"]["via"]
-    cuda = "CPU only" if stack["cuda_build"] == "cpu" else f"CUDA {stack['cuda']}"
-    if stack.get("rocm"):
-        cuda = f"ROCm {stack['rocm']}, {stack['arch_list']}"
+    software = for_stack(stack_from_dict(stack)).resolver.software(stack_from_dict(stack))
     vision = f", torchvision {stack['torchvision']}" if stack.get("torchvision") else ""
-    return f"torch {stack['torch']}+{stack['cuda_build']}{vision} ({cuda}), Python {stack['python']} via {source}"
+    return f"torch {stack['torch']}+{stack['build']}{vision} ({software}), Python {stack['python']} via {source}"
 
 
 def plan_lines(rows: list[dict[str, Any]], notes: tuple[str, ...] | list[str]) -> list[str]:

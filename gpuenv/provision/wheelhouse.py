@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from gpuenv.errors import BadRequest
+from gpuenv.platforms.arch import ARCHES, DEFAULT_CPU_ARCH, cpu_arch
 from gpuenv.provision.perhost import HostPlan
 from gpuenv.provision.variables import requirements
 from gpuenv.requirements import gpuenv_requirements
@@ -23,14 +24,11 @@ from gpuenv.requirements import gpuenv_requirements
 PIP_TIMEOUT_S = 300.0
 MAX_ROUNDS = 6
 _MISSING = re.compile(r"Could not find a version that satisfies the requirement (\S+)(?: \(from ([^)\s]+)\))?")
-_PLATFORMS = {  # what pip accepts for the hosts' wheels, by architecture
-    "x86_64": ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "linux_x86_64"),
-    "aarch64": ("manylinux_2_28_aarch64", "manylinux_2_17_aarch64", "manylinux2014_aarch64", "linux_aarch64"),
-}
 
 
 def pip_argv(wheelhouse: Path, target: Path, python: str, architecture: str, wanted: list[str]) -> list[str]:
-    platforms = [arg for p in _PLATFORMS.get(architecture, _PLATFORMS["x86_64"]) for arg in ("--platform", p)]
+    facts = cpu_arch(architecture) or ARCHES[DEFAULT_CPU_ARCH]  # what pip accepts for the host's wheels
+    platforms = [arg for p in facts.wheel_platforms for arg in ("--platform", p)]
     return [
         sys.executable, "-m", "pip", "install", "--dry-run", "--no-index", "--find-links", str(wheelhouse),
         "--quiet", "--isolated", "--ignore-installed", "--disable-pip-version-check",

@@ -1,9 +1,11 @@
 """The Dockerfile and the small text files of a build context, rendered from a Stack.
 
-Pure: a Stack, ImageOptions and the knowledge base's row for the stack's OS in, strings out.
-Copying the user's app, a wheelhouse and gpuenv's own wheel into the context is done by
-gpuenv.render.context; building by the Docker adapter. Every value that reaches the template is
-validated here first, whatever its origin.
+Pure: a Stack, ImageOptions and the knowledge base's row for the stack's OS in, strings out. What
+differs by platform (the base image of a flavour, the GPU software's labels, the comments and
+environment of the Dockerfile) comes from the stack's platform's image half (gpuenv.platforms);
+the rest is every platform's. Copying the user's app, a wheelhouse and gpuenv's own wheel into the
+context is done by gpuenv.render.context; building by the Docker adapter. Every value that reaches
+the template is validated here first, whatever its origin.
 """
 
 from __future__ import annotations
@@ -15,16 +17,15 @@ from dataclasses import dataclass, field
 from gpuenv import validate
 from gpuenv.compat import OsInfo
 from gpuenv.errors import BadRequest
+from gpuenv.platforms.base import Platform
+from gpuenv.platforms.registry import checked, for_stack
 from gpuenv.render import jinja_env
-from gpuenv.requirements import gpuenv_requirements
+from gpuenv.render.options import ImageOptions
 from gpuenv.resources import shipped_dir
 from gpuenv.stack import Stack
 
 FLAVORS = ("runtime", "devel")
-ROCM = "rocm"  # Stack.platform of a ROCm stack
-ROCM_HOME = "/opt/rocm"  # where AMD's rocm/dev images install ROCm
 COMPANIONS = ("torchvision", "torchaudio")
-DEFAULT_WITH = ("torchvision",)
 LABEL_PREFIX = "io.gpuenv."
 STACK_IN_IMAGE = "/opt/gpuenv/stack.json"
 _WORD = re.compile(r"[a-z][a-z0-9-]{0,31}", re.ASCII)
@@ -35,24 +36,6 @@ DEADSNAKES_FINGERPRINT = "F23C5A6CF475977595C89F51BA6932366A755776"
 # apt codename, the dnf repository of build tools) come from the knowledge base's OS row.
 IMAGE_PYTHON_SOURCES = {"apt": ("system", "distro", "deadsnakes"), "dnf": ("system", "appstream")}
 COMPILERS = {"apt": ("gcc", "g++", "libc6-dev"), "dnf": ("gcc", "gcc-c++")}
-
-
-@dataclass(frozen=True)
-class ImageOptions:
-    """What the user chose beyond the Stack (all already validated by the CLI; checked again here)."""
-
-    flavor: str = "runtime"
-    cudnn: bool = False
-    with_packages: tuple[str, ...] = DEFAULT_WITH
-    slim: bool = False
-    base_image: str | None = None  # overrides the stack's image (a mirror, a digest-pinned ref)
-    index_url: str | None = None  # a mirror of the stack's wheel index
-    wheelhouse: bool = False  # wheels are copied into the context: install with --no-index
-    pip: tuple[str, ...] = ()
-    app: bool = False
-    app_requirements: bool = False
-    # installed beside gpuenv's wheel (which goes in with --no-deps); from gpuenv's package metadata
-    gpuenv_requirements: tuple[str, ...] = field(default_factory=gpuenv_requirements)
 
 
 @dataclass(frozen=True)
@@ -67,12 +50,12 @@ class RenderedImage:
 
 def render_image(stack: Stack, options: ImageOptions, os_info: OsInfo) -> RenderedImage:
     """Dockerfile, requirements, constraints and stack.json for one image on the OS `os_info` describes."""
-    _check_stack(stack, os_info)
-    _check_options(stack, options)
-    variant = base_variant(stack, options)
+    platform = _check_stack(stack, os_info)
+    _check_options(stack, options, platform)
+    variant = platform.image.variant(stack, options)
     base = options.base_image or stack.base_images[variant]
     labels = image_labels(stack, options, base)
-    context = _template_values(stack, options, os_info, base, labels)
+    context = _template_values(stack, options, os_info, base, labels, platform)
     dockerfile = _render("Dockerfile.j2", context)
     files = {
         "Dockerfile": dockerfile,
@@ -88,37 +71,30 @@ def render_image(stack: Stack, options: ImageOptions, os_info: OsInfo) -> Render
         base_image=base,
         variant=variant,
         labels=labels,
-        notes=tuple(_notes(stack, options, variant)),
+        notes=tuple(_notes(stack, options, variant, platform)),
         warnings=stack.warnings,
     )
 
 
-def base_variant(stack: Stack, options: ImageOptions) -> str:
-    """Which of the stack's base images the options pick: a ROCm stack has one per flavour."""
-    if stack.platform == ROCM:
-        return options.flavor
-    if options.flavor == "devel":
-        return "cudnn-devel"
-    return "cudnn-runtime" if options.cudnn else "runtime"
-
-
 def image_labels(stack: Stack, options: ImageOptions, base: str) -> dict[str, str]:
     """OCI labels plus gpuenv's, which carry the whole Stack so that an image says what it is."""
+    platform = for_stack(stack)
     companions = {name: getattr(stack, name) for name in options.with_packages}
-    title = f"PyTorch {stack.torch} ({stack.cuda_build}) on {_gpu_software(stack)}, Python {stack.python}, {stack.os}"
+    software = platform.resolver.software(stack)
+    title = f"PyTorch {stack.torch} ({stack.build}) on {software}, Python {stack.python}, {stack.os}"
     labels = {
         "org.opencontainers.image.title": title,
         "org.opencontainers.image.description": f"{options.flavor} image rendered by gpuenv",
-        "org.opencontainers.image.version": f"{stack.torch}-{stack.cuda_build}",
+        "org.opencontainers.image.version": f"{stack.torch}-{stack.build}",
         "org.opencontainers.image.base.name": base,
         f"{LABEL_PREFIX}schema": stack.schema,
         f"{LABEL_PREFIX}torch": stack.torch,
         **{f"{LABEL_PREFIX}{name}": str(version) for name, version in companions.items()},
-        **_build_labels(stack, options),
+        **{f"{LABEL_PREFIX}{name}": value for name, value in platform.image.labels(stack, options).items()},
         f"{LABEL_PREFIX}python": stack.python,
         f"{LABEL_PREFIX}os": stack.os,
         f"{LABEL_PREFIX}numpy": stack.numpy,
-        **_driver_labels(stack),
+        **{f"{LABEL_PREFIX}{name}": value for name, value in platform.image.host_labels(stack).items()},
         f"{LABEL_PREFIX}arch-list": stack.arch_list,
         f"{LABEL_PREFIX}index-url": options.index_url or stack.index_url,
         f"{LABEL_PREFIX}flavor": options.flavor + ("-slim" if options.slim else ""),
@@ -129,47 +105,17 @@ def image_labels(stack: Stack, options: ImageOptions, base: str) -> dict[str, st
     return labels
 
 
-def _gpu_software(stack: Stack) -> str:
-    return f"ROCm {stack.rocm}" if stack.platform == ROCM else f"CUDA {stack.cuda}"
-
-
-def _build_labels(stack: Stack, options: ImageOptions) -> dict[str, str]:
-    """The GPU software: CUDA and cuDNN, or the ROCm release; and torch's wheel build."""
-    if stack.platform == ROCM:
-        return {f"{LABEL_PREFIX}rocm": str(stack.rocm), f"{LABEL_PREFIX}cuda-build": stack.cuda_build}
-    in_image = options.cudnn or options.flavor == "devel"
-    return {
-        f"{LABEL_PREFIX}cuda": stack.cuda,
-        f"{LABEL_PREFIX}cuda-build": stack.cuda_build,
-        f"{LABEL_PREFIX}cudnn": (stack.cudnn or "unknown") if in_image else "bundled-with-torch",
-    }
-
-
-def _driver_labels(stack: Stack) -> dict[str, str]:
-    """The host driver the image needs, and the GPU it was resolved for."""
-    if stack.platform == ROCM:
-        branch, gfx = stack.driver_branch, stack.gpu_gfx or "any"
-        return {f"{LABEL_PREFIX}driver-branch": branch, f"{LABEL_PREFIX}gpu-gfx": gfx}
-    return {
-        f"{LABEL_PREFIX}driver-min": stack.driver_min,
-        f"{LABEL_PREFIX}driver-floor": stack.driver_floor,
-        f"{LABEL_PREFIX}driver-branch": stack.driver_branch,
-        f"{LABEL_PREFIX}gpu-sm": stack.gpu_sm or "any",
-    }
-
-
 # --- checks -------------------------------------------------------------------------------------
 
 
-def _check_stack(stack: Stack, os_info: OsInfo) -> None:
+def _check_stack(stack: Stack, os_info: OsInfo) -> Platform:
     """The stack's values, then what an image needs beyond them (a base image gpuenv renders for, a Python)."""
-    stack.validate()
+    platform = for_stack(checked(stack))
     if os_info.name != stack.os:
         raise BadRequest(f"the OS facts given are for {os_info.name}, not the stack's {stack.os}", hint="report a bug")
     if not stack.base_images or "image" not in os_info.roles:
-        images = "ROCm (rocm/dev)" if stack.platform == ROCM else "nvidia/cuda"
         raise BadRequest(
-            f"{stack.os} has no {images} images, so no image can be built for it",
+            f"{stack.os} has no {platform.image.images} images, so no image can be built for it",
             hint="build on an Ubuntu or Rocky Linux base (--os ubuntu22.04, rockylinux9); use provision for hosts",
         )
     if os_info.package_manager not in IMAGE_PYTHON_SOURCES:
@@ -188,16 +134,15 @@ def _check_stack(stack: Stack, os_info: OsInfo) -> None:
             f"Python {stack.python} on {stack.os} comes via {stack.python_source.via}, which images do not support",
             hint="choose another --python",
         )
+    return platform
 
 
-def _check_options(stack: Stack, options: ImageOptions) -> None:
+def _check_options(stack: Stack, options: ImageOptions, platform: Platform) -> None:
     if options.flavor not in FLAVORS:
         raise BadRequest(f"unknown flavour {options.flavor!r}", hint=f"choose one of: {', '.join(FLAVORS)}")
-    if options.cudnn and stack.platform == ROCM:
-        raise BadRequest(
-            "--cudnn picks NVIDIA's cuDNN image, which a ROCm stack has no use for",
-            hint="drop --cudnn: ROCm images come as --flavor runtime or devel (MIOpen ships in the torch wheels)",
-        )
+    unsupported = platform.image.unsupported(stack, options)
+    if unsupported is not None:
+        raise unsupported.refuse()
     if options.slim and options.flavor == "devel":
         raise BadRequest(
             "--slim leaves the compilers out, but the devel flavour exists to compile extensions",
@@ -211,8 +156,9 @@ def _check_options(stack: Stack, options: ImageOptions) -> None:
                 f"{name} has no release for torch {stack.torch}",
                 hint=f"leave {name} out of --with (it is in maintenance and has no release for this torch)",
             )
-    if base_variant(stack, options) not in stack.base_images and options.base_image is None:
-        raise BadRequest(f"the stack names no {base_variant(stack, options)} image", hint="give one with --base-image")
+    variant = platform.image.variant(stack, options)
+    if variant not in stack.base_images and options.base_image is None:
+        raise BadRequest(f"the stack names no {variant} image", hint="give one with --base-image")
     if options.base_image is not None:
         validate.image_ref(options.base_image, "--base-image")
     if options.index_url is not None:
@@ -239,36 +185,11 @@ def _lines(lines: list[str]) -> str:
     return "".join(f"{line}\n" for line in lines)
 
 
-def _notes(stack: Stack, options: ImageOptions, variant: str) -> list[str]:
-    notes = _rocm_notes(stack, options) if stack.platform == ROCM else _cuda_notes(stack, options, variant)
-    if options.slim and stack.platform == ROCM:
-        notes.append("slim: gpuenv adds no C compiler or Python headers (AMD's rocm/dev base carries its own)")
-    elif options.slim:
-        notes.append("slim: no C compiler or Python headers, so torch.compile cannot build kernels in this image")
+def _notes(stack: Stack, options: ImageOptions, variant: str, platform: Platform) -> list[str]:
+    notes = platform.image.notes(stack, options, variant)
     if stack.python_source.via == "deadsnakes":
         notes.append(f"Python {stack.python} from the deadsnakes PPA (key pinned by fingerprint)")
     return notes
-
-
-def _cuda_notes(stack: Stack, options: ImageOptions, variant: str) -> list[str]:
-    notes = []
-    if variant == "runtime":
-        notes.append(
-            "base is the plain CUDA runtime image: PyTorch wheels bundle their own cuDNN and NCCL "
-            "(--cudnn picks the cuDNN image anyway)"
-        )
-    if options.flavor == "devel":
-        notes.append(f"devel: nvcc on PATH, TORCH_CUDA_ARCH_LIST={stack.arch_list}")
-    return notes
-
-
-def _rocm_notes(stack: Stack, options: ImageOptions) -> list[str]:
-    if options.flavor == "devel":
-        return [f"devel: AMD's complete ROCm image, hipcc on PATH, PYTORCH_ROCM_ARCH={stack.arch_list}"]
-    return [
-        f"base is AMD's ROCm {stack.rocm} dev image: the PyTorch wheels bundle ROCm's math libraries and RCCL, "
-        "the base adds the HIP runtime, rocminfo and AMD SMI that gpuenv verify reads"
-    ]
 
 
 def _pip_args(options: ImageOptions, index_url: str | None) -> str:
@@ -280,7 +201,7 @@ def _pip_args(options: ImageOptions, index_url: str | None) -> str:
 
 
 def _template_values(
-    stack: Stack, options: ImageOptions, os_info: OsInfo, base: str, labels: dict[str, str]
+    stack: Stack, options: ImageOptions, os_info: OsInfo, base: str, labels: dict[str, str], platform: Platform
 ) -> dict[str, object]:
     manager = os_info.package_manager
     packages = list(stack.python_source.packages)
@@ -293,8 +214,8 @@ def _template_values(
     return {
         "stack": stack,
         "options": options,
-        "rocm": stack.platform == ROCM,
-        "rocm_home": ROCM_HOME,
+        "software": platform.resolver.software(stack),
+        "text": platform.image.text(stack, options),
         "base_image": base,
         "labels": labels,
         "package_manager": manager,

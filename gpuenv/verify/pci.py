@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gpuenv.verify.facts import PciScope
+if TYPE_CHECKING:  # a type alias only: `gpuenv info` reads the bus without loading verify's facts
+    from gpuenv.verify.facts import PciScope
 
 SYSFS_PCI = Path("/sys/bus/pci/devices")
 DRIVER_GPUS = Path("/proc/driver/nvidia/gpus")
@@ -31,6 +33,12 @@ def nvidia_on_pci(root: Path | None = None) -> list[str]:
 def amd_on_pci(root: Path | None = None) -> list[str]:
     """Bus ids of AMD GPUs (vendor 0x1002, class display or processing accelerator), from sysfs."""
     return gpus_on_pci(AMD, _sysfs(root))
+
+
+def vendor_on_pci(vendor: str) -> list[str]:
+    """Bus ids of the GPUs of a PCI vendor id ("10de", "1002") on this machine's PCI bus, from sysfs."""
+    key = f"0x{vendor}"
+    return gpus_on_pci(key, _sysfs(None)) if key in GPU_CLASSES else []
 
 
 def gpus_on_pci(vendor: str, root: Path) -> list[str]:

@@ -22,7 +22,8 @@ def rocm_stack(*, gpu_gfx: str | None = None, arch_list: str = "gfx90a;gfx942") 
         torchvision="0.24.1",
         torchaudio="2.9.1",
         cuda=NONE,
-        cuda_build="rocm6.4",
+        platform="rocm",
+        build="rocm6.4",
         cudnn=None,
         python="3.12",
         python_source=PythonSource(

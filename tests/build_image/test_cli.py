@@ -212,7 +212,7 @@ def test_rocm_flags_render_a_hadolint_clean_dockerfile_without_cuda_pieces(
     assert result.returncode == 0, result.stderr
     text = (dest / "Dockerfile").read_text()
     stack = json.loads((dest / "stack.json").read_text())
-    assert stack["cuda_build"].startswith("rocm") and (stack["cuda"], stack["cudnn"]) == ("none", None)
+    assert stack["build"].startswith("rocm") and (stack["cuda"], stack["cudnn"]) == ("none", None)
     assert base in result.stderr and [p for p in _CUDA_PIECES if p in text] == []
     assert "PYTORCH_ROCM_ARCH" not in text if arch is None else arch in text
     lint_dockerfiles([dest / "Dockerfile"])
@@ -225,7 +225,7 @@ def test_a_spec_may_name_a_rocm_release(tmp_path: Path) -> None:
     result = run_gpuenv("build-image", "--spec", str(spec), "--render-only", str(dest), env=NO_DOCKER)
     assert result.returncode == 0, result.stderr
     stack = json.loads((dest / "stack.json").read_text())
-    assert (stack["torch"], stack["cuda_build"], stack["os"]) == ("2.9.1", "rocm6.4", "ubuntu24.04")
+    assert (stack["torch"], stack["build"], stack["os"]) == ("2.9.1", "rocm6.4", "ubuntu24.04")
     assert "rocm/dev-ubuntu-24.04:6.4.4-complete" in (dest / "Dockerfile").read_text()
     spec.write_text('[stack]\nrocm = "6.4; id"\n')
     _fails_cleanly(run_gpuenv("build-image", "--spec", str(spec), "--render-only", str(tmp_path / "x")), 2)

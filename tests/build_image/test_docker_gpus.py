@@ -18,8 +18,8 @@ from gpuenv.adapters import docker_gpus
 from gpuenv.errors import BadResult, CannotRun
 
 REPORT = b'{"schema": "gpuenv.report/2", "verdict": {"certified": true}}\n'
-ROCM_LABELS = {"io.gpuenv.rocm": "6.4", "io.gpuenv.cuda-build": "rocm6.4"}
-CUDA_LABELS = {"io.gpuenv.cuda": "12.8.1", "io.gpuenv.cuda-build": "cu128"}
+ROCM_LABELS = {"io.gpuenv.rocm": "6.4", "io.gpuenv.build": "rocm6.4"}
+CUDA_LABELS = {"io.gpuenv.cuda": "12.8.1", "io.gpuenv.build": "cu128"}
 
 
 class FakeContainer:
@@ -117,7 +117,13 @@ def test_no_local_dev_is_read_for_a_daemon_elsewhere(monkeypatch: pytest.MonkeyP
 
 @pytest.mark.parametrize(
     "labels,platform",
-    [(ROCM_LABELS, "rocm"), ({"io.gpuenv.cuda-build": "rocm6.2.4"}, "rocm"), (CUDA_LABELS, "cuda"), ({}, "cuda")],
+    [
+        (ROCM_LABELS, "rocm"),
+        ({"io.gpuenv.build": "rocm6.2.4"}, "rocm"),
+        ({"io.gpuenv.cuda-build": "rocm6.2.4"}, "rocm"),  # the label's name on images of stack schema /1
+        (CUDA_LABELS, "cuda"),
+        ({}, "cuda"),
+    ],
 )
 def test_the_platform_is_read_from_the_image_labels(labels: dict[str, str], platform: str) -> None:
     assert docker_gpus.platform_of(labels) == platform

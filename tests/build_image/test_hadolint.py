@@ -15,7 +15,8 @@ from gpuenv.compat import load_kb
 from gpuenv.errors import BadRequest
 from gpuenv.render.dockerfile import ImageOptions, render_image
 from gpuenv.render.images import curated_specs
-from gpuenv.resolve import Request, resolve
+from gpuenv.resolve import Request
+from gpuenv.resolve.service import resolve
 from tests.build_image.rocm import mi300x_stack, rocm_stack
 from tests.conftest import REPO, require
 

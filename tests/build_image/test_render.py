@@ -19,7 +19,8 @@ from gpuenv.image.plan import BuildRequest, plan_image
 from gpuenv.render import jinja_env
 from gpuenv.render.dockerfile import DEADSNAKES_FINGERPRINT, ImageOptions, RenderedImage, render_image
 from gpuenv.render.images import curated_specs
-from gpuenv.resolve import Request, resolve
+from gpuenv.resolve import Request
+from gpuenv.resolve.service import resolve
 from gpuenv.stack import Stack
 from tests.conftest import REPO
 

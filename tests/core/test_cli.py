@@ -19,7 +19,8 @@ STACK_KEYS = {
     "torchvision",
     "torchaudio",
     "cuda",
-    "cuda_build",
+    "platform",
+    "build",
     "cudnn",
     "python",
     "python_source",
@@ -62,8 +63,8 @@ def test_resolve_json_contract() -> None:
     assert out.returncode == 0, out.stderr
     stack = json.loads(out.stdout)
     assert set(stack) >= STACK_KEYS
-    assert stack["schema"] == "gpuenv.stack/1"
-    assert (stack["cuda"], stack["cuda_build"], stack["python"]) == ("11.7.1", "cu117", "3.10")
+    assert stack["schema"] == "gpuenv.stack/2"
+    assert (stack["cuda"], stack["build"], stack["python"]) == ("11.7.1", "cu117", "3.10")
     assert stack["index_url"] == "https://download.pytorch.org/whl/cu117"
 
 
@@ -162,7 +163,7 @@ def test_stale_knowledge_base_warns(tmp_path) -> None:  # type: ignore[no-untype
 
 def test_resolve_exact_and_local_torch_versions() -> None:
     stack = json.loads(run_gpuenv("resolve", "--torch", "2.4.0+cu121", "--json").stdout)
-    assert (stack["torch"], stack["cuda_build"]) == ("2.4.0", "cu121")
+    assert (stack["torch"], stack["build"]) == ("2.4.0", "cu121")
     volta = run_gpuenv("resolve", "--torch", "2.7", "--gpu", "V100", "--cuda", "12.8")
     assert volta.returncode == 2 and "2.7.1+cu126" in volta.stderr and "Traceback" not in volta.stderr
 

@@ -21,7 +21,6 @@ from gpuenv.compat import (
     V,
     cubin_runs_on,
     driver_runs_cuda,
-    gpu_by_pci_id,
     gpu_code_for,
     kb_age_days,
     load_kb,
@@ -32,6 +31,7 @@ from gpuenv.compat import (
 )
 from gpuenv.errors import BadRequest
 from gpuenv.kb.derive import requires_dist
+from gpuenv.platforms.cuda.host import gpu_by_pci_id
 from gpuenv.resources import data_file
 
 KB = load_kb()

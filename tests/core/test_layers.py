@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,6 +34,53 @@ SERVICE_PACKAGES = (
     "gpuenv.provision", "gpuenv.fleet", "gpuenv.verify", "gpuenv.slurm", "gpuenv.power", "gpuenv.image",
     "gpuenv.kb", "gpuenv.stacks", "gpuenv.cli",
 )  # fmt: skip
+
+
+# A vendor or architecture branch, outside gpuenv/platforms and gpuenv/adapters: a comparison or startswith against
+# a vendor's or an architecture's literal, or an if/while/conditional/comprehension test that holds one or reads a
+# vendor-named name or attribute (facts.amd_gpus, RocmPlatform), or an isinstance check of a vendor-named class.
+# torch's device type "cuda" is no vendor branch ("cuda" counts only compared with a platform); renaming a branch
+# does not remove it. Each module that keeps some is listed with its count and why; the count is exact, so a branch
+# added fails and a branch removed lowers the number here.
+VENDOR_LITERAL = re.compile(r"^(rocm|amd|nvml|nvidia|hip|10de|1002|0x10de|0x1002|cu\d|aarch64|arm64|sbsa|x86_64)", re.I)
+PLATFORM_LITERALS = {"cuda", "rocm", "cpu"}
+VENDOR_NAME = re.compile(
+    r"(^|_)(amd|amds?mi|rocm|nvidia|nvml|hip|aarch64|arm64|sbsa|x86)(_|$|gpus?$)|^(Rocm|Amd|Nvidia|Nvml)|^is_amd$", re.I
+)
+SEAM = (PACKAGE / "platforms", PACKAGE / "adapters")
+NODE_HALF = "node half: next stage (the GPU management Protocol over NVML and AMD SMI)"
+VENDOR_BRANCHES_ALLOWED: dict[str, tuple[int, str]] = {
+    "cli/resolve_cmd.py": (1, "`matrix --rocm`: the flag that shows ROCm's tables (gpuenv.platforms.rocm.tables)"),
+    "compat/load.py": (3, "the knowledge base's ROCm tables, checked when a file is loaded"),
+    "compat/model.py": (1, "the knowledge base's AMD GPU names, read by verify's stack check (node half: next stage)"),
+    "fleet/report_hosts.py": (3, "report wire names: a verify report's AMD GPU model picks AMD's remediations"),
+    "fleet/report_model.py": (1, "report wire names: a verify report's GPU model names its vendor"),
+    "fleet/report_reading.py": (2, "report wire names: the health check's smi (amdsmi) and an unknown AMD GPU"),
+    "kb/derive.py": (1, "the refresh reads the CUDA runtime PyPI's plain torch requires (nvidia-cuda-runtime-cu12)"),
+    "kb/refresh.py": (
+        2,
+        "the refresh's sources: x86_64 wheels on PyPI (aarch64: next issue), no ROCm rows in old files",
+    ),
+    "provision/hostfacts.py": (1, "report wire names: provision's JSON carries an AMD host's loaded amdgpu"),
+    "power/devices.py": (6, NODE_HALF),
+    "power/service.py": (3, NODE_HALF),
+    "power/workload.py": (1, NODE_HALF),
+    "slurm/core.py": (1, NODE_HALF),
+    "slurm/service.py": (4, NODE_HALF),
+    "verify/checks/common.py": (1, NODE_HALF),
+    "verify/checks/fp8.py": (1, NODE_HALF),
+    "verify/checks/models.py": (2, NODE_HALF),
+    "verify/checks/nvml/policy.py": (2, NODE_HALF),
+    "verify/checks/nvml/rules.py": (2, NODE_HALF),
+    "verify/checks/nvml/snapshot.py": (2, NODE_HALF),
+    "verify/checks/stack.py": (2, NODE_HALF),
+    "verify/facts.py": (10, NODE_HALF),
+    "verify/gpucount.py": (2, NODE_HALF),
+    "verify/gpuload.py": (1, NODE_HALF),
+    "verify/passive.py": (3, NODE_HALF),
+    "verify/runner.py": (7, NODE_HALF),
+    "verify/service.py": (1, NODE_HALF),
+}
 
 
 def module_name(path: Path) -> str:
@@ -139,6 +187,99 @@ def long_functions(tree: ast.AST) -> list[str]:
     ]
 
 
+def _vendor_literal(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return bool(VENDOR_LITERAL.match(node.value))
+    return isinstance(node, (ast.Tuple, ast.List, ast.Set)) and any(_vendor_literal(e) for e in node.elts)
+
+
+def _names_read(node: ast.AST) -> Iterator[str]:
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name):
+            yield n.id
+        elif isinstance(n, ast.Attribute):
+            yield n.attr
+
+
+def _platform_compare(operands: list[ast.expr]) -> bool:
+    """ "cuda", "rocm" or "cpu" compared with something named platform: a platform branch, not torch's device type."""
+    literal = any(isinstance(o, ast.Constant) and o.value in PLATFORM_LITERALS for o in operands)
+    return literal and any("platform" in name.lower() for o in operands for name in _names_read(o))
+
+
+def vendor_branches(tree: ast.AST) -> set[int]:
+    """The lines that hold a vendor or architecture branch (one per line, however many it holds)."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any(_vendor_literal(o) for o in operands) or _platform_compare(operands):
+                lines.add(node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in ("startswith", "endswith") and any(_vendor_literal(a) for a in node.args):
+                lines.add(node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance":
+            lines |= {node.lineno} if any(VENDOR_NAME.search(n) for n in _names_read(node.args[-1])) else set()
+        tests = [node.test] if isinstance(node, (ast.If, ast.While, ast.IfExp)) else []
+        tests += node.ifs if isinstance(node, ast.comprehension) else []
+        for test in tests:
+            if any(VENDOR_NAME.search(n) for n in _names_read(test)) or any(_vendor_literal(n) for n in ast.walk(test)):
+                lines.add(test.lineno)
+    return lines
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each module of the package and the modules of the package it imports, wherever (functions and
+    `if TYPE_CHECKING:` included): `from a import b` is a.b when that is a module, else a."""
+    modules = {module_name(p): p for p in ALL_MODULES}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found: set[str] = set()
+        for node, names in imports(parsed(path), path):
+            if isinstance(node, ast.ImportFrom):
+                module = absolute(node, path)
+                submodules = {n for n in names - {module} if n in modules}
+                reads_module = len(submodules) < len(node.names)
+                found |= submodules | ({module} if reads_module and module in modules else set())
+            else:
+                found |= {n for n in names if n in modules}
+        graph[name] = found - {name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: list[str] = []
+    found: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        on_stack.append(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    group = on_stack[on_stack.index(node) :]
+                    del on_stack[on_stack.index(node) :]
+                    if len(group) > 1:
+                        found.append(sorted(group))
+            elif child not in index:
+                index[child] = low[child] = len(index)
+                on_stack.append(child)
+                work.append((child, iter(sorted(graph[child]))))
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+    return found
+
+
 def parsed(path: Path) -> ast.AST:
     return ast.parse(path.read_text(encoding="utf-8"))
 
@@ -214,3 +355,56 @@ def test_the_rules_catch_what_they_forbid() -> None:
         "line 4: from gpuenv.verify import ranks (import it at the top)",
         "line 5: from gpuenv.errors import BadRequest  # why (import it at the top)",
     ]
+
+
+@pytest.mark.parametrize("path", [p for p in ALL_MODULES if not any(s in p.parents for s in SEAM)], ids=ids)
+def test_vendor_branches_live_in_the_platforms_and_the_adapters(path: Path) -> None:
+    found = sorted(vendor_branches(parsed(path)))
+    allowed, why = VENDOR_BRANCHES_ALLOWED.get(ids(path), (0, ""))
+    source = path.read_text(encoding="utf-8").splitlines()
+    listed = "\n  ".join(f"line {n}: {source[n - 1].strip()}" for n in found)
+    assert len(found) == allowed, (
+        f"{ids(path)} holds {len(found)} vendor or architecture branch(es), allowed {allowed} ({why or 'none'}): "
+        f"ask the stack's, request's or host's platform (gpuenv.platforms.registry) instead; or, having removed "
+        f"one, lower the allowance\n  {listed}"
+    )
+
+
+def test_the_allowances_name_modules_that_exist_and_stay_within_the_target() -> None:
+    assert all((PACKAGE / name).is_file() for name in VENDOR_BRANCHES_ALLOWED)
+    outside_node_half = sum(n for n, why in VENDOR_BRANCHES_ALLOWED.values() if why != NODE_HALF)
+    assert outside_node_half <= 15  # the node half's own go with the GPU management Protocol
+
+
+def test_the_vendor_branch_rule_catches_what_it_forbids() -> None:
+    branches = (
+        'x = stack.platform == "rocm"',
+        'if build.startswith("cu12"): pass',
+        "if facts.amd_gpus: pass",
+        "y = [g for g in gpus if g.is_amd]",
+        "ok = isinstance(p, RocmPlatform)",
+        'z = 1 if arch == "aarch64" else 2',
+        'w = vendor in ("10de", "1002")',
+        'if facts.gpus_of("rocm"): pass',
+        'v = platform != "cpu"',
+    )
+    for line in branches:
+        assert vendor_branches(ast.parse(line)) == {1}, line
+    fine = (
+        'x = device == "cuda"',
+        'torch.device("cuda")',
+        "if platform.host.pci_vendor is None: pass",
+        'y = "rocm" + v',
+    )
+    for line in fine:
+        assert vendor_branches(ast.parse(line)) == set(), line
+
+
+def test_no_import_cycle_in_the_package_type_only_imports_included() -> None:
+    found = cycles(import_graph())
+    assert not found, "import cycles (break each: move the shared type below both):\n  " + "\n  ".join(map(str, found))
+
+
+def test_the_cycle_rule_catches_what_it_forbids() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []

@@ -30,7 +30,7 @@ def _check_installed(bin_dir: Path, cwd: Path) -> None:
         timeout=60,
     )
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["cuda_build"] == "cu117"
+    assert json.loads(out.stdout)["build"] == "cu117"
     probe = (
         "from gpuenv.resources import shipped_dir, data_file; import sys; "
         "print(all(shipped_dir(n).is_dir() for n in ('templates','playbooks','images')), "

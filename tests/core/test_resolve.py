@@ -8,9 +8,10 @@ from hypothesis import strategies as st
 
 from gpuenv.compat import V, driver_runs_cuda, gpu_code_for, load_kb
 from gpuenv.errors import BadRequest
-from gpuenv.resolve import Request, resolve
-from gpuenv.resolve_reasons import fit_for_default
-from gpuenv.resolve_request import python_problem as _python_problem
+from gpuenv.resolve import Request
+from gpuenv.resolve.ranking import fit_for_default
+from gpuenv.resolve.request import python_problem as _python_problem
+from gpuenv.resolve.service import resolve
 
 KB = load_kb()
 
@@ -19,7 +20,7 @@ def test_default_stack_is_the_newest_settled_release_and_pins_torchaudio() -> No
     stack = resolve(KB, Request())
     newest_known = max(KB.torch, key=lambda t: V(t.version))
     assert newest_known.version == "2.15.0" and stack.torch != "2.15.0"  # known, but not settled
-    assert (stack.torch, stack.cuda_build, stack.torchvision, stack.torchaudio) == (
+    assert (stack.torch, stack.build, stack.torchvision, stack.torchaudio) == (
         "2.14.1",
         "cu130",
         "0.29.1",
@@ -31,7 +32,7 @@ def test_default_stack_is_the_newest_settled_release_and_pins_torchaudio() -> No
 def test_exact_versions_and_local_versions() -> None:
     assert resolve(KB, Request(torch="2.4.0")).torch == "2.4.0"
     local = resolve(KB, Request(torch="2.4.0+cu121"))
-    assert (local.torch, local.cuda_build, local.torchvision) == ("2.4.0", "cu121", "0.19.0")
+    assert (local.torch, local.build, local.torchvision) == ("2.4.0", "cu121", "0.19.0")
     assert resolve(KB, Request(torch="2.4")).torch == "2.4.1"
     with pytest.raises(BadRequest, match=r"names build cu121, but --cuda asks for 12\.4"):
         resolve(KB, Request(torch="2.4.0+cu121", cuda="12.4"))
@@ -41,7 +42,7 @@ def test_exact_versions_and_local_versions() -> None:
 
 def test_a_release_without_torchvision_is_a_stack_with_a_warning() -> None:
     stack = resolve(KB, Request(torch="2.15.0"))
-    assert (stack.torch, stack.cuda_build, stack.torchvision) == ("2.15.0", "cu132", None)
+    assert (stack.torch, stack.build, stack.torchvision) == ("2.15.0", "cu132", None)
     assert any("torchvision has no release for torch 2.15.0" in w for w in stack.warnings)
     assert any("torch 2.15.0 builds" in w for w in stack.warnings)  # its build list is unconfirmed
 
@@ -58,18 +59,18 @@ def test_volta_is_refused_builds_without_its_code_and_told_what_works() -> None:
     assert "without --cuda: torch 2.7.1+cu126" in hint
     assert "for V100 (sm_70), torch 2.7 is built as 2.7.0+cu118, 2.7.0+cu126, 2.7.1+cu118, 2.7.1+cu126" in hint
     # torch 2.8 put sm_70 back into its cu128 build (pytorch/pytorch#157517)
-    assert resolve(KB, Request(torch="2.8", gpu="V100", cuda="12.8")).cuda_build == "cu128"
+    assert resolve(KB, Request(torch="2.8", gpu="V100", cuda="12.8")).build == "cu128"
 
 
 def test_same_major_cubins_and_ptx() -> None:
     ada = resolve(KB, Request(torch="1.13", gpu="L4"))  # sm_89 runs the sm_86 cubins of CUDA 11.6/11.7 builds
-    assert ada.cuda_build in ("cu116", "cu117") and "SASS" in ada.reasons["gpu"]
+    assert ada.build in ("cu116", "cu117") and "SASS" in ada.reasons["gpu"]
     hopper = resolve(KB, Request(torch="2.0.0", gpu="H100"))  # sm_90 was in 2.0.0's cu118 build
-    assert hopper.cuda_build == "cu118"
+    assert hopper.build == "cu118"
     with pytest.raises(BadRequest):
         resolve(KB, Request(torch="1.13", gpu="H100"))  # sm_90 does not run sm_86 cubins
-    assert resolve(KB, Request(gpu="B300", torch="2.7")).cuda_build == "cu128"  # sm_103 runs sm_100 cubins
-    assert resolve(KB, Request(gpu="P100")).cuda_build == "cu126"  # only cu126 still carries Pascal
+    assert resolve(KB, Request(gpu="B300", torch="2.7")).build == "cu128"  # sm_103 runs sm_100 cubins
+    assert resolve(KB, Request(gpu="P100")).build == "cu126"  # only cu126 still carries Pascal
 
 
 def test_experimental_python_is_never_picked() -> None:
@@ -84,7 +85,7 @@ def test_experimental_python_is_never_picked() -> None:
 
 def test_seed_scenario_cuda_117() -> None:
     stack = resolve(KB, Request(cuda="11.7"))
-    assert (stack.torch, stack.cuda_build, stack.cuda) == ("2.0.1", "cu117", "11.7.1")
+    assert (stack.torch, stack.build, stack.cuda) == ("2.0.1", "cu117", "11.7.1")
     assert stack.index_url == "https://download.pytorch.org/whl/cu117"
     assert stack.base_images["runtime"].startswith("nvidia/cuda:11.7.1-runtime-ubuntu")
     assert stack.base_images["cudnn-runtime"] == "nvidia/cuda:11.7.1-cudnn8-runtime-ubuntu22.04"
@@ -106,12 +107,12 @@ def test_old_driver_never_gets_cuda_12() -> None:
 def test_driver_535_gets_newest_stack_it_runs() -> None:
     stack = resolve(KB, Request(driver="535.104.05"))
     newest = max((t for t in KB.torch if fit_for_default(t, "cu126")), key=lambda t: V(t.version))
-    assert stack.torch == newest.version and stack.cuda_build == "cu126"
-    assert driver_runs_cuda(KB, "535.104.05", stack.cuda_build).ok
+    assert stack.torch == newest.version and stack.build == "cu126"
+    assert driver_runs_cuda(KB, "535.104.05", stack.build).ok
 
 
 def test_gpu_constraints() -> None:
-    assert not resolve(KB, Request(gpu="V100")).cuda_build.startswith("cu13")
+    assert not resolve(KB, Request(gpu="V100")).build.startswith("cu13")
     assert V(resolve(KB, Request(gpu="B200", cuda="12.8")).torch) >= V("2.7")
     with pytest.raises(BadRequest):
         resolve(KB, Request(gpu="B200", torch="2.5"))
@@ -149,7 +150,7 @@ def test_rocky_uses_appstream_python() -> None:
 def test_stack_json_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import json
 
-    from gpuenv.stack import load_stack
+    from gpuenv.stacks import load_stack
 
     stack = resolve(KB, Request(cuda="12.4", gpu="A100"))
     path = tmp_path / "stack.json"
@@ -187,18 +188,18 @@ def test_any_resolved_stack_satisfies_every_constraint(torch, cuda, driver, pyth
         assert exc.hint  # an impossible request always says what would work
         return
     release = next(t for t in KB.torch if t.version == stack.torch)
-    cuda_row = KB.cuda_by_build[stack.cuda_build]
-    assert stack.cuda_build in release.builds  # never a build absent from that release
+    cuda_row = KB.cuda_by_build[stack.build]
+    assert stack.build in release.builds  # never a build absent from that release
     assert stack.python in release.python and V(stack.python) >= V("3.10")
     assert stack.python not in release.python_experimental
     if torch:
         version, _, build = torch.partition("+")
         assert stack.torch == version or stack.torch.startswith(version + ".")
-        assert not build or stack.cuda_build == build
+        assert not build or stack.build == build
     if cuda:
         assert cuda_row.version == cuda
     if driver:
-        assert driver_runs_cuda(KB, driver, stack.cuda_build).ok
+        assert driver_runs_cuda(KB, driver, stack.build).ok
     if python:
         assert stack.python == python
     if os:
@@ -206,7 +207,7 @@ def test_any_resolved_stack_satisfies_every_constraint(torch, cuda, driver, pyth
     if gpu:
         sm = f"{gpu[3:-1]}.{gpu[-1]}" if gpu.startswith("sm_") else KB.find_gpu(gpu).sm  # type: ignore[union-attr]
         # the GPU runs the build's own SASS (same major, minor at least the cubin's) or PTX it can JIT
-        assert gpu_code_for(release.arch[stack.cuda_build], sm) is not None
+        assert gpu_code_for(release.arch[stack.build], sm) is not None
     image_os = "image" in KB.os_by_name[stack.os].roles and stack.os in cuda_row.images
     assert bool(stack.base_images) == image_os
     assert image_os or purpose == "host" or "image" not in KB.os_by_name[stack.os].roles  # a host needs no image

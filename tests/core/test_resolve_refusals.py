@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 from gpuenv.compat import load_kb
-from gpuenv.resolve import Request, resolve
+from gpuenv.resolve import Request
+from gpuenv.resolve.service import resolve
 from tests.conftest import run_gpuenv
 
 KB = load_kb(None)
@@ -26,7 +27,7 @@ def test_a_host_stack_needs_no_image() -> None:
     done = run_gpuenv("resolve", "--torch", "2.4", "--os", "ubuntu24.04", "--for", "host", "--json")
     assert done.returncode == 0, done.stderr
     stack = json.loads(done.stdout)
-    assert (stack["torch"], stack["cuda_build"], stack["os"]) == ("2.4.1", "cu121", "ubuntu24.04")
+    assert (stack["torch"], stack["build"], stack["os"]) == ("2.4.1", "cu121", "ubuntu24.04")
     assert stack["base_images"] == {}  # so build-image --stack refuses it, and says why
 
 

@@ -10,12 +10,15 @@ import pytest
 
 from gpuenv import validate
 from gpuenv.cli.stack_params import complete_gpu, complete_rocm
-from gpuenv.compat import amd_gpu_by_pci_id, load_kb, parse_kb
+from gpuenv.compat import load_kb, parse_kb
 from gpuenv.errors import BadRequest
-from gpuenv.resolve import Request, resolve
-from gpuenv.resolve_rocm import base_images
+from gpuenv.platforms.rocm.host import amd_gpu_by_pci_id
+from gpuenv.platforms.rocm.oses import releases_named
+from gpuenv.platforms.rocm.resolve import base_images
+from gpuenv.resolve import Request
+from gpuenv.resolve.service import resolve
 from gpuenv.resources import data_file
-from gpuenv.stack import load_stack
+from gpuenv.stacks import load_stack
 from tests.conftest import run_gpuenv
 
 KB = load_kb(None)
@@ -23,7 +26,7 @@ KB = load_kb(None)
 
 def test_torch_2_9_1_on_rocm_6_4_comes_from_its_index_with_its_torchvision() -> None:
     stack = resolve(KB, Request(torch="2.9.1", rocm="6.4", os="ubuntu24.04", purpose="image")).validate()
-    assert (stack.torch, stack.torchvision, stack.cuda_build, stack.rocm) == ("2.9.1", "0.24.1", "rocm6.4", "6.4")
+    assert (stack.torch, stack.torchvision, stack.build, stack.rocm) == ("2.9.1", "0.24.1", "rocm6.4", "6.4")
     assert stack.index_url == "https://download.pytorch.org/whl/rocm6.4"
     assert (stack.platform, stack.cuda, stack.driver_min, stack.driver_floor) == ("rocm", "none", "none", "none")
     assert (stack.driver_branch, stack.cudnn, stack.gpu_sm, stack.gpu_gfx) == ("amdgpu-6.4", None, None, None)
@@ -32,7 +35,7 @@ def test_torch_2_9_1_on_rocm_6_4_comes_from_its_index_with_its_torchvision() -> 
         "devel": "rocm/dev-ubuntu-24.04:6.4.4-complete",
     }
     assert "gfx942" in stack.arch_list.split(";") and "gfx950" not in stack.arch_list
-    assert {"torch", "cuda_build", "rocm", "python", "os", "driver_branch", "arch_list"} <= set(stack.reasons)
+    assert {"torch", "build", "rocm", "python", "os", "driver_branch", "arch_list"} <= set(stack.reasons)
 
 
 def test_the_cli_resolves_it_and_the_json_stack_round_trips(tmp_path: Path) -> None:
@@ -70,7 +73,7 @@ def test_an_mi355x_is_refused_by_a_torch_without_rocm_7_builds() -> None:
 
 def test_an_mi300x_names_gfx942_and_narrows_the_arch_list() -> None:
     stack = resolve(KB, Request(gpu="MI300X", rocm="6.4", os="ubuntu24.04")).validate()
-    assert (stack.gpu_gfx, stack.arch_list, stack.cuda_build) == ("gfx942", "gfx942", "rocm6.4")
+    assert (stack.gpu_gfx, stack.arch_list, stack.build) == ("gfx942", "gfx942", "rocm6.4")
     assert "MI300X (gfx942)" in stack.reasons["gpu"]
     assert resolve(KB, Request(gpu="gfx942", rocm="6.4")).gpu_gfx == "gfx942"
 
@@ -78,7 +81,7 @@ def test_an_mi300x_names_gfx942_and_narrows_the_arch_list() -> None:
 def test_an_mi300x_needs_rocm_6_and_a_build_with_its_kernels() -> None:
     with pytest.raises(BadRequest, match=r"MI300X \(gfx942\) needs ROCm ≥ 6.0, and rocm5.7 is ROCm 5.7"):
         resolve(KB, Request(torch="2.2", gpu="MI300X"))
-    assert resolve(KB, Request(torch="2.3", gpu="MI300X")).cuda_build == "rocm6.0"
+    assert resolve(KB, Request(torch="2.3", gpu="MI300X")).build == "rocm6.0"
 
 
 @pytest.mark.parametrize(
@@ -90,7 +93,7 @@ def test_an_mi300x_needs_rocm_6_and_a_build_with_its_kernels() -> None:
         (("--rocm", "6.4", "--driver", "550"), "--driver 550 is an NVIDIA driver version"),
         (("--rocm", "5.0"), "unknown ROCm version 5.0"),
         (("--torch", "2.6.0+rocm6.4"), "torch 2.6.0 is built for"),
-        (("--torch", "2.6.0+rocm6.2.4", "--cuda", "12.4"), "is a ROCm build, but --cuda asks for CUDA 12.4"),
+        (("--torch", "2.6.0+rocm6.2.4", "--cuda", "12.4"), "is a ROCm build, but --cuda 12.4 asks for CUDA"),
         (("--rocm", "7.0", "--os", "rockylinux8", "--for", "host"), "--os rockylinux8: AMD supports ROCm 7.0 on"),
         (("--rocm", "6.4", "--os", "rockylinux9"), "--os rockylinux9: no rocm/dev image of ROCm 6.4.4"),
     ],
@@ -105,7 +108,7 @@ def test_impossible_rocm_requests_exit_2_with_one_line_and_a_hint(args: tuple[st
 
 def test_rocky_linux_is_served_where_amd_lists_rhel_of_its_major_with_a_warning() -> None:
     stack = resolve(KB, Request(rocm="6.4", os="rockylinux9", purpose="host"))
-    assert (stack.cuda_build, stack.os) == ("rocm6.4", "rockylinux9")
+    assert (stack.build, stack.os) == ("rocm6.4", "rockylinux9")
     assert "AMD lists ROCm 6.4 for RHEL 9, not rockylinux9" in " ".join(stack.warnings)
     assert stack.reasons["os"].endswith("AMD supports ROCm 6.4 on it as rhel9")
     on_ubuntu = resolve(KB, Request(rocm="6.4", os="ubuntu24.04", purpose="host"))
@@ -119,15 +122,15 @@ def test_rocky_linux_is_served_where_amd_lists_rhel_of_its_major_with_a_warning(
 def test_a_rocm_local_version_parses_and_picks_the_build() -> None:
     assert validate.torch_version("2.6.0+rocm6.2.4") == "2.6.0+rocm6.2.4"
     stack = resolve(KB, Request(torch="2.6.0+rocm6.2.4"))
-    assert (stack.torch, stack.cuda_build, stack.rocm) == ("2.6.0", "rocm6.2.4", "6.2.4")
+    assert (stack.torch, stack.build, stack.rocm) == ("2.6.0", "rocm6.2.4", "6.2.4")
     assert resolve(KB, Request(torch="2.6.0", rocm="6.2.4")) == stack
 
 
 def test_rocm_names_its_release_or_a_patch_of_it_but_6_2_4_is_its_own_build() -> None:
-    assert [r.build for r in KB.rocm_matching("6.2.4")] == ["rocm6.2.4"]
-    assert [r.build for r in KB.rocm_matching("6.2")] == ["rocm6.2"]
-    assert [r.build for r in KB.rocm_matching("6.4.1")] == ["rocm6.4"]
-    assert [r.build for r in KB.rocm_matching("rocm7.0")] == ["rocm7.0"]
+    assert [r.build for r in releases_named(KB, "6.2.4")] == ["rocm6.2.4"]
+    assert [r.build for r in releases_named(KB, "6.2")] == ["rocm6.2"]
+    assert [r.build for r in releases_named(KB, "6.4.1")] == ["rocm6.4"]
+    assert [r.build for r in releases_named(KB, "rocm7.0")] == ["rocm7.0"]
 
 
 def test_a_host_only_os_gets_no_image_and_an_os_amd_does_not_list_is_refused() -> None:
@@ -161,7 +164,7 @@ def test_a_knowledge_base_without_rocm_tables_still_loads_and_refuses_rocm() -> 
     for table in ("rocm", "torch_rocm", "amd_gpus"):
         del raw[table]
     kb = parse_kb(raw)
-    assert kb.rocm == () and resolve(kb, Request(torch="2.4")).cuda_build.startswith("cu")
+    assert kb.rocm == () and resolve(kb, Request(torch="2.4")).build.startswith("cu")
     with pytest.raises(BadRequest, match=r"unknown ROCm version 6\.4"):
         resolve(kb, Request(rocm="6.4"))
 

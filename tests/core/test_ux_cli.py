@@ -44,7 +44,7 @@ def test_json_and_format_requirements_exclude_each_other() -> None:
     proc = run_gpuenv("resolve", "--json", "--format", "requirements")
     assert (proc.returncode, proc.stdout) == (2, "")
     assert "--json and --format requirements exclude each other" in proc.stderr
-    assert json.loads(run_gpuenv("resolve", "--json", "--format", "json").stdout)["schema"] == "gpuenv.stack/1"
+    assert json.loads(run_gpuenv("resolve", "--json", "--format", "json").stdout)["schema"] == "gpuenv.stack/2"
 
 
 def test_build_image_help_splits_no_word() -> None:
@@ -76,7 +76,7 @@ def test_a_patch_release_of_a_known_cuda_minor_resolves_to_that_minor_and_says_s
     asked = run_gpuenv("resolve", "--cuda", "12.4.0", "--json")
     assert asked.returncode == 0, asked.stderr
     stack = json.loads(asked.stdout)
-    assert (stack["cuda"], stack["cuda_build"]) == ("12.4.1", "cu124")
+    assert (stack["cuda"], stack["build"]) == ("12.4.1", "cu124")
     assert any("CUDA 12.4.0 asked: the stack uses 12.4.1" in w for w in stack["warnings"])
     unknown = run_gpuenv("resolve", "--cuda", "12.7.0")
     assert unknown.returncode == 2 and "unknown CUDA version 12.7.0" in unknown.stderr

@@ -228,7 +228,8 @@ def test_every_stack_the_resolver_makes_passes_the_stack_schema() -> None:
     from gpuenv import schema
     from gpuenv.compat import load_kb
     from gpuenv.errors import BadRequest
-    from gpuenv.resolve import Request, resolve
+    from gpuenv.resolve import Request
+    from gpuenv.resolve.service import resolve
 
     kb = load_kb()
     checked = 0

@@ -7,7 +7,8 @@ import pytest
 
 from gpuenv.compat import driver_runs_cuda, load_kb, recommended_branch
 from gpuenv.errors import BadRequest
-from gpuenv.resolve import Request, resolve
+from gpuenv.resolve import Request
+from gpuenv.resolve.service import resolve
 from tests.conftest import run_gpuenv
 
 
@@ -20,7 +21,7 @@ def test_cuda_13_3_is_known_but_no_torch_release_is_built_for_it() -> None:
 
 def test_the_default_stack_does_not_move_to_the_newest_cuda_row() -> None:
     stack = resolve(load_kb(), Request())
-    assert (stack.torch, stack.cuda_build) == ("2.14.1", "cu130")
+    assert (stack.torch, stack.build) == ("2.14.1", "cu130")
 
 
 @pytest.mark.parametrize(

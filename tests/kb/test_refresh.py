@@ -120,7 +120,7 @@ def test_a_new_release_appears_in_the_diff_and_resolves(snapshot: Path, tmp_path
     resolved = run_gpuenv("--data", str(out), "resolve", "--torch", "2.16.0", "--json")
     assert resolved.returncode == 0, resolved.stderr
     stack = json.loads(resolved.stdout)
-    assert stack["torch"] == "2.16.0" and stack["cuda_build"] == "cu132"
+    assert stack["torch"] == "2.16.0" and stack["build"] == "cu132"
 
 
 @pytest.mark.integration  # a local HTTP index server

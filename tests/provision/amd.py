@@ -11,7 +11,8 @@ from dataclasses import replace
 from typing import Any
 
 from gpuenv.compat import KnowledgeBase
-from gpuenv.provision.hostfacts import HostFacts, facts_from_gathered
+from gpuenv.provision.gathered import facts_from_gathered
+from gpuenv.provision.hostfacts import HostFacts
 from gpuenv.stack import Stack
 from tests.build_image.rocm import mi300x_stack
 

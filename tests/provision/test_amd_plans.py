@@ -16,13 +16,14 @@ import yaml
 from gpuenv.ansible.events import HostSummary
 from gpuenv.compat import load_kb
 from gpuenv.errors import BadRequest
-from gpuenv.provision import amdgpus
+from gpuenv.platforms.rocm import oses as amdgpus
 from gpuenv.provision.driverplan import driver_plans
 from gpuenv.provision.perhost import HostRequest, plan_hosts
 from gpuenv.provision.plan import ProvisionResult
 from gpuenv.provision.plantext import plan_lines
 from gpuenv.provision.variables import ProvisionOptions, kb_facts, render_variables, variables
-from gpuenv.resolve import Request, resolve
+from gpuenv.resolve import Request
+from gpuenv.resolve.service import resolve
 from tests.conftest import REPO
 from tests.provision.amd import H100, MI250X, MI300X, amd, host_facts, nvidia, rocm_stack
 from tests.provision.test_core import FILTERS
@@ -72,7 +73,7 @@ def test_the_plan_text_names_the_amd_gpus_the_rocm_release_and_the_role() -> Non
     out = _plan(host_facts(KB, "mi1", "Ubuntu", "24.04", *amd(MI300X, 8), amdgpu="6.12.12"))
     text = "\n".join(plan_lines(out["rows"], []))
     assert "8× MI300X (gfx942)" in text and "driver loaded: 6.12.12" in text
-    assert "torch 2.9.1+rocm6.4, torchvision 0.24.1 (ROCm 6.4, gfx942)" in text
+    assert "torch 2.9.1+rocm6.4, torchvision 0.24.1 (ROCm 6.4)" in text
     assert (
         "driver: install amdgpu-dkms and AMD SMI of ROCm 6.4 from repo.radeon.com over the loaded amdgpu 6.12.12"
         in text
@@ -85,6 +86,7 @@ def test_the_plan_text_names_the_amd_gpus_the_rocm_release_and_the_role() -> Non
         "sm": None,
         "vendor": "1002",
         "gfx": "gfx942",
+        "label": "MI300X (gfx942)",
     }
 
 
@@ -161,7 +163,7 @@ def test_variables_of_a_rocm_stack_enable_amdgpu_and_nothing_of_nvidia() -> None
     assert data["amdgpu_enabled"] is True and data["amdgpu_rocm"] == "6.4" and data["amdgpu_smi"] is True
     assert data["amdgpu_supported"] == {"ubuntu": ["22.04", "24.04"], "rocky": ["8", "9"]}
     assert data["nvidia_driver_enabled"] is False and data["container_toolkit_enabled"] is False
-    assert data["gpuenv_stack"]["cuda_build"] == "rocm6.4" and data["gpuenv_stack"]["driver_branch"] == "amdgpu-6.4"
+    assert data["gpuenv_stack"]["build"] == "rocm6.4" and data["gpuenv_stack"]["driver_branch"] == "amdgpu-6.4"
     assert data["pytorch_index_url"] == "https://download.pytorch.org/whl/rocm6.4"
     cuda = resolve(KB, Request(os="debian12", python="3.11"))
     assert not any(k.startswith("amdgpu_") for k in variables(cuda, ProvisionOptions(), kb_facts(KB, cuda)))

@@ -15,13 +15,14 @@ import pytest
 import yaml
 
 from gpuenv.compat import load_kb
-from gpuenv.provision.amdgpus import rocm_host_oses, rocm_os_line
+from gpuenv.platforms.rocm.oses import rocm_host_oses, rocm_os_line
 from gpuenv.provision.driverplan import driver_plans
 from gpuenv.provision.hostfacts import HostFacts
 from gpuenv.provision.perhost import HostPlan, HostRequest, plan_hosts, request_from, wheelhouse_torch
 from gpuenv.provision.variables import ProvisionOptions
-from gpuenv.resolve import Request, resolve
-from gpuenv.stack import load_stack
+from gpuenv.resolve import Request
+from gpuenv.resolve.service import resolve
+from gpuenv.stacks import load_stack
 from tests.conftest import run_gpuenv
 from tests.provision.amd import H100, MI250X, MI300X, amd, host_facts, nvidia
 
@@ -45,7 +46,7 @@ def test_an_mi300x_host_with_rocm_6_4_gets_rocm6_4_for_gfx942_and_the_amdgpu_rol
     plan = _one(_asks(torch="2.9.1", rocm="6.4"), facts)
     assert plan.refused is None and plan.stack is not None
     stack = plan.stack
-    assert (stack.torch, stack.torchvision, stack.cuda_build, stack.rocm) == ("2.9.1", "0.24.1", "rocm6.4", "6.4")
+    assert (stack.torch, stack.torchvision, stack.build, stack.rocm) == ("2.9.1", "0.24.1", "rocm6.4", "6.4")
     assert (stack.gpu_gfx, stack.arch_list, stack.os, stack.driver_branch) == (
         "gfx942",
         "gfx942",
@@ -76,7 +77,7 @@ def test_a_gpu_check_names_the_model_or_the_gfx_target() -> None:
 def test_a_host_with_several_gfx_targets_gets_one_build_that_carries_them_all() -> None:
     facts = host_facts(KB, "mix", "Ubuntu", "22.04", *amd(MI250X, 4), *amd(MI300X, 4))
     stack = _one(_asks(rocm="6.4"), facts).stack
-    assert stack is not None and (stack.cuda_build, stack.arch_list, stack.gpu_gfx) == (
+    assert stack is not None and (stack.build, stack.arch_list, stack.gpu_gfx) == (
         "rocm6.4",
         "gfx90a;gfx942",
         None,
@@ -94,7 +95,7 @@ def test_each_gpus_first_rocm_decides_within_one_gfx_target() -> None:
         "torch 2.6.0+rocm6.2.4 is ROCm 6.2.4, and MI325X needs ROCm ≥ 6.3"
     )
     stack = _one(_asks(torch="2.8"), facts).stack
-    assert stack is not None and stack.cuda_build in ("rocm6.3", "rocm6.4") and stack.gpu_gfx == "gfx942"
+    assert stack is not None and stack.build in ("rocm6.3", "rocm6.4") and stack.gpu_gfx == "gfx942"
 
 
 @pytest.mark.parametrize(
@@ -134,7 +135,7 @@ def test_cuda_on_amd_gpus_and_rocm_on_nvidia_gpus_are_refused_naming_the_host_an
 
 def test_rocky_linux_is_provisioned_where_amd_lists_rhel_with_a_warning() -> None:
     plan = _one(_asks(rocm="6.4"), host_facts(KB, "r9", "Rocky", "9.4", *amd(MI300X, 8)))
-    assert plan.stack is not None and (plan.stack.os, plan.stack.cuda_build) == ("rockylinux9", "rocm6.4")
+    assert plan.stack is not None and (plan.stack.os, plan.stack.build) == ("rockylinux9", "rocm6.4")
     assert any(w.startswith("AMD lists ROCm 6.4 for RHEL 9, not rockylinux9") for w in plan.warnings)
     assert driver_plans(KB, ProvisionOptions(), (plan,))["r9"]["family"] == "rhel"
     refused = _one(_asks(rocm="7.0"), host_facts(KB, "r8", "Rocky", "8.10", *amd(MI300X, 8))).refused
@@ -143,7 +144,7 @@ def test_rocky_linux_is_provisioned_where_amd_lists_rhel_with_a_warning() -> Non
 
 def test_debian_is_refused_for_provisioning_though_amd_supports_it() -> None:
     facts = host_facts(KB, "d", "Debian", "12", *amd(MI300X, 8))
-    assert resolve(KB, Request(rocm="6.4", os="debian12")).cuda_build == "rocm6.4"  # resolve allows it
+    assert resolve(KB, Request(rocm="6.4", os="debian12")).build == "rocm6.4"  # resolve allows it
     assert _one(_asks(rocm="6.4"), facts).refused == (
         "ROCm 6.4 is not provisioned on debian12: the amdgpu role does not implement it "
         "(gpuenv provisions it on Ubuntu 22.04/24.04, Rocky Linux 8/9)"
@@ -177,7 +178,7 @@ def test_a_rocm_wheelhouse_asks_for_its_rocm_build() -> None:
     assert (request.constraints.torch, request.constraints.rocm, request.constraints.cuda) == ("2.9.1", "rocm6.4", None)
     assert notes == ["from the wheelhouse: torch 2.9.1+rocm6.4, Python 3.12"]
     stack = _one(request, host_facts(KB, "mi1", "Ubuntu", "24.04", *amd(MI300X, 8))).stack
-    assert stack is not None and (stack.cuda_build, stack.python) == ("rocm6.4", "3.12")
+    assert stack is not None and (stack.build, stack.python) == ("rocm6.4", "3.12")
 
 
 def test_a_resolved_rocm_stack_file_round_trips_through_provision(tmp_path: Path) -> None:
@@ -198,7 +199,7 @@ def test_a_resolved_rocm_stack_file_round_trips_through_provision(tmp_path: Path
     written = yaml.safe_load((out / "group_vars/all/gpuenv.yml").read_text(encoding="utf-8"))
     assert (written["amdgpu_enabled"], written["amdgpu_rocm"], written["nvidia_driver_enabled"]) == (True, "6.4", False)
     assert written["amdgpu_supported"] == {"ubuntu": ["22.04", "24.04"], "rocky": ["8", "9"]}
-    assert written["gpuenv_stack"]["cuda_build"] == "rocm6.4"
+    assert written["gpuenv_stack"]["build"] == "rocm6.4"
 
 
 def test_provision_with_rocm_flags_renders_the_amdgpu_role_of_that_release(tmp_path: Path) -> None:

@@ -15,7 +15,8 @@ from gpuenv.ansible.runner import BECOME_PROMPT, RunRequest, runner_arguments
 from gpuenv.compat import load_kb
 from gpuenv.errors import BadRequest
 from gpuenv.provision.variables import ProvisionOptions, kb_facts, render_variables
-from gpuenv.resolve import Request, resolve
+from gpuenv.resolve import Request
+from gpuenv.resolve.service import resolve
 from tests.conftest import REPO
 
 
@@ -56,8 +57,8 @@ def test_variables_carry_the_stack_and_the_options() -> None:
 def test_debian_nonfree_driver_is_allowed_when_it_runs_the_stack() -> None:
     stack = _stack(os="debian12", python="3.11", cuda="12.1")
     facts = kb_facts(load_kb(), stack)
-    assert facts.debian_nonfree_ok is True
     data = yaml.safe_load(render_variables(stack, ProvisionOptions(), facts))
+    assert data["nvidia_driver_debian_nonfree_ok"] is True
     assert data["pytorch_index_url"] == stack.index_url
     assert any(r.startswith("torchvision==") for r in data["pytorch_requirements"])
 

@@ -19,7 +19,8 @@ from gpuenv.ansible.project import PLAN
 from gpuenv.ansible.runner import RunRequest, runner_arguments
 from gpuenv.compat import load_kb
 from gpuenv.provision.variables import ProvisionOptions, kb_facts, render_variables
-from gpuenv.resolve import Request, resolve
+from gpuenv.resolve import Request
+from gpuenv.resolve.service import resolve
 from gpuenv.resources import shipped_dir
 from tests.provision import hosts as test_hosts
 

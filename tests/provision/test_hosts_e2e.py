@@ -49,8 +49,8 @@ def test_no_stack_flags_give_each_host_the_stack_of_its_own_facts(provisioned: P
     rows: dict[str, Any] = provisioned.summary
     for row, os_name, via in ((rows["h1"], "debian12", "system"), (rows["h2"], "ubuntu22.04", "distro")):
         stack = row["stack"]
-        assert stack["schema"] == "gpuenv.stack/1" and stack["os"] == os_name, stack
-        assert (stack["torch"], stack["cuda_build"], stack["python"]) == ("2.13.0", "cpu", "3.11")
+        assert stack["schema"] == "gpuenv.stack/2" and stack["os"] == os_name, stack
+        assert (stack["torch"], stack["build"], stack["python"]) == ("2.13.0", "cpu", "3.11")
         assert stack["python_source"]["via"] == via and stack["torchvision"] is None
         assert row["facts"]["os"] == os_name and row["facts"]["gpus"] == []
         assert row["verify"] == "certified"

@@ -9,8 +9,10 @@ import pytest
 from gpuenv.ansible.events import _message
 from gpuenv.compat import load_kb
 from gpuenv.errors import BadRequest
-from gpuenv.provision.driverplan import action_line, driver_plans
-from gpuenv.provision.hostfacts import HostFacts, facts_from_gathered
+from gpuenv.platforms.cuda.host import action_line
+from gpuenv.provision.driverplan import driver_plans
+from gpuenv.provision.gathered import facts_from_gathered
+from gpuenv.provision.hostfacts import HostFacts
 from gpuenv.provision.perhost import (
     HostRequest,
     check_request,
@@ -19,7 +21,8 @@ from gpuenv.provision.perhost import (
     wheelhouse_torch,
 )
 from gpuenv.provision.variables import ProvisionOptions, requirements
-from gpuenv.resolve import Request, resolve
+from gpuenv.resolve import Request
+from gpuenv.resolve.service import resolve
 
 KB = load_kb()
 OSES = {  # Ansible's distribution facts -> the knowledge base's OS
@@ -57,7 +60,7 @@ def _code_for(stack: Any, sm: str) -> bool:
     from gpuenv.compat import gpu_code_for
 
     release = next(t for t in KB.torch if t.version == stack.torch)
-    return gpu_code_for(release.arch[stack.cuda_build], sm) is not None
+    return gpu_code_for(release.arch[stack.build], sm) is not None
 
 
 @pytest.mark.parametrize(("dist", "version"), list(OSES))
@@ -71,9 +74,9 @@ def test_each_os_and_gpu_gets_a_stack_for_its_own_os_and_gpu(dist: str, version:
     assert plan.stack.python in KB.os_by_name[plan.stack.os].python
     # the same answer the resolver gives when told the OS and the GPU by hand
     by_hand = resolve(KB, Request(os=OSES[(dist, version)], gpu=gpu))
-    assert (plan.stack.torch, plan.stack.cuda_build, plan.stack.python) == (
+    assert (plan.stack.torch, plan.stack.build, plan.stack.python) == (
         by_hand.torch,
-        by_hand.cuda_build,
+        by_hand.build,
         by_hand.python,
     )
 
@@ -88,9 +91,9 @@ def test_a_v100_never_gets_a_build_without_sm70() -> None:
 @pytest.mark.parametrize(("dist", "version"), list(OSES))
 def test_no_gpu_gets_a_cpu_stack_with_a_warning(dist: str, version: str) -> None:
     (plan,) = plan_hosts(KB, HostRequest(), [_facts("cpu1", dist, version)])
-    assert plan.stack is not None and plan.stack.cpu_only
+    assert plan.stack is not None and plan.stack.platform == "cpu"
     assert plan.stack.index_url.endswith("/cpu") and plan.stack.driver_branch == "none"
-    assert any("CPU stack" in w and "no NVIDIA GPU" in w for w in plan.warnings)
+    assert any("CPU stack" in w and "no NVIDIA or AMD GPU" in w for w in plan.warnings)
     assert plan.stack.validate() == plan.stack
     assert requirements(plan.stack, torch_only=True)[0] == f"torch=={plan.stack.torch}"
 
@@ -98,7 +101,7 @@ def test_no_gpu_gets_a_cpu_stack_with_a_warning(dist: str, version: str) -> None
 def test_no_gpu_with_cuda_asked_gets_cuda() -> None:
     request, _ = request_from(Request(cuda="12.6"), wheels=None, skip_driver=False, pinned=None)
     (plan,) = plan_hosts(KB, request, [_facts("cpu1", "Debian", "12")])
-    assert plan.stack is not None and plan.stack.cuda_build == "cu126"
+    assert plan.stack is not None and plan.stack.build == "cu126"
 
 
 def test_a_mixed_node_gets_one_stack_for_all_its_gpus() -> None:
@@ -119,7 +122,7 @@ def test_a_fleet_of_kinds_in_one_plan_shares_stacks_between_identical_hosts() ->
     ]
     plans = {p.host: p for p in plan_hosts(KB, HostRequest(), fleet)}
     assert plans["v1"].stack is plans["v2"].stack  # same facts: one resolution
-    stacks = {p.stack.os + p.stack.cuda_build for p in plans.values() if p.stack}
+    stacks = {p.stack.os + p.stack.build for p in plans.values() if p.stack}
     assert len(stacks) == 4
 
 
@@ -151,7 +154,7 @@ def test_skip_driver_makes_the_loaded_driver_a_constraint() -> None:
     request, _ = request_from(Request(), wheels=None, skip_driver=True, pinned=None)
     (plan,) = plan_hosts(KB, request, [_facts("kept", "Ubuntu", "22.04", "2330", driver="535.183.01")])
     assert plan.stack is not None and "535.183.01" in plan.stack.reasons["driver"]
-    assert plan.stack.cuda_build != resolve(KB, Request(os="ubuntu22.04", gpu="H100")).cuda_build
+    assert plan.stack.build != resolve(KB, Request(os="ubuntu22.04", gpu="H100")).build
     # a driver too old for anything: that host is refused, not the request
     (old,) = plan_hosts(KB, request, [_facts("old", "Ubuntu", "22.04", "2330", driver="418.87.01")])
     assert old.stack is None and old.refused
@@ -173,7 +176,7 @@ def test_the_wheelhouse_says_torch_build_and_python() -> None:
     assert notes == ["from the wheelhouse: torch 2.13.0+cpu, Python 3.11"]
     plans = plan_hosts(KB, request, [_facts("d", "Debian", "12"), _facts("u", "Ubuntu", "22.04", "2330")])
     for plan in plans:
-        assert plan.stack is not None and plan.stack.cpu_only and plan.stack.torch == "2.13.0"
+        assert plan.stack is not None and plan.stack.platform == "cpu" and plan.stack.torch == "2.13.0"
         assert plan.stack.python == "3.11" and plan.stack.torchvision is None
     assert plans[1].stack and plans[1].stack.python_source.via == "distro"
     assert any("wheelhouse holds torch's CPU build" in w for w in plans[1].warnings)  # GPUs left unused: said

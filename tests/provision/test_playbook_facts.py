@@ -12,9 +12,11 @@ import jinja2
 import yaml
 
 from gpuenv.compat import V, load_kb
-from gpuenv.provision.variables import DEBIAN_NONFREE_BRANCH, ProvisionOptions, host_oses, kb_facts, variables
+from gpuenv.platforms.cuda.host import DEBIAN_NONFREE_BRANCH
+from gpuenv.provision.variables import ProvisionOptions, host_oses, kb_facts, variables
 from gpuenv.requirements import gpuenv_requirements
-from gpuenv.resolve import Request, resolve
+from gpuenv.resolve import Request
+from gpuenv.resolve.service import resolve
 from tests.conftest import REPO
 from tests.provision.test_core import FILTERS
 

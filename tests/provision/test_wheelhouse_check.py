@@ -12,7 +12,7 @@ import pytest
 
 from gpuenv.compat import load_kb
 from gpuenv.errors import BadRequest
-from gpuenv.provision.hostfacts import facts_from_gathered
+from gpuenv.provision.gathered import facts_from_gathered
 from gpuenv.provision.perhost import plan_hosts, request_from, wheelhouse_torch
 from gpuenv.provision.wheelhouse import check_wheelhouse
 from gpuenv.resolve import Request

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from gpuenv.compat import load_kb
-from gpuenv.resolve import Request, resolve
+from gpuenv.resolve import Request
+from gpuenv.resolve.service import resolve
 from gpuenv.verify.checks.stack import evaluate
 
 KB = load_kb()
@@ -16,7 +17,7 @@ ARCH_CU12 = ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"]
 
 def facts_for(stack: Any, *, driver: str, sm: str, arch_list: list[str]) -> dict[str, Any]:
     return {
-        "torch": f"{stack.torch}+{stack.cuda_build}",
+        "torch": f"{stack.torch}+{stack.build}",
         "torch_cuda": ".".join(stack.cuda.split(".")[:2]),
         "python": stack.python,
         "torchvision": stack.torchvision,

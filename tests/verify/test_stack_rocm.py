@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuenv.compat import load_kb
-from gpuenv.resolve import Request, resolve
+from gpuenv.resolve import Request
+from gpuenv.resolve.service import resolve
 from gpuenv.verify.checks.stack import amdgpu_version, evaluate, rocm_build
 
 KB = load_kb()
@@ -42,7 +43,7 @@ def above_info(findings: list[Any]) -> list[tuple[str, str]]:
 
 def test_what_resolve_recommends_for_an_mi300x_passes_and_says_the_build() -> None:
     stack = resolve(KB, Request(torch="2.9.1", rocm="6.4", gpu="MI300X", os="ubuntu24.04"))
-    facts = rocm_facts(f"{stack.torch}+{stack.cuda_build}", gpus=amd_gpus(MI300X, "gfx942"), arch_list=[])
+    facts = rocm_facts(f"{stack.torch}+{stack.build}", gpus=amd_gpus(MI300X, "gfx942"), arch_list=[])
     facts["torchvision"] = stack.torchvision
     findings = evaluate(facts, KB, device="cuda")
     assert above_info(findings) == [], [f.message for f in findings]

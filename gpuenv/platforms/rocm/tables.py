@@ -1,4 +1,4 @@
-"""`gpuenv matrix --rocm`: the knowledge base's ROCm side as tables — each ROCm release torch has wheels for
+"""ROCm's tables of the knowledge base (`gpuenv matrix --rocm`) — each ROCm release torch has wheels for
 (AMD's OS support, its rocm/dev images, the torch releases built for it) and each AMD GPU (its gfx target,
 the first ROCm that supports it, its PCI ids). Pure."""
 

@@ -1,21 +1,14 @@
-"""What provisioning knows of AMD Instinct hosts beyond the knowledge base: the OSes the amdgpu role implements. Pure.
-
-The GPUs (PCI device ids, gfx targets) and the OSes AMD supports per ROCm release are the knowledge
-base's (`amd_gpus`, `rocm[].os`); a Rocky Linux release is served where AMD lists RHEL of its major
-(`compat.rocm_os_row`, the rule resolve uses too). The host OSes gpuenv provisions a ROCm release on
-are those the knowledge base lets through and the amdgpu role implements (its apt and dnf repositories
-of AMD's; no Debian, whose amdgpu repository layout the role does not know). The playbooks' filter
-(playbooks/filter_plugins/gpuenv_filters.py) carries its own copy of the device ids, for hosts without
-gpuenv; tests/provision keep it equal to the knowledge base's.
+"""The ROCm releases a spelling names, and the OSes of a release: where AMD supports it (the knowledge
+base's `rocm[].os`), and where gpuenv provisions it: the host OSes the amdgpu role implements (its apt and
+dnf repositories of AMD's; no Debian, whose amdgpu repository layout the role does not know). A Rocky Linux
+release is served where AMD lists RHEL of its major, whose packages install on it (binary-compatible) — one
+rule, for resolve and provision. Pure.
 """
 
 from __future__ import annotations
 
-from gpuenv.compat import KnowledgeBase, OsInfo, RocmRelease, rocm_os_row
+from gpuenv.compat import KnowledgeBase, OsInfo, RocmRelease
 
-AMD_VENDOR = "1002"  # PCI vendor id of AMD's GPUs (ATI)
-NVIDIA_VENDOR = "10de"
-ROCM_ARCHITECTURES = ("x86_64",)  # AMD ships amdgpu-dkms and ROCm for x86_64 only
 # The knowledge base's host OSes the amdgpu role implements (apt suites jammy and noble; AMD's rhel8/rhel9 trees).
 ROLE_OSES = ("ubuntu22.04", "ubuntu24.04", "rockylinux8", "rockylinux9")
 _OS_NAMES = {"ubuntu": "Ubuntu", "rocky": "Rocky Linux"}
@@ -60,5 +53,33 @@ def rocm_os_refusal(kb: KnowledgeBase, rocm: str, os_name: str | None, os_label:
     return f"ROCm {rocm} is not provisioned on {os_label}: {why} (gpuenv provisions it on {rocm_os_line(kb, rocm)})"
 
 
+def releases_named(kb: KnowledgeBase, rocm: str) -> tuple[RocmRelease, ...]:
+    """The ROCm releases `rocm` names: the build of that exact version ("6.2.4" is rocm6.2.4, not rocm6.2),
+    else any whose release or minor it names ("6.4.1" is rocm6.4; "rocm7.0" is 7.0)."""
+    exact = tuple(r for r in kb.rocm if rocm.lower().removeprefix("rocm") == r.version)
+    return exact or tuple(r for r in kb.rocm if r.names(rocm))
+
+
 def _release(kb: KnowledgeBase, rocm: str) -> RocmRelease | None:
-    return next(iter(kb.rocm_matching(rocm)), None)
+    return next(iter(releases_named(kb, rocm)), None)
+
+
+def rocm_os_row(rocm: RocmRelease, os_info: OsInfo) -> str | None:
+    """The OS of AMD's compatibility matrix that serves `os_info` for this ROCm release: its own name, or for
+    a RHEL-family OS of major N (Rocky Linux) AMD's rhelN, whose packages install on it (binary-compatible).
+    None: AMD supports the release on no such OS."""
+    if os_info.name in rocm.os:
+        return os_info.name
+    rhel = f"rhel{os_info.version.split('.')[0]}"
+    return rhel if os_info.family == "rhel" and rhel in rocm.os else None
+
+
+def rocm_os_warning(rocm: RocmRelease, os_info: OsInfo) -> str | None:
+    """The warning a ROCm stack carries when AMD lists its OS under another name (Rocky Linux as RHEL)."""
+    row = rocm_os_row(rocm, os_info)
+    if row is None or row == os_info.name:
+        return None
+    return (
+        f"AMD lists ROCm {rocm.version} for RHEL {row.removeprefix('rhel')}, not {os_info.name}: "
+        f"gpuenv serves it as RHEL-compatible (AMD's RHEL packages install on it), untested by AMD"
+    )

@@ -1,4 +1,4 @@
-"""What a resolution is asked: the Request, and the rules both resolvers (CUDA and ROCm) share about it —
+"""What a resolution is asked: the Request, and the rules every platform's resolver shares about it —
 which torch releases a --torch names, and which Python an OS can give a release. Pure."""
 
 from __future__ import annotations
@@ -24,13 +24,21 @@ class Request:
     gpu: str | None = None  # a model name ("H100", "MI300X") or "sm_90"
     os: str | None = None
     rocm: str | None = None  # a ROCm release ("6.4", "6.2.4"): torch's +rocm wheels instead of CUDA's
+    platform: str | None = None  # "cuda", "rocm" or "cpu"; None: what the other constraints ask for (CUDA by default)
     # What the stack is for. An image needs an nvidia/cuda base image of its CUDA for its OS; a host
     # (provision) installs wheels and needs none. Not a constraint the user gives, so not in given().
     # Typed str, not Purpose: callers build a Request from given()'s dict[str, str].
     purpose: str = "host"
+    # The CPU architecture of the target, as the host's facts name it; None: x86_64. Not yet a user's option.
+    cpu_arch: str | None = None
 
     def given(self) -> dict[str, str]:
-        return {f.name: v for f in fields(self) if f.name != "purpose" and (v := getattr(self, f.name)) is not None}
+        return {
+            f.name: v for f in fields(self) if f.name not in _NOT_GIVEN and (v := getattr(self, f.name)) is not None
+        }
+
+
+_NOT_GIVEN = ("purpose", "cpu_arch")
 
 
 def torch_matches(version: str, wanted: str) -> bool:

@@ -1,75 +1,12 @@
-"""Why the resolver chose what it chose: the reason for each pinned value, and the warnings that come
+"""Why CUDA's resolver chose what it chose: the reason for each pinned value, and the warnings that come
 with the choice (unconfirmed facts, minor-version compatibility, end-of-life images). Pure."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from packaging.version import Version
-
-from gpuenv.compat import Architecture, KnowledgeBase, OsInfo, TorchRelease, V, driver_runs_cuda, gpu_code_for
-
-if TYPE_CHECKING:
-    from gpuenv.resolve import Candidate, Refused, Request
-
-
-def fit_for_default(torch: TorchRelease, build: str) -> bool:
-    """What the default (no --torch) may pick: a confirmed build of a release whose torchvision is out."""
-    return torch.build_confirmed(build) and torch.torchvision is not None
-
-
-def rank(kb: KnowledgeBase, c: Candidate, request: Request) -> tuple[bool, Version, bool, bool, bool, Version]:
-    """How good a usable candidate is: the survivor ranking highest is the choice."""
-    native = request.driver is None or driver_runs_cuda(kb, request.driver, c.cuda.build).mode == "native"
-    default_fit = request.torch is not None or fit_for_default(c.torch, c.cuda.build)
-    confirmed = c.torch.build_confirmed(c.cuda.build)
-    return (
-        default_fit,
-        V(c.torch.version),
-        confirmed,
-        native,
-        c.cuda.build == c.torch.default_build,
-        V(c.cuda.version),
-    )
-
-
-# what each position of rank() prefers, said of a candidate that lost on it
-RANK_WORDS = (
-    "not settled (unconfirmed builds or no torchvision yet): give --torch to use it",
-    "an older release",
-    "its build is unconfirmed",
-    "the driver runs it only through minor-version compatibility",
-    "{best} is the build of torch's plain PyPI wheel",
-    "an older CUDA than {best}",
-)
-
-
-def ranked_below(kb: KnowledgeBase, c: Candidate, best: Candidate, request: Request) -> str:
-    """Why a usable candidate was not the choice: the first thing the ranking preferred in the choice."""
-    mine, theirs = rank(kb, c, request), rank(kb, best, request)
-    lost = next((i for i, (a, b) in enumerate(zip(mine, theirs, strict=True)) if a != b), len(RANK_WORDS) - 1)
-    return "usable, but " + RANK_WORDS[lost].format(best=best.cuda.build)
-
-
-def refusals(refused: list[Refused], request: Request, os_name: str) -> str:
-    """What ruled every alternative out, by the option that did (--os's images, --driver, --gpu, …)."""
-    by_constraint: dict[str, list[Refused]] = {}
-    for r in refused:
-        by_constraint.setdefault(r.constraint, []).append(r)
-    if len(by_constraint) > 1:  # releases without the --cuda build asked for are not news beside the rest
-        by_constraint.pop("cuda", None)
-    given = request.given()
-    parts = []
-    for constraint, items in by_constraint.items():
-        if constraint == "image":
-            toolkits = ", ".join(dict.fromkeys(r.toolkit for r in items))
-            parts.append(f"--os {os_name}: nvidia/cuda has no {os_name} image for CUDA {toolkits}")
-            continue
-        whys = list(dict.fromkeys(r.why for r in items))
-        more = f" (and {len(whys) - 3} more)" if len(whys) > 3 else ""
-        flag = f"--{constraint} {given[constraint]}" if constraint in given else f"--{constraint}"
-        parts.append(f"{flag}: {'; '.join(whys[:3])}{more}")
-    return "; ".join(parts) or "nothing is known that matches"
+from gpuenv.compat import Architecture, KnowledgeBase, OsInfo, V, driver_runs_cuda, gpu_code_for
+from gpuenv.resolve.candidates import Candidate
+from gpuenv.resolve.ranking import fit_for_default
+from gpuenv.resolve.request import Request, torch_matches
 
 
 def reasons(
@@ -80,15 +17,16 @@ def reasons(
     arch: Architecture | None,
     survivors: list[Candidate],
 ) -> dict[str, str]:
-    torch, cuda, python = best
+    torch, python = best.torch, best.python
+    cuda = kb.cuda_by_build[best.build]
     given = request.given()
     constraints = ", ".join(f"{k} {v}" for k, v in given.items()) or "no constraints"
-    builds = sorted({c.cuda.build for c in survivors if c.torch is torch})
+    builds = sorted({c.build for c in survivors if c.torch is torch})
     settled = request.torch is None and fit_for_default(torch, cuda.build)
     newest = "newest settled release" if settled else "newest release"
     reasons = {
         "torch": f"{newest} that satisfies {constraints}",
-        "cuda_build": (
+        "build": (
             f"{cuda.build} among this release's usable builds ({', '.join(builds)})"
             + ("; it is the build of torch's plain PyPI wheel" if cuda.build == torch.default_build else "")
         ),
@@ -117,7 +55,8 @@ def reasons(
 def warnings(
     kb: KnowledgeBase, best: Candidate, request: Request, os_info: OsInfo, arch: Architecture | None
 ) -> list[str]:
-    torch, cuda, python = best
+    torch, python = best.torch, best.python
+    cuda = kb.cuda_by_build[best.build]
     out: list[str] = []
     for item in torch.provenance.unconfirmed:
         relevant = item in (f"build:{cuda.build}", f"arch:{cuda.build}", f"python:{python}") or ":" not in item
@@ -156,3 +95,15 @@ def warnings(
     if os_info.python[python].via == "deadsnakes":
         out.append(f"Python {python} on {os_info.name} comes from the deadsnakes PPA, a third-party repository")
     return out
+
+
+def gpu_hint(kb: KnowledgeBase, request: Request, arch: Architecture) -> str:
+    """Which builds carry code for the GPU, within the requested torch (or all releases)."""
+    name = f"{request.gpu} (sm_{arch.sm.replace('.', '')})"
+    releases = [t for t in kb.torch if not request.torch or torch_matches(t.version, request.torch)]
+    fits = [f"{t.version}+{b}" for t in releases for b in t.builds if gpu_code_for(t.arch[b], arch.sm)]
+    if not fits:
+        return f"no torch {request.torch or 'release'} carries code for {name}"
+    if request.torch:
+        return f"for {name}, torch {request.torch} is built as {', '.join(fits)}"
+    return f"{name} runs torch {fits[0]} … {fits[-1]}"

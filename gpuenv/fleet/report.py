@@ -27,6 +27,7 @@ class ReportRequest:
     history: Path | None = None  # record the reports in this GPU history, and read its events back
     prices: tuple[PriceRow, ...] = ()  # the config file's [prices]: what each kind of node costs per hour
     clock_skew_s: float = DEFAULT_CLOCK_SKEW_S  # a report dated further ahead of this clock is set aside
+    strict: bool = False  # a warning, or a group not judged, fails the report
 
 
 def fleet_report(request: ReportRequest) -> FleetReport:
@@ -59,6 +60,7 @@ def fleet_report(request: ReportRequest) -> FleetReport:
             tuple(e.to_dict() for e in events.result()) if events is not None else (),
             _costs(hosts, request.prices),
             _recorded(request.history, held),
+            request.strict,
         )
 
 

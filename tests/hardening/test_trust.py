@@ -94,7 +94,7 @@ def test_a_report_with_strings_for_numbers_is_unreadable_named_and_not_healthy(
 def test_a_file_that_is_no_gpuenv_report_is_still_only_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    folder, _ = fleet_folder(tmp_path)
+    folder, _ = fleet_folder(tmp_path, 8)  # enough hosts that every group is judged
     (folder / "inventory.json").write_text('{"all": {"hosts": []}}')
     (folder / "package.json").write_text('{"schema": "https://json.schemastore.org/package"}')
     code, out, err = report_json(capsys, str(folder))

@@ -88,7 +88,7 @@ def report(ctx: click.Context, /, paths: tuple[Path, ...], as_json: bool, markdo
     if as_json and markdown:
         raise click.UsageError("--json and --markdown exclude each other")
     html, prometheus, history = options["html"], options["prometheus"], history_path(options)
-    refuse_inputs({"--html": html, "--prometheus": prometheus}, paths)
+    refuse_inputs({"--html": html, "--prometheus": prometheus}, [*paths, history])
     if html is not None:
         output.require("fleet", "html")
     rule = stats.Rule(options["z"], options["min_deviation"])

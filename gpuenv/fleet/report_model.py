@@ -211,8 +211,11 @@ class Recorded:
 
     path: str
     added: int
+    created: bool = False  # this report made the file: the first time it says where it is
 
     def line(self) -> str:
+        if self.created:
+            return f"made the GPU history {self.path} and recorded {self.added} report(s) there (--no-history: none)"
         return f"recorded {self.added} new report(s) in the GPU history {self.path} (--no-history: none)"
 
 

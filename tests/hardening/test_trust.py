@@ -187,7 +187,7 @@ def test_an_output_that_is_one_of_the_inputs_is_refused_before_any_work(
     else:
         args = ["fleet", "report", "--no-history", *inputs, flag, str(target)]
     assert gpuenv_main(*args) == 2
-    assert "is one of the input reports" in capsys.readouterr().err
+    assert "is one of the inputs" in capsys.readouterr().err
     assert victim.read_bytes() == before
 
 

@@ -96,7 +96,7 @@ def _small_group(key: GroupKey, pool: Pool, hosts: list[HostReport], summary: st
     """A group too small for its median to judge: against the model's expected figure, or not judged."""
     figure = figure_of(key.figure)
     fewer = f"values from {pool.hosts()} host(s), under {min_hosts}"
-    expected = expected_figure(key, {hosts[i].matmul_at for i, _ in pool.series}, load_expectations())
+    expected = _expected_figure(key, {hosts[i].matmul_at for i, _ in pool.series}, load_expectations())
     if expected is None:
         note = f"{fewer}, and no expected figure for it: described, not judged"
         return Group(key, figure.unit, figure.better, summary, pool.hosts(), None, note)
@@ -109,7 +109,7 @@ def _small_group(key: GroupKey, pool: Pool, hosts: list[HostReport], summary: st
     return Group(key, figure.unit, figure.better, summary, pool.hosts(), "expected", note, expected, below)
 
 
-def expected_figure(key: GroupKey, matmul_at: set[tuple[str, str] | None], table: Expectations) -> Expected | None:
+def _expected_figure(key: GroupKey, matmul_at: set[tuple[str, str] | None], table: Expectations) -> Expected | None:
     """The model's figure a group's values are judged by, as verify judges them: the matmul rate at the
     table's one shape and dtype (every host of the group ran it), the allreduce busbw of large messages."""
     ran = next(iter(matmul_at)) if len(matmul_at) == 1 else None

@@ -212,8 +212,8 @@ def value_problem(kind: Kind, value: Any, *, many: bool) -> str | None:
 
 
 def _is_kind(kind: Kind, value: Any) -> bool:
-    if isinstance(value, bool):
-        return kind == "boolean"
+    if isinstance(value, bool) or kind == "boolean":  # a flag takes true or false, never "yes"
+        return isinstance(value, bool) and kind == "boolean"
     if kind == "integer":
         return isinstance(value, int)
     if kind == "number":  # nan, inf and 1e309 (inf to TOML) are no setting: they switch a judgement off

@@ -13,6 +13,9 @@ Writing (`check_output` before any work, `write_output` at the end):
   `protected_symlinks`, a link in a sticky world-writable folder (such as /tmp) is followed only
   when it belongs to the caller or to the folder's owner; anyone else's is refused (exit 2).
 
+A state file gpuenv reopens by path (the GPU history) is a regular file or absent
+(`check_file_or_absent`), checked before any library opens it.
+
 Reading (`read_text`): every input file is read through a size cap per kind, so `/dev/zero` or
 a runaway file is a bad request instead of a hang. A file root acts on (`read_own_file`) must be a
 regular file, not a symlink, the running user's and writable by nobody else.
@@ -74,9 +77,28 @@ def _classify(given: str, what: str) -> Output:
         return Output(given, "atomic", Path(os.path.realpath(path)))
     if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
         return Output(given, "through", path)
-    kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a block device" if stat.S_ISBLK(st.st_mode) else None
-    kind = kind or ("a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
-    raise BadRequest(f"{what} {given} is {kind}", hint="give a file path (or - for standard output)")
+    raise BadRequest(f"{what} {given} is {_kind(st.st_mode)}", hint="give a file path (or - for standard output)")
+
+
+def _kind(mode: int) -> str:
+    """What a path that is no regular file is, for a message."""
+    kinds = {stat.S_ISDIR: "a directory", stat.S_ISBLK: "a block device", stat.S_ISCHR: "a character device"}
+    kinds |= {stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket"}
+    return next((name for test, name in kinds.items() if test(mode)), "not a regular file")
+
+
+def check_file_or_absent(path: str | Path, what: str, *, hint: str) -> None:
+    """A file gpuenv keeps and reopens by path (the GPU history) is a regular file (links followed), or
+    nothing yet. Anything else is refused before a library opens it: SQLite would wait on a FIFO, and
+    on a device another process holds a lock on (as on /dev/null) it waits out its busy timeout."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise BadRequest(f"{what} {path}: {exc.strerror}", hint=hint) from exc
+    if not stat.S_ISREG(info.st_mode):
+        raise BadRequest(f"{what} {path} is {_kind(info.st_mode)}, not a regular file", hint=hint)
 
 
 def _check_link(path: Path, what: str) -> None:
@@ -124,23 +146,36 @@ def check_output(given: str | Path, what: str, *, stdout_ok: bool = True) -> Out
     return target
 
 
-def refuse_inputs(outputs: dict[str, str | Path | None], inputs: Iterable[str | Path]) -> None:
-    """Refuse, before any work, an output that is one of the command's input files (the same file,
-    directly or through a link, or a file below an input folder the command reads): exit 2.
-    outputs: {flag: path or None}; standard output and streams are never inputs."""
-    read = [(Path(p), _identity(p)) for p in inputs]
+def refuse_inputs(outputs: dict[str, str | Path | None], inputs: Iterable[str | Path | None]) -> None:
+    """Refuse, before any work, an output that would destroy what the command reads or writes (exit 2):
+    an input file however it is reached (the same device and inode: through a symlink or a hard link),
+    a *.json file below an input folder the command reads (the link's target decides), or the file
+    another output names. outputs: {flag: path or None}; standard output and streams are never inputs."""
+    read = [(Path(p), _identity(p)) for p in inputs if p is not None]
+    written: dict[object, str] = {}
     for flag, given in outputs.items():
         if given is None or str(given) == STDOUT:
             continue
         target = _identity(given)
-        if target is None:
-            continue
         for path, identity in read:
-            if identity == target or (path.is_dir() and _below(Path(given), path)):
+            if target is not None and (identity == target or (path.is_dir() and _inside(given, target, path))):
                 raise BadRequest(
-                    f"{flag} {given} is one of the input reports ({path}): writing it would destroy it",
+                    f"{flag} {given} is one of the inputs ({path}): writing it would destroy it",
                     hint=f"give {flag} a path outside the files and folders read",
                 )
+        same = target or (None if os.path.lexists(given) else os.path.realpath(given))  # a stream: none
+        if same is not None and same in written:
+            raise BadRequest(
+                f"{flag} {given} and {written[same]} are the same file: one would overwrite the other",
+                hint="give each output its own file",
+            )
+        written[same] = f"{flag} {given}"
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether two paths reach one existing file (its device and inode: through links, hard or symbolic)."""
+    found = _identity(a)
+    return found is not None and found == _identity(b)
 
 
 def _identity(path: str | Path) -> tuple[int, int] | None:
@@ -152,9 +187,15 @@ def _identity(path: str | Path) -> tuple[int, int] | None:
     return None if stat.S_ISCHR(info.st_mode) or stat.S_ISFIFO(info.st_mode) else (info.st_dev, info.st_ino)
 
 
-def _below(path: Path, folder: Path) -> bool:
-    """Whether an existing *.json file is read from inside a folder (as `fleet report DIR` reads it)."""
-    return path.suffix == ".json" and Path(os.path.realpath(path)).is_relative_to(os.path.realpath(folder))
+def _inside(given: str | Path, target: tuple[int, int], folder: Path) -> bool:
+    """Whether an existing file is one a folder's reader takes in (as `fleet report DIR` reads every
+    *.json below it): by where its links resolve, or, with more than one hard link, by inode."""
+    real = Path(os.path.realpath(given))
+    if real.suffix == ".json" and real.is_relative_to(os.path.realpath(folder)):
+        return True
+    if os.stat(given).st_nlink < 2:
+        return False
+    return any(_identity(os.path.join(root, f)) == target for root, _, names in os.walk(folder) for f in names)
 
 
 def write_output(target: Output | str | Path, text: str, *, what: str = "output", mode: int = 0o644) -> None:

@@ -209,9 +209,11 @@ def _print_listing(path: Path, hosts: list[store.HostSeen], gpus: list[store.Gpu
             console().print(table(columns, cells, title=title))
     newest = max((h.last_seen for h in hosts), default="-")[:10]
     unwell = sum(1 for h in hosts if h.last_outcome != "certified")
+    ahead = [h.host for h in hosts if h.future_dated]
+    future = f"; future-dated reports (ahead of this machine's clock) from {', '.join(ahead)}" if ahead else ""
     click.echo(
         f"{len(hosts)} host(s) ({unwell} not certified last), {len(gpus)} GPU(s); {len(noted)} failed or have "
-        f"events; newest report {newest} (--json lists all)"
+        f"events; newest report {newest}{future} (--json lists all)"
     )
 
 

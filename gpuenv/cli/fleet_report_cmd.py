@@ -28,10 +28,13 @@ Examples:
 \b
 Reads every *.json below a folder; files that are not gpuenv verify reports are named and skipped.
 With a [prices] table in the config file, adds what each kind of node's work costs (docs/cost.md).
-A file whose schema says it is a gpuenv report but that cannot be read, and a host whose report is
-dated ahead of this machine's clock (--clock-skew), leave the fleet not healthy.
-Exit codes: 0 every host certified and no outlier, 1 otherwise, 2 bad request (no report found, an
-output that is one of the inputs), 3 could not run (--html without the report extra, a failed write).
+A group with values from fewer than --min-hosts hosts is judged against its GPU model's expected
+figures (matmul TFLOP/s, allreduce busbw); one with neither is not judged, and the fleet is then
+"not judged", never healthy. A file whose schema says it is a gpuenv report but that cannot be read,
+and a host whose report is dated ahead of this machine's clock (--clock-skew), leave the fleet not healthy.
+Exit codes: 0 every host certified, no outlier, nothing under its expected figure (warnings and
+groups not judged allowed unless --strict), 1 otherwise, 2 bad request (no report found, an output
+that is one of the inputs), 3 could not run (--html without the report extra, a failed write).
 """
 
 PATHS = click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
@@ -41,7 +44,7 @@ MIN_HOSTS_HELP = "Judge outliers only in groups with values from at least N host
 
 @click.command("report", epilog=REPORT_EPILOG)
 @PATHS
-@click.option("--json", "as_json", is_flag=True, help="Print the fleet report as JSON (gpuenv.fleet-report/1).")
+@click.option("--json", "as_json", is_flag=True, help="Print the fleet report as JSON (gpuenv.fleet-report/2).")
 @click.option("--markdown", is_flag=True, help="Print the fleet report as Markdown.")
 @output_option("--html", "Write one self-contained HTML page with plots here (needs gpuenv[report]).")
 @output_option("--prometheus", "Write a node_exporter textfile of fleet gauges here (- for stdout).")
@@ -77,19 +80,22 @@ MIN_HOSTS_HELP = "Judge outliers only in groups with values from at least N host
     metavar="SECONDS",
     help="A report dated further ahead of this machine's clock is flagged and never preferred.",
 )
+@click.option("--strict", is_flag=True, help="Exit 1 on a warning or a group not judged, too.")
 @history_options
 @click.pass_context
 def report(ctx: click.Context, /, paths: tuple[Path, ...], as_json: bool, markdown: bool, **options: Any) -> int:
     """Compare many nodes' verify reports: outcomes, failures by finding, robust statistics, outliers."""
     if as_json and markdown:
         raise click.UsageError("--json and --markdown exclude each other")
-    html, prometheus = options["html"], options["prometheus"]
-    refuse_inputs({"--html": html, "--prometheus": prometheus}, paths)
+    html, prometheus, history = options["html"], options["prometheus"], history_path(options)
+    refuse_inputs({"--html": html, "--prometheus": prometheus}, [*paths, history])
     if html is not None:
         output.require("fleet", "html")
     rule = stats.Rule(options["z"], options["min_deviation"])
     prices = price_rows(settings_of(ctx).config)
-    request = ReportRequest(paths, rule, options["min_hosts"], history_path(options), prices, options["clock_skew"])
+    request = ReportRequest(
+        paths, rule, options["min_hosts"], history, prices, options["clock_skew"], options["strict"]
+    )
     result = fleet_report(request)
     for skipped in result.skipped:
         warn(f"skipped {skipped.path}: {skipped.reason}")

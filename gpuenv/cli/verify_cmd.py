@@ -15,7 +15,7 @@ from gpuenv.cli.output import console, emit_json, say, warn
 from gpuenv.cli.params import checked, gpu_indices, on_disk, output_option, verify_option
 from gpuenv.cli.verify_view import RunView, present, show_checks
 from gpuenv.errors import BadRequest
-from gpuenv.files import STDOUT
+from gpuenv.files import STDOUT, refuse_inputs
 from gpuenv.output.verify import LOG_WIDTH
 from gpuenv.verify.launch import LAUNCHER_CHOICES, Explicit
 from gpuenv.verify.prices import price_rows
@@ -155,6 +155,8 @@ def verify(ctx: click.Context, /, as_json: bool, list_checks: bool, **options: A
         return show_checks(as_json=as_json)
     settings = settings_of(ctx)
     on_stdout = _one_stdout(as_json=as_json, **{k: options[k] for k in ("report", "junit", "prometheus")})
+    outputs = {f"--{k.replace('_', '-')}": options[k] for k in ("report", "junit", "prometheus", "job_summary")}
+    refuse_inputs(outputs, [options["baseline"], options["policy"]])
     explicit = Explicit(**{k: options.pop(k) for k in EXPLICIT_KEYS})
     options["gpus"] = options["gpus"] or ()
     options["checks"] = options["checks"] or (("nvml",) if options["passive"] else ())

@@ -89,7 +89,7 @@ def learn_baselines(request: LearnRequest) -> Learned:
         )
     hosts = [h for h in all_hosts if h.certified and h.gpu_model != "CPU"]
     outliers = _outlier_ids(hosts, request.rule)
-    notes: list[str] = []
+    notes = [f"{h.host}: {flag}" for h in all_hosts for flag in h.flags]  # a report dated ahead of the clock
     if any(h.gpu_model == "CPU" for h in all_hosts):
         notes.append("reports of CPU-only runs left out: verify judges no CPU figure against a baseline")
     busbw, matmul, per_figure = _collect(hosts, outliers)

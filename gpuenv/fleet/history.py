@@ -20,12 +20,15 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 from gpuenv.errors import BadRequest, CannotRun
+from gpuenv.files import check_file_or_absent
+from gpuenv.fleet import history_records
 from gpuenv.fleet.history_records import GpuEvent, NotAReport, ReportRecord, Sighting, events_of, record_from_report
+from gpuenv.fleet.report_model import DEFAULT_CLOCK_SKEW_S
 from gpuenv.verify import reportfile
 
 SCHEMA_VERSION = 1
@@ -109,7 +112,9 @@ def _check_local(path: Path) -> None:
 @contextmanager
 def connect(path: Path) -> Iterator[sqlite3.Connection]:
     """The history file, made if missing, in WAL mode, with its tables, stamped as gpuenv's. A file that
-    is not a gpuenv history (another program's SQLite database) is refused before anything is written."""
+    is not a gpuenv history (another program's SQLite database) is refused before anything is written;
+    anything but a regular file (a device, a FIFO, a folder) before SQLite opens it."""
+    check_file_or_absent(path, "--history", hint="give --history a file path (made if missing), or --no-history")
     _check_local(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -284,7 +289,7 @@ ORDER BY r.started, r.host, g.gpu_index
 
 def timeline(path: Path, key: str) -> tuple[str, list[TimelineRow]]:
     """The history of a GPU (by UUID or serial) or of a host, oldest first; also says which the key was."""
-    if not path.is_file():
+    if not path.exists():  # anything else but a regular file, connect refuses
         raise BadRequest(
             f"no history at {path}", hint="fleet verify and fleet report record one; or give --history FILE"
         )
@@ -364,6 +369,7 @@ class HostSeen:
     reports: int
     gpus: int  # in its newest report
     events: int  # of the GPUs now in it
+    future_dated: int = 0  # reports dated ahead of this machine's clock: no real run (last_seen may be one)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -385,7 +391,8 @@ class GpuSeen:
 
 # SQLite takes a bare column's value from the row that gave the max(): the newest report's
 _HOSTS = """
-SELECT r.host, max(r.started), r.outcome, count(*), (SELECT count(*) FROM gpus g WHERE g.report_id = r.id)
+SELECT r.host, max(r.started), r.outcome, count(*), (SELECT count(*) FROM gpus g WHERE g.report_id = r.id),
+    sum(r.started > ?)
 FROM reports r GROUP BY r.host ORDER BY r.host
 """
 _GPUS = """
@@ -396,10 +403,12 @@ FROM gpus g JOIN reports r ON r.id = g.report_id WHERE g.uuid IS NOT NULL GROUP 
 
 def listing(path: Path) -> tuple[list[HostSeen], list[GpuSeen]]:
     """Every host and GPU the history holds, with when it was last seen and how many events it has."""
-    if not path.is_file():
+    if not path.exists():  # anything else but a regular file, connect refuses
         raise BadRequest(f"no history at {path}", hint="fleet verify and fleet report record one; or give --history")
+    ahead = datetime.now(timezone.utc) + timedelta(seconds=DEFAULT_CLOCK_SKEW_S)  # a later report: future-dated
+    horizon = history_records.utc_text(ahead.isoformat())
     with connect(path) as db:
-        hosts = db.execute(_HOSTS).fetchall()
+        hosts = db.execute(_HOSTS, (horizon,)).fetchall()
         gpus = db.execute(_GPUS).fetchall()
     events: dict[str, int] = {}
     for event in gpu_events(path, [row[0] for row in gpus]):
@@ -412,7 +421,8 @@ def listing(path: Path) -> tuple[list[HostSeen], list[GpuSeen]]:
     for g in gpu_rows:
         per_host[g.host] = per_host.get(g.host, 0) + g.events
     return [
-        HostSeen(host, seen, outcome, n, gpus, per_host.get(host, 0)) for host, seen, outcome, n, gpus in hosts
+        HostSeen(host, seen, outcome, n, gpus, per_host.get(host, 0), ahead)
+        for host, seen, outcome, n, gpus, ahead in hosts
     ], gpu_rows
 
 

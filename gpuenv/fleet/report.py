@@ -27,6 +27,7 @@ class ReportRequest:
     history: Path | None = None  # record the reports in this GPU history, and read its events back
     prices: tuple[PriceRow, ...] = ()  # the config file's [prices]: what each kind of node costs per hour
     clock_skew_s: float = DEFAULT_CLOCK_SKEW_S  # a report dated further ahead of this clock is set aside
+    strict: bool = False  # a warning, or a group not judged, fails the report
 
 
 def fleet_report(request: ReportRequest) -> FleetReport:
@@ -34,6 +35,7 @@ def fleet_report(request: ReportRequest) -> FleetReport:
     and the typed result (exit 2 when no report was found)."""
     files = list(report_files(request.paths))  # first: a missing path is a bad request, before the history opens
     held = report_count(request.history) if request.history is not None else 0
+    created = request.history is not None and not request.history.exists()
     with workers_for(len(files)) as pool:
         hosts, skipped, superseded = load(
             files, pool, history=request.history, costs=bool(request.prices), clock_skew_s=request.clock_skew_s
@@ -58,13 +60,14 @@ def fleet_report(request: ReportRequest) -> FleetReport:
             superseded,
             tuple(e.to_dict() for e in events.result()) if events is not None else (),
             _costs(hosts, request.prices),
-            _recorded(request.history, held),
+            _recorded(request.history, held, created=created),
+            request.strict,
         )
 
 
-def _recorded(history: Path | None, held: int) -> Recorded | None:
+def _recorded(history: Path | None, held: int, *, created: bool) -> Recorded | None:
     """How many reports the history took (one it held already, by content, it did not take again)."""
-    return None if history is None else Recorded(str(history), report_count(history) - held)
+    return None if history is None else Recorded(str(history), report_count(history) - held, created)
 
 
 def _costs(hosts: list[HostReport], prices: tuple[PriceRow, ...]) -> tuple[GroupCost, ...]:

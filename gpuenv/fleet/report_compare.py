@@ -1,5 +1,7 @@
 """The fleet report's comparison (pure): every figure grouped by GPU model, GPU count and figure,
-described, and judged for outliers where enough hosts give values; failing findings by code."""
+described, and judged: for outliers against the group's median where enough hosts give values,
+else against the GPU model's expected figure (gpu-expectations.json, the absolute floors verify
+judges a node by), else not at all, and said so; failing findings by code."""
 
 from __future__ import annotations
 
@@ -8,9 +10,23 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from gpuenv.fleet import stats
-from gpuenv.fleet.report_model import BUSBW, Failure, Gpu, Group, GroupKey, HostReport, Member, Outlier, Series
+from gpuenv.fleet.report_model import (
+    BUSBW,
+    BelowExpected,
+    Failure,
+    Gpu,
+    Group,
+    GroupKey,
+    HostReport,
+    Member,
+    Outlier,
+    Series,
+)
 from gpuenv.verify import figures
+from gpuenv.verify.expectations import SATURATES, Expectations, Expected, load_expectations
 from gpuenv.verify.figures import Better
+
+MATMUL = "amp.matmul_tflops"
 
 
 def figure_of(name: str) -> figures.Figure:
@@ -54,18 +70,18 @@ def grouped(hosts: Iterable[HostReport]) -> dict[GroupKey, Pool]:
 
 
 def compare(hosts: list[HostReport], rule: stats.Rule, min_hosts: int) -> tuple[list[Group], list[Outlier]]:
-    """Pure: the statistics of every group and the outliers of the groups large enough to judge."""
+    """Pure: the statistics of every group, the outliers of the groups large enough to judge by their
+    median, and each smaller group judged against its model's expected figure where there is one."""
     groups: list[Group] = []
     outliers: list[Outlier] = []
     for key, pool in sorted(grouped(hosts).items(), key=lambda kv: _sort_key(kv[0])):
         figure = figure_of(key.figure)
         summary = stats.summarize(pool.values)
         n_hosts = pool.hosts()
-        judged = n_hosts >= min_hosts
-        note = None if judged else f"values from {n_hosts} host(s), under {min_hosts}: described, not judged"
-        groups.append(Group(key, figure.unit, figure.better, summary, n_hosts, judged, note))
-        if not judged:
+        if n_hosts < min_hosts:
+            groups.append(_small_group(key, pool, hosts, summary, min_hosts))
             continue
+        groups.append(Group(key, figure.unit, figure.better, summary, n_hosts, "peers"))
         mad = stats.floored_mad(summary, mad_floor=figure.mad_floor, mad_floor_rel=figure.mad_floor_rel)
         if not stats.is_outlier(summary.worst(figure.better), summary, mad, figure.better, rule):
             continue
@@ -74,6 +90,34 @@ def compare(hosts: list[HostReport], rule: stats.Rule, min_hosts: int) -> tuple[
             z = stats.z_score(value, summary, mad)
             outliers.append(Outlier(hosts[i].host, gpu, key, figure.unit, value, summary.median, z))
     return groups, outliers
+
+
+def _small_group(key: GroupKey, pool: Pool, hosts: list[HostReport], summary: stats.Summary, min_hosts: int) -> Group:
+    """A group too small for its median to judge: against the model's expected figure, or not judged."""
+    figure = figure_of(key.figure)
+    fewer = f"values from {pool.hosts()} host(s), under {min_hosts}"
+    expected = _expected_figure(key, {hosts[i].matmul_at for i, _ in pool.series}, load_expectations())
+    if expected is None:
+        note = f"{fewer}, and no expected figure for it: described, not judged"
+        return Group(key, figure.unit, figure.better, summary, pool.hosts(), None, note)
+    below = tuple(
+        BelowExpected(hosts[i].host, hosts[i].gpu(g) if g is not None else None, key, figure.unit, value, expected)
+        for i, g, value in pool.members()
+        if expected.verdict(value) != "pass"
+    )
+    note = f"{fewer}: judged against the {expected.model}'s expected {expected.value:g} {expected.unit}"
+    return Group(key, figure.unit, figure.better, summary, pool.hosts(), "expected", note, expected, below)
+
+
+def _expected_figure(key: GroupKey, matmul_at: set[tuple[str, str] | None], table: Expectations) -> Expected | None:
+    """The model's figure a group's values are judged by, as verify judges them: the matmul rate at the
+    table's one shape and dtype (every host of the group ran it), the allreduce busbw of large messages."""
+    ran = next(iter(matmul_at)) if len(matmul_at) == 1 else None
+    if key.figure == MATMUL and ran is not None:
+        return table.matmul(key.gpu_model, *ran)
+    if key.figure == BUSBW.name and key.collective == "allreduce" and (key.nbytes or 0) >= SATURATES:
+        return table.busbw(key.gpu_model, key.gpu_count)
+    return None
 
 
 def _sort_key(key: GroupKey) -> tuple[str, int, str, str, int]:

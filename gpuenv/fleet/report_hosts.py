@@ -10,9 +10,9 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
-from gpuenv.fleet.report_model import FleetReport, Gpu, Outlier, is_amd
+from gpuenv.fleet.report_model import BelowExpected, FleetReport, Gpu, Outlier, is_amd
 from gpuenv.resources import data_file
 from gpuenv.verify.catalogue import rules
 
@@ -52,7 +52,7 @@ def figure_text(value: float, unit: str) -> str:
 class Problem:
     what: str  # what is wrong
     todo: str  # what to do
-    kind: str  # "outcome", "failure", "outlier" or "flag"
+    kind: str  # "outcome", "failure", "outlier", "expected" (under the model's figure) or "flag"
     figure: str | None = None  # an outlier's figure, a failure's finding code
 
     def to_dict(self) -> dict[str, Any]:
@@ -75,7 +75,8 @@ class HostAttention:
 
 
 def attention(report: FleetReport) -> tuple[HostAttention, ...]:
-    """Every host with something wrong (not certified, a failing finding, an outlier, a doubt), worst first."""
+    """Every host with something wrong (not certified, a failing finding, an outlier, a value under its
+    model's expected figure, a doubt), worst first."""
     problems: dict[str, list[Problem]] = {}
     worst: dict[str, float] = {}
     for h in report.hosts:
@@ -88,9 +89,12 @@ def attention(report: FleetReport) -> tuple[HostAttention, ...]:
         for host, gpus in failure.hosts:
             todo = _remediation(failure.code, amd=host in amd_hosts)
             problems.setdefault(host, []).append(Problem(f"{failure.code}{_on(gpus)}", todo, "failure", failure.code))
-    for (host, figure), outlying in _outliers_by_host_and_figure(report.outliers).items():
+    for (host, figure), outlying in _by_host_and_figure(report.outliers).items():
         problems.setdefault(host, []).append(_outlier_problem(figure, outlying))
         worst[host] = max(worst.get(host, 0.0), *(_share(o) for o in outlying))
+    for (host, figure), below in _by_host_and_figure(report.below_expected).items():
+        problems.setdefault(host, []).append(_below_problem(figure, below))
+        worst[host] = max(worst.get(host, 0.0), *(1 - b.share for b in below))
     outcomes = {h.host: h.outcome for h in report.hosts}
     hosts = [HostAttention(h, outcomes.get(h, "-"), tuple(p), worst.get(h, 0.0)) for h, p in problems.items() if p]
     return tuple(sorted(hosts, key=lambda a: (a.severity(), a.host), reverse=True))
@@ -118,9 +122,12 @@ def _share(o: Outlier) -> float:
     return abs(o.value - o.median) / abs(o.median) if o.median else 0.0
 
 
-def _outliers_by_host_and_figure(outliers: Iterable[Outlier]) -> dict[tuple[str, str], list[Outlier]]:
-    grouped: dict[tuple[str, str], list[Outlier]] = {}
-    for o in outliers:
+Located = TypeVar("Located", Outlier, BelowExpected)
+
+
+def _by_host_and_figure(found: Iterable[Located]) -> dict[tuple[str, str], list[Located]]:
+    grouped: dict[tuple[str, str], list[Located]] = {}
+    for o in found:
         grouped.setdefault((o.host, o.key.figure), []).append(o)
     return grouped
 
@@ -135,6 +142,22 @@ def _outlier_problem(figure: str, found: list[Outlier]) -> Problem:
         f"{where}{what}: {figure_text(worst.value, worst.unit)}, {_share(worst):.0%} {direction} "
         f"the median {figure_text(worst.median, worst.unit)}"
     )
-    table = OUTLIER_ADVICE_AMD if is_amd(worst.key.gpu_model) else OUTLIER_ADVICE
-    advice = table.get(figure) or table.get(figure.split(".")[0], table["models"])
-    return Problem(said, advice, "outlier", figure)
+    return Problem(said, _advice(figure, worst.key.gpu_model), "outlier", figure)
+
+
+def _below_problem(figure: str, found: list[BelowExpected]) -> Problem:
+    worst = min(found, key=lambda b: b.share)
+    where = f"GPU {', '.join(sorted({str(b.gpu.cuda_index) for b in found if b.gpu}))} " if worst.gpu else ""
+    e = worst.expected
+    estimate = "" if e.confirmed else ", an estimate"
+    said = (
+        f"{where}{worst.key.metric()}: {figure_text(worst.value, worst.unit)}, {worst.share:.0%} of the "
+        f"{figure_text(e.value, e.unit)} a healthy {e.model} reaches ({worst.severity}{estimate})"
+    )
+    return Problem(said, _advice(figure, worst.key.gpu_model), "expected", figure)
+
+
+def _advice(figure: str, gpu_model: str) -> str:
+    """What to do about a figure off its mark: by figure, then by check, with the GPU vendor's tools."""
+    table = OUTLIER_ADVICE_AMD if is_amd(gpu_model) else OUTLIER_ADVICE
+    return table.get(figure) or table.get(figure.split(".")[0], table["models"])

@@ -7,18 +7,20 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from gpuenv.fleet import stats
 from gpuenv.types import OUTCOMES
 from gpuenv.verify import figures
 from gpuenv.verify.cost import GroupCost, NodeFigures
+from gpuenv.verify.expectations import Expected
 from gpuenv.verify.figures import Better
 from gpuenv.verify.reportfile import Skipped as Skipped
 
-SCHEMA = "gpuenv.fleet-report/1"
+SCHEMA = "gpuenv.fleet-report/2"  # /2: healthy may be null (not judged); groups say what judged them
 DEFAULT_CLOCK_SKEW_S = 300.0  # a report dated further ahead of the reading machine's clock is no real run
 FUTURE_DATED = "future-dated report"  # the outcome of a host whose only reports are dated ahead of the clock
+MAX_NAMED = 3  # groups named in a line before "and N more"
 BUSBW = figures.Figure("allreduce", "busbw_gbps", "GB/s", "higher", per_gpu=False)
 
 
@@ -65,6 +67,7 @@ class HostReport:
     matmul: tuple[tuple[str, str, int, float], ...] = ()  # (dtype, shape, cuda index, TFLOP/s), for baselines
     cost_basis: NodeFigures | None = None  # the throughput figures costs come from (read with [prices] only)
     flags: tuple[str, ...] = ()  # what the reader doubts about this host (a report dated ahead of the clock)
+    matmul_at: tuple[str, str] | None = None  # (dtype, shape) of the amp check's matmul_tflops
 
     @property
     def certified(self) -> bool:
@@ -107,6 +110,51 @@ class GroupKey:
         return f"{self.gpu_count}x {self.gpu_model} {self.metric()}"
 
 
+Basis = Literal["peers", "expected"]  # what a group was judged against: its hosts' median, the model's figure
+
+
+@dataclass(frozen=True)
+class BelowExpected:
+    """A value of a small group under what a healthy GPU of its model reaches (gpu-expectations.json)."""
+
+    host: str
+    gpu: Gpu | None  # None: a per-node figure (busbw)
+    key: GroupKey
+    unit: str
+    value: float
+    expected: Expected
+
+    @property
+    def severity(self) -> str:
+        """fail under the figure's fail share (an estimate only warns), else warn."""
+        return self.expected.verdict(self.value)
+
+    @property
+    def share(self) -> float:
+        return self.value / self.expected.value
+
+    def to_dict(self) -> dict[str, Any]:
+        e = self.expected
+        return {
+            "host": self.host,
+            "gpu_index": self.gpu.cuda_index if self.gpu else None,
+            "gpu_uuid": self.gpu.uuid if self.gpu else None,
+            "gpu_serial": self.gpu.serial if self.gpu else None,
+            "metric": self.key.figure,
+            "collective": self.key.collective,
+            "bytes": self.key.nbytes,
+            "group": self.key.label(),
+            "unit": self.unit,
+            "value": self.value,
+            "expected": e.value,
+            "share": round(self.share, 3),
+            "severity": self.severity,
+            "model": e.model,
+            "source": e.source,
+            "confirmed": e.confirmed,
+        }
+
+
 @dataclass(frozen=True)
 class Group:
     key: GroupKey
@@ -114,8 +162,14 @@ class Group:
     better: Better
     summary: stats.Summary
     hosts: int
-    judged: bool
+    basis: Basis | None  # None: too few hosts and no expected figure: described, not judged
     note: str | None = None
+    expected: Expected | None = None  # the model's figure a small group was judged against
+    below: tuple[BelowExpected, ...] = ()  # its values under that figure
+
+    @property
+    def judged(self) -> bool:
+        return self.basis is not None
 
 
 @dataclass(frozen=True)
@@ -157,8 +211,11 @@ class Recorded:
 
     path: str
     added: int
+    created: bool = False  # this report made the file: the first time it says where it is
 
     def line(self) -> str:
+        if self.created:
+            return f"made the GPU history {self.path} and recorded {self.added} report(s) there (--no-history: none)"
         return f"recorded {self.added} new report(s) in the GPU history {self.path} (--no-history: none)"
 
 
@@ -175,6 +232,7 @@ class FleetReport:
     events: tuple[dict[str, Any], ...] = field(default=())  # from the GPU history, when one is given
     costs: tuple[GroupCost, ...] = ()  # per node kind, over the certified hosts (with [prices] only)
     recorded: Recorded | None = None  # what reading added to the GPU history (None: no history)
+    strict: bool = False  # a warning, or a group not judged, fails the report (exit 1)
 
     def outcomes(self) -> dict[str, int]:
         counts = Counter(h.outcome for h in self.hosts)
@@ -186,19 +244,60 @@ class FleetReport:
         return tuple(s for s in self.skipped if s.claimed)
 
     @property
-    def healthy(self) -> bool:
-        return all(h.certified and not h.flags for h in self.hosts) and not self.outliers and not self.unreadable
+    def below_expected(self) -> tuple[BelowExpected, ...]:
+        return tuple(b for g in self.groups for b in g.below)
+
+    @property
+    def unjudged(self) -> tuple[Group, ...]:
+        """Groups with neither enough hosts to judge by their median nor an expected figure."""
+        return tuple(g for g in self.groups if not g.judged)
+
+    @property
+    def warnings(self) -> int:
+        return sum(b.severity == "warn" for b in self.below_expected)
+
+    @property
+    def healthy(self) -> bool | None:
+        """False when anything failed; None (not judged) when nothing failed but a group went
+        unjudged: a fleet is never called healthy on figures nobody judged."""
+        failed = (
+            not all(h.certified and not h.flags for h in self.hosts)
+            or self.outliers
+            or self.unreadable
+            or any(b.severity == "fail" for b in self.below_expected)
+        )
+        if failed:
+            return False
+        return None if self.unjudged else True
+
+    @property
+    def not_judged(self) -> str | None:
+        """Why part of the fleet went unjudged (None: every group was judged)."""
+        groups = self.unjudged
+        if not groups:
+            return None
+        named = ", ".join(g.key.label() for g in groups[:MAX_NAMED])
+        more = f" and {len(groups) - MAX_NAMED} more" if len(groups) > MAX_NAMED else ""
+        return (
+            f"{len(groups)} group(s) with values from fewer than {self.min_hosts} hosts and no expected "
+            f"figure to judge them by: {named}{more}"
+        )
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.healthy else 1
+        if self.healthy is False:
+            return 1
+        return 1 if self.strict and (self.healthy is None or self.warnings) else 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
             "healthy": self.healthy,
+            "judged": not self.unjudged,
+            "not_judged": self.not_judged,
             "outcomes": self.outcomes(),
-            "rule": {"z": self.rule.z, "min_deviation": self.rule.min_deviation, "min_hosts": self.min_hosts},
+            "rule": {"z": self.rule.z, "min_deviation": self.rule.min_deviation, "min_hosts": self.min_hosts}
+            | {"strict": self.strict},
             "hosts": [
                 {"host": h.host, "outcome": h.outcome, "report": h.path, "started": h.started}
                 | {"gpu_model": h.gpu_model, "gpu_count": h.gpu_count}
@@ -213,6 +312,7 @@ class FleetReport:
             ],
             "groups": [_group_dict(g) for g in self.groups],
             "outliers": [o.to_dict() for o in self.outliers],
+            "below_expected": [b.to_dict() for b in self.below_expected],
             "events": list(self.events),
             "costs": [c.to_dict() for c in self.costs],
         }
@@ -235,8 +335,14 @@ def _group_dict(group: Group) -> dict[str, Any]:
         "p5": s.p5,
         "p95": s.p95,
         "judged": group.judged,
+        "judged_against": group.basis,
+        "expected": None if group.expected is None else _expected_dict(group.expected),
         "note": group.note,
     }
+
+
+def _expected_dict(e: Expected) -> dict[str, Any]:
+    return {"model": e.model, "what": e.what, "value": e.value, "source": e.source, "confirmed": e.confirmed}
 
 
 def _size(nbytes: int | None) -> str:

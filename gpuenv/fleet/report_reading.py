@@ -130,6 +130,7 @@ def host_report(report: VerifyReport, path: str, *, matmul: bool = False, costs:
         series=tuple(_series(plain)),
         matmul=tuple(_matmul(report.checks)) if matmul and not cpu else (),
         cost_basis=_cost_basis(report, plain) if costs else None,
+        matmul_at=_matmul_at(report.checks),
     )
 
 
@@ -193,6 +194,13 @@ def _matmul(checks: tuple[Check, ...]) -> Iterator[tuple[str, str, int, float]]:
             for index, value in (per_gpu or {}).items():
                 if shape and str(index).isdigit() and figures.is_number(value) and value > 0:
                     yield str(metrics["matmul_dtype"]), str(shape), int(index), float(value)
+
+
+def _matmul_at(checks: tuple[Check, ...]) -> tuple[str, str] | None:
+    """The dtype and shape the amp check's matmul_tflops were measured at (what an expected rate is for)."""
+    amp = next((c.metrics for c in checks if c.name == "amp"), {})
+    dtype, shape = amp.get("matmul_dtype"), amp.get("matmul_shape")
+    return (dtype, shape) if isinstance(dtype, str) and isinstance(shape, str) else None
 
 
 def _cost_basis(report: VerifyReport, checks: list[dict[str, Any]]) -> NodeFigures:

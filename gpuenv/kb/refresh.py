@@ -328,8 +328,9 @@ def _gone(upstream: Upstream) -> str:
 
 
 def _check(request: RefreshRequest) -> None:
-    if request.output.resolve() == data_file("compat.json").resolve():
+    if files.same_file(request.output, data_file("compat.json")):  # by inode: a symlink or a hard link too
         raise BadRequest("kb refresh never overwrites the shipped knowledge base", hint="write elsewhere with -o FILE")
+    files.refuse_inputs({"--output": request.output}, [request.snapshot])
     if request.snapshot is not None and request.record is not None:
         raise BadRequest("--from and --record exclude each other", hint="record from the network, or read a snapshot")
     if request.snapshot is not None and dict(request.bases) != DEFAULT_BASES:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpuenv.fleet.report_hosts import HostAttention, attention, figure_text
-from gpuenv.fleet.report_model import FleetReport, Group, Outlier
+from gpuenv.fleet.report_model import BelowExpected, FleetReport, Gpu, Group, GroupKey, Outlier
 from gpuenv.output.jsontext import json_text
 from gpuenv.output.screen import Block, Screen, escaped, line, table
 from gpuenv.verify.cost import cost_table
@@ -21,9 +21,12 @@ def _number(value: float, unit: str) -> str:
     return figure_text(value, unit).removesuffix(f" {unit}")
 
 
+VERDICTS = {True: "healthy", False: "NOT healthy", None: "not judged"}
+
+
 def outcome_line(report: FleetReport) -> str:
     counts = ", ".join(f"{n} {o}" for o, n in report.outcomes().items() if n)
-    verdict = "healthy" if report.healthy else "NOT healthy"
+    verdict = VERDICTS[report.healthy] + (" (with warnings)" if report.healthy and report.warnings else "")
     older = f" ({report.superseded} older report(s) of the same hosts set aside)" if report.superseded else ""
     doubts = [f"{n} {what}" for n, what in _doubts(report) if n]
     doubted = "".join(f"; {d}" for d in doubts)
@@ -47,7 +50,14 @@ def attention_rows(hosts: tuple[HostAttention, ...]) -> list[tuple[str, ...]]:
 
 def _doubts(report: FleetReport) -> tuple[tuple[int, str], ...]:
     flagged = sum(1 for h in report.hosts if h.flags)
-    return ((len(report.unreadable), "unreadable report file(s)"), (flagged, "flagged host(s)"))
+    below = len({b.host for b in report.below_expected})
+    unjudged = f"group(s) not judged (under {report.min_hosts} hosts, no expected figure)"
+    return (
+        (below, "host(s) under the expected figures"),
+        (len(report.unreadable), "unreadable report file(s)"),
+        (flagged, "flagged host(s)"),
+        (len(report.unjudged), unjudged),
+    )
 
 
 def doubt_lines(report: FleetReport) -> list[str]:
@@ -80,13 +90,38 @@ def group_row(group: Group) -> tuple[str, ...]:
         _number(s.p5, group.unit),
         _number(s.p95, group.unit),
         str(s.n),
-        "yes" if group.judged else f"no: {group.hosts} host(s)",
+        _judged_cell(group),
     )
+
+
+def _judged_cell(group: Group) -> str:
+    if group.expected is not None:
+        return f"expected {_number(group.expected.value, group.unit)}"
+    return "yes" if group.judged else f"no: {group.hosts} host(s)"
 
 
 GROUP_COLUMNS = ("GPU model", "GPUs", "metric", "unit", "median", "MAD", "p5", "p95", "n", "judged")
 OUTLIER_COLUMNS = ("host", "GPU", "UUID", "serial", "metric", "value", "median", "off", "z")
 FAILURE_COLUMNS = ("finding", "hosts", "where")
+BELOW_COLUMNS = ("host", "GPU", "UUID", "serial", "metric", "value", "expected", "share", "verdict")
+
+
+def below_rows(below: tuple[BelowExpected, ...]) -> list[tuple[str, ...]]:
+    """One row per value under its model's figure, the lowest share first."""
+    return [
+        (
+            b.host,
+            "-" if b.gpu is None or b.gpu.cuda_index is None else str(b.gpu.cuda_index),
+            (b.gpu.uuid if b.gpu else None) or "-",
+            (b.gpu.serial if b.gpu else None) or "-",
+            b.key.metric(),
+            figure_text(b.value, b.unit),
+            f"{figure_text(b.expected.value, b.unit)} ({b.expected.model})",
+            f"{b.share:.0%}",
+            b.severity,
+        )
+        for b in sorted(below, key=lambda b: b.share)
+    ]
 
 
 def outlier_rows(outliers: tuple[Outlier, ...]) -> list[tuple[str, ...]]:
@@ -128,6 +163,9 @@ def screen(report: FleetReport) -> Screen:
         blocks.append(table(FAILURE_COLUMNS, failure_rows(report), title="Failing findings"))
     if report.outliers:
         blocks.append(table(OUTLIER_COLUMNS, outlier_rows(report.outliers), title="Outliers", right_aligned=_RIGHT))
+    if report.below_expected:
+        rows = below_rows(report.below_expected)
+        blocks.append(table(BELOW_COLUMNS, rows, title=BELOW_TITLE, right_aligned=_RIGHT))
     if report.groups:
         blocks.append(
             table(GROUP_COLUMNS, map(group_row, report.groups), title="Figures by group", right_aligned=_RIGHT)
@@ -138,15 +176,18 @@ def screen(report: FleetReport) -> Screen:
         blocks += [line(note) for note in cost_notes(report)]
     blocks += [line(f"history: {event['message']}") for event in report.events]
     blocks += [line(text) for text in doubt_lines(report)]
+    if report.not_judged:
+        blocks.append(line(f"not judged: {report.not_judged}"))
     blocks.append(line(outcome_line(report)))
     return tuple(blocks)
 
 
-_RIGHT = ("value", "median", "off", "z", "MAD", "p5", "p95", "n")
+_RIGHT = ("value", "median", "off", "z", "MAD", "p5", "p95", "n", "expected", "share")
+BELOW_TITLE = "Under the GPU model's expected figures (groups too small to judge by their median)"
 
 
 def to_json(report: FleetReport) -> str:
-    """The report's JSON, with the hosts needing attention (an addition to gpuenv.fleet-report/1)."""
+    """The report's JSON (gpuenv.fleet-report/2), with the hosts needing attention."""
     return json_text(report.to_dict() | {"attention": [a.to_dict() for a in attention(report)]})
 
 
@@ -157,6 +198,16 @@ def _md_table(columns: tuple[str, ...], rows: Iterator[tuple[str, ...]] | Any) -
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
     return lines
+
+
+def rule_text(report: FleetReport) -> str:
+    """How the report judged the groups, in a sentence."""
+    rule = report.rule
+    return (
+        f"Modified z beyond {rule.z:g} and at least {rule.min_deviation:.0%} from the median, in the bad "
+        f"direction; groups with values from fewer than {report.min_hosts} hosts are judged against their GPU "
+        "model's expected figure where there is one (gpu-expectations.json), else not judged."
+    )
 
 
 def to_markdown(report: FleetReport) -> str:
@@ -173,14 +224,16 @@ def to_markdown(report: FleetReport) -> str:
     if report.failures:
         lines += ["## Failing findings", "", *_md_table(FAILURE_COLUMNS, failure_rows(report)), ""]
     if report.outliers:
-        rule = report.rule
         lines += ["## Outliers", ""]
         lines += [
-            f"Modified z beyond {rule.z:g} and at least {rule.min_deviation:.0%} from the median, in the bad "
-            f"direction; groups with values from fewer than {report.min_hosts} hosts are not judged.",
+            rule_text(report),
             "",
         ]
         lines += [*_md_table(OUTLIER_COLUMNS, outlier_rows(report.outliers)), ""]
+    if report.below_expected:
+        lines += [f"## {BELOW_TITLE}", "", *_md_table(BELOW_COLUMNS, below_rows(report.below_expected)), ""]
+    if report.not_judged:
+        lines += ["## Not judged", "", escaped(report.not_judged), ""]
     if report.events:
         lines += ["## GPU history", ""] + [f"- {escaped(e['message'])}" for e in report.events] + [""]
     if report.groups:
@@ -204,8 +257,10 @@ def _label(value: object) -> str:
 
 def to_prometheus(report: FleetReport) -> str:
     """node_exporter textfile format: outcomes, health, outliers, failure codes and group medians."""
-    lines = _gauge("gpuenv_fleet_healthy", "1 when every host is certified and no outlier was found.")
-    lines.append(f"gpuenv_fleet_healthy {int(report.healthy)}")
+    lines = _gauge("gpuenv_fleet_healthy", "1 when every host is certified, no outlier found and every group judged.")
+    lines.append(f"gpuenv_fleet_healthy {int(report.healthy is True)}")
+    lines += _gauge("gpuenv_fleet_judged", "1 when every group was judged (by its median or its model's figure).")
+    lines.append(f"gpuenv_fleet_judged {int(not report.unjudged)}")
     lines += _gauge("gpuenv_fleet_hosts", "Hosts by the outcome of their latest report.")
     lines += [f'gpuenv_fleet_hosts{{outcome="{_label(o)}"}} {n}' for o, n in report.outcomes().items()]
     lines += _gauge("gpuenv_fleet_host_certified", "1 when the host's report certified it.")
@@ -218,6 +273,8 @@ def to_prometheus(report: FleetReport) -> str:
     lines.append(f"gpuenv_fleet_outliers {len(report.outliers)}")
     lines += _gauge("gpuenv_fleet_outlier_value", "The value of each outlier, labelled with where it lies.")
     lines += [f"gpuenv_fleet_outlier_value{{{_outlier_labels(o)}}} {o.value}" for o in report.outliers]
+    lines += _gauge("gpuenv_fleet_below_expected", "A value under its GPU model's expected figure, with its verdict.")
+    lines += [f"gpuenv_fleet_below_expected{{{_below_labels(b)}}} {b.value}" for b in report.below_expected]
     lines += _gauge("gpuenv_fleet_group_median", "Median of each group (GPU model x count x metric x size).")
     lines += [f"gpuenv_fleet_group_median{{{_group_labels(g)}}} {g.summary.median}" for g in report.groups]
     return "\n".join(lines) + "\n"
@@ -235,10 +292,19 @@ def _group_labels(group: Group) -> str:
     return ",".join(f'{k}="{_label(v)}"' for k, v in labels.items())
 
 
+def _below_labels(b: BelowExpected) -> str:
+    return _value_labels(b.host, b.gpu, b.key, severity=b.severity, expected=b.expected.value)
+
+
 def _outlier_labels(o: Outlier) -> str:
-    labels: dict[str, object] = {"host": o.host, "metric": o.key.figure}
-    if o.gpu is not None:
-        labels |= {"gpu": o.gpu.cuda_index, "gpu_uuid": o.gpu.uuid or "", "gpu_serial": o.gpu.serial or ""}
-    if o.key.collective:
-        labels |= {"collective": o.key.collective, "bytes": o.key.nbytes}
-    return ",".join(f'{k}="{_label(v)}"' for k, v in labels.items())
+    return _value_labels(o.host, o.gpu, o.key)
+
+
+def _value_labels(host: str, gpu: Gpu | None, key: GroupKey, **extra: object) -> str:
+    """Where a value lies: host, metric, the GPU (a per-GPU figure), collective and size (bandwidth)."""
+    labels: dict[str, object] = {"host": host, "metric": key.figure}
+    if gpu is not None:
+        labels |= {"gpu": gpu.cuda_index, "gpu_uuid": gpu.uuid or "", "gpu_serial": gpu.serial or ""}
+    if key.collective:
+        labels |= {"collective": key.collective, "bytes": key.nbytes}
+    return ",".join(f'{k}="{_label(v)}"' for k, v in (labels | extra).items())

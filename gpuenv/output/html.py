@@ -23,15 +23,19 @@ from gpuenv.fleet.report_hosts import attention
 from gpuenv.fleet.report_model import FleetReport, GroupKey, HostReport
 from gpuenv.output.fleet import (
     ATTENTION_COLUMNS,
+    BELOW_COLUMNS,
+    BELOW_TITLE,
     FAILURE_COLUMNS,
     GROUP_COLUMNS,
     OUTLIER_COLUMNS,
     attention_rows,
+    below_rows,
     cost_notes,
     failure_rows,
     group_row,
     outcome_line,
     outlier_rows,
+    rule_text,
 )
 from gpuenv.resources import data_file
 from gpuenv.verify.cost import cost_table
@@ -154,18 +158,20 @@ def _page() -> jinja2.Template:
 
 
 def to_html(report: FleetReport) -> str:
-    rule = report.rule
     cost_columns, costs = cost_table(report.costs)
     return _page().render(
-        healthy=report.healthy,
+        healthy=report.healthy is True,
         summary=outcome_line(report),
+        not_judged=report.not_judged,
         skipped=report.skipped,
         failure_columns=FAILURE_COLUMNS,
         failures=list(failure_rows(report)),
-        rule=f"Modified z beyond {rule.z:g} and at least {rule.min_deviation:.0%} from the median, in the bad "
-        f"direction; groups with values from fewer than {report.min_hosts} hosts are not judged.",
+        rule=rule_text(report),
         outlier_columns=OUTLIER_COLUMNS,
         outliers=outlier_rows(report.outliers),
+        below_title=BELOW_TITLE,
+        below_columns=BELOW_COLUMNS,
+        below=below_rows(report.below_expected),
         attention_columns=ATTENTION_COLUMNS,
         attention=attention_rows(attention(report)),
         events=report.events,

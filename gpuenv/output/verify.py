@@ -63,7 +63,7 @@ def to_prometheus(report: Report) -> str:
         f'gpuenv_verify_certified{{level="{level}",host="{host}"}} {int(report.verdict.certified)}',
         "# HELP gpuenv_verify_exit_code Exit code of the last gpuenv verify run.",
         "# TYPE gpuenv_verify_exit_code gauge",
-        f'gpuenv_verify_exit_code{{level="{level}"}} {report.verdict.exit_code}',
+        f'gpuenv_verify_exit_code{{level="{level}",host="{host}"}} {report.verdict.exit_code}',
         "# HELP gpuenv_verify_check_status 1 for the status each check ended in.",
         "# TYPE gpuenv_verify_check_status gauge",
     ]

@@ -18,6 +18,7 @@ from gpuenv.schema import load as load_data_file
 
 Verdict = Literal["pass", "warn", "fail"]
 Kind = Literal["matmul", "copy", "busbw"]
+SATURATES = 512 << 20  # bytes: busbw saturates only from here; smaller messages measure latency, no model figure
 
 
 def name_key(name: str) -> str:

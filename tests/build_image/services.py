@@ -69,8 +69,16 @@ def start_dockerd(*, timeout: float = 60) -> Service:
         f"--pidfile={root}/dockerd.pid",
         f"-H=unix://{sock}",
     ]
+    # dockerd takes an open-file-description read lock on its standard input at start (fcntl
+    # F_OFD_SETLK). Inherited, that input is the suite's own /dev/null, and the lock would hold
+    # /dev/null for every process that shares it, until the last of them exits (an SQLite file opened
+    # there waits out its busy timeout). An empty pipe instead: the lock falls on nothing shared.
     with open(root / "log", "wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    assert process.stdin is not None
+    process.stdin.close()  # dockerd reads end of file, as from /dev/null
     service = Service("dockerd", root, process, f"unix://{sock}", cleanup=[["umount", f"{root}/exec/netns/default"]])
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

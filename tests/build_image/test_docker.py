@@ -9,6 +9,7 @@ and the build's RUN steps use host networking so apt reaches Debian's archive.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import urllib.request
@@ -346,3 +347,23 @@ def test_verify_in_an_image_without_gpuenv_says_so(
     monkeypatch.setenv("DOCKER_HOST", dockerd.address)
     with pytest.raises(BadResult, match="has no gpuenv"):
         run_verify_in_image(standin_image, level="quick", device="cpu", timeout=60, extra_args=[], on_note=pytest.fail)
+
+
+def _locks_on_dev_null(pid: int) -> list[str]:
+    """The locks a process holds through its descriptors of /dev/null (fdinfo's `lock:` lines)."""
+    found = []
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            if os.readlink(fd) == "/dev/null":
+                found += [line for line in (fd.parent.parent / "fdinfo" / fd.name).read_text().splitlines()]
+        except OSError:  # closed meanwhile
+            continue
+    return [line for line in found if line.startswith("lock:")]
+
+
+def test_the_test_dockerd_leaves_dev_null_unlocked(dockerd: services.Service) -> None:
+    """dockerd takes an open-file-description lock on its standard input: were that the suite's
+    /dev/null, every process sharing it (the suite, each command and daemon it starts) would hold
+    /dev/null locked, and an SQLite file opened there would wait out its busy timeout."""
+    assert _locks_on_dev_null(dockerd.process.pid) == []
+    assert _locks_on_dev_null(os.getpid()) == []

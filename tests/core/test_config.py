@@ -15,6 +15,7 @@ from gpuenv import config
 from gpuenv.cli import COMMANDS, config_options
 from gpuenv.errors import BadRequest
 from tests.conftest import run_gpuenv
+from tests.fleet import fleet_reports as fr
 
 
 def _write(path: Path, text: str) -> Path:
@@ -119,6 +120,7 @@ def test_config_show_names_every_source(tmp_path: Path) -> None:
         ("[verify]\nlevel = 3\n", [":2: [verify] level: expected a string, got integer 3"]),
         ('[verify]\ncheck = "stack"\n', [":2: [verify] check: expected a list, got string"]),
         ('[verify]\ntimeout = "60"\n', [":2: [verify] timeout: expected a number, got string"]),
+        ('[verify]\nstrict = "yes"\n', [":2: [verify] strict: expected true or false, got string 'yes'"]),
         ("[verify]\nimage = 12.10\n", [":2: [verify] image: expected a string (quote it"]),
         ('[verify]\nlevel = "ultra"\n', [":2: [verify] level: 'ultra' is not one of 'quick', 'standard', 'deep'"]),
         ("[verify]\nexpect-gpus = 0\n", [":2: [verify] expect-gpus: 0 is not in the range x>=1"]),
@@ -135,6 +137,16 @@ def test_a_bad_file_is_exit_2_naming_file_table_and_key(tmp_path: Path, text: st
     assert str(file) in _one_error(result)
     for fragment in fragments:
         assert fragment in result.stderr
+
+
+def test_a_flag_of_the_wrong_type_in_the_file_is_refused_naming_it(tmp_path: Path) -> None:
+    """`json = "yes"` is no boolean: refused as a number for a flag is, not taken for true."""
+    folder = fr.write(fr.fleet(1), tmp_path / "reports")
+    file = _write(tmp_path / "config.toml", '[fleet]\n[fleet.report]\nz = 3.5\njson = "yes"\n')
+    result = run_gpuenv("--config", str(file), "fleet", "report", "--no-history", str(folder))
+    error = _one_error(result)
+    assert error == f"gpuenv: error: {file}:4: [fleet.report] json: expected true or false, got string 'yes'"
+    assert result.returncode == 2 and result.stdout == ""
 
 
 def test_a_hostile_value_is_refused_from_the_file_as_from_the_flag(tmp_path: Path) -> None:

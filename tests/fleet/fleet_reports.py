@@ -51,10 +51,10 @@ def _near(rng: random.Random, centre: float, spread: float) -> float:
     return centre * (1 + max(-2.5, min(2.5, rng.gauss(0, 1))) * spread)
 
 
-def healthy_node(host: str, rng: random.Random, *, gpus: int = 8, model: str = H100) -> Node:
+def healthy_node(host: str, rng: random.Random, *, gpus: int = 8, model: str = H100, tflops: float = 700.0) -> Node:
     node = Node(host, gpus, model)
     for i in range(gpus):
-        node.tflops[i] = round(_near(rng, 700.0, 0.01), 3)
+        node.tflops[i] = round(_near(rng, tflops, 0.01), 3)
         node.energy[i] = round(_near(rng, 0.9, 0.01), 4)
         node.temperature[i] = round(_near(rng, 36, 0.04))
         node.clock[i] = round(_near(rng, 1980, 0.003))

@@ -56,14 +56,18 @@ def test_recorded_amd_reports_are_real_verify_reports() -> None:
 
 def test_a_mixed_fleet_is_grouped_by_model_and_neither_vendor_is_the_others_outlier() -> None:
     """12 H100 and 4 MI300X nodes: pooled, every MI300X figure would lie 14-17 % under an H100
-    median; by model, the four MI300X are described, not judged."""
+    median; by model, the four MI300X are judged against the MI300X's expected figures where there
+    are some (matmul, large allreduce), else described, not judged."""
     hosts = [nvidia_host(n) for n in fr.fleet(12)] + [amd_host(n) for n in ar.mi300x_fleet(4)]
     groups, outliers = compare(hosts, stats.Rule(), stats.MIN_JUDGED)
     assert outliers == []
     models = {g.key.gpu_model for g in groups}
     assert models == {fr.H100, ar.MI300X}
     amd_groups = [g for g in groups if g.key.gpu_model == ar.MI300X]
-    assert amd_groups and all(not g.judged and g.hosts == 4 for g in amd_groups)
+    assert amd_groups and all(g.hosts == 4 and not g.below for g in amd_groups)
+    by_model = {g.key.metric() for g in amd_groups if g.basis == "expected"}
+    assert by_model == {"amp.matmul_tflops", "allreduce.busbw_gbps allreduce 512 MiB"}
+    assert all(g.expected is not None and g.expected.model == "MI300X" for g in amd_groups if g.judged)
     assert not any(g.key.figure == "nvml.sm_clock_mhz" for g in amd_groups)  # AMD SMI reads no loaded clocks
     pooled = [replace(h, gpu_model="any GPU") for h in hosts]  # the same hosts, the model ignored
     _, unfair = compare(pooled, stats.Rule(), stats.MIN_JUDGED)

@@ -23,7 +23,8 @@ def test_fleet_report_says_where_it_records_and_records_each_report_once(tmp_pat
     folder, db = fr.write(fr.fleet(6), tmp_path / "reports"), tmp_path / "h.sqlite"
     first = run_gpuenv("fleet", "report", str(folder), "--history", str(db))
     assert first.returncode == 0, first.stderr
-    assert first.stderr.splitlines() == [f"recorded 6 new report(s) in the GPU history {db} (--no-history: none)"]
+    made = f"made the GPU history {db} and recorded 6 report(s) there (--no-history: none)"
+    assert first.stderr.splitlines() == [made]
     shutil.copy(folder / "gpu0000.json", folder / "gpu0000-copy.json")  # the same report under another name
     again = run_gpuenv("fleet", "report", str(folder), "--history", str(db))
     assert again.stderr.splitlines()[0].startswith("recorded 0 new report(s)")

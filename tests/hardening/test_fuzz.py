@@ -139,7 +139,8 @@ def test_fleet_report_never_calls_a_bad_host_healthy(capsys: pytest.CaptureFixtu
         if code == 0:  # a file that does not say it is a gpuenv report is named and skipped
             lost = reportfile.claims_report(victim) and not _certifies(victim)
             assert not lost, "a host whose file does not certify it was counted healthy"
-            assert json.loads(out.out)["healthy"] is True
+            data = json.loads(out.out)  # two hosts: healthy or, where a group went unjudged, not judged
+            assert data["healthy"] in (True, None) and (data["healthy"] is True) == data["judged"]
 
 
 @pytest.fixture(scope="module")

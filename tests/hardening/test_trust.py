@@ -94,7 +94,7 @@ def test_a_report_with_strings_for_numbers_is_unreadable_named_and_not_healthy(
 def test_a_file_that_is_no_gpuenv_report_is_still_only_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    folder, _ = fleet_folder(tmp_path)
+    folder, _ = fleet_folder(tmp_path, 8)  # enough hosts that every group is judged
     (folder / "inventory.json").write_text('{"all": {"hosts": []}}')
     (folder / "package.json").write_text('{"schema": "https://json.schemastore.org/package"}')
     code, out, err = report_json(capsys, str(folder))
@@ -187,7 +187,7 @@ def test_an_output_that_is_one_of_the_inputs_is_refused_before_any_work(
     else:
         args = ["fleet", "report", "--no-history", *inputs, flag, str(target)]
     assert gpuenv_main(*args) == 2
-    assert "is one of the input reports" in capsys.readouterr().err
+    assert "is one of the inputs" in capsys.readouterr().err
     assert victim.read_bytes() == before
 
 

@@ -10,12 +10,11 @@ from gpuenv.verify import nodes
 from gpuenv.verify.baselines import Baselines
 from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks.allreduce.collectives import PAIR_BYTES, MiB
-from gpuenv.verify.expectations import Expectations, Expected
+from gpuenv.verify.expectations import SATURATES, Expectations, Expected
 from gpuenv.verify.model import Finding, GpuRef
 from gpuenv.verify.outliers import beyond_spread
 from gpuenv.verify.spread import Spread
 
-SATURATES = 512 * MiB  # busbw only saturates with large messages: smaller sizes measure latency
 FACTORS = {
     "allreduce": lambda n: 2 * (n - 1) / n,
     "allgather": lambda n: (n - 1) / n,

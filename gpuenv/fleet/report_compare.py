@@ -17,6 +17,19 @@ def figure_of(name: str) -> figures.Figure:
     return BUSBW if name == BUSBW.name else figures.BY_NAME[name]
 
 
+def pool_figure(name: str, pool: Pool) -> tuple[figures.Figure, str | None]:
+    """The group's figure: registered, or as its hosts' reports declared it (a site check's); a
+    note when they declared it differently (another unit or direction: nothing to compare)."""
+    declared = {s.declared for _, s in pool.series if s.declared is not None}
+    if not declared:
+        return figure_of(name), None
+    first = min(declared, key=lambda f: (f.unit, f.better, f.per_gpu))
+    if len({(f.unit, f.better, f.per_gpu) for f in declared}) > 1:
+        ways = "; ".join(sorted({f"{f.unit}, {f.better} is better" for f in declared}))
+        return first, f"hosts declare it differently ({ways}): described, not judged"
+    return first, None
+
+
 @dataclass
 class Pool:
     """A group's values (in one list, for the statistics) and the series they came from."""
@@ -58,11 +71,12 @@ def compare(hosts: list[HostReport], rule: stats.Rule, min_hosts: int) -> tuple[
     groups: list[Group] = []
     outliers: list[Outlier] = []
     for key, pool in sorted(grouped(hosts).items(), key=lambda kv: _sort_key(kv[0])):
-        figure = figure_of(key.figure)
+        figure, disagreement = pool_figure(key.figure, pool)
         summary = stats.summarize(pool.values)
         n_hosts = pool.hosts()
-        judged = n_hosts >= min_hosts
-        note = None if judged else f"values from {n_hosts} host(s), under {min_hosts}: described, not judged"
+        judged = n_hosts >= min_hosts and disagreement is None
+        few = f"values from {n_hosts} host(s), under {min_hosts}: described, not judged"
+        note = disagreement or (None if judged else few)
         groups.append(Group(key, figure.unit, figure.better, summary, n_hosts, judged, note))
         if not judged:
             continue

@@ -27,7 +27,7 @@ from gpuenv.verify.baselines import load_baselines
 from gpuenv.verify.checks.nvml.policy import load_policy
 from gpuenv.verify.launch import Explicit, LauncherChoice, Placement, detect, hostname
 from gpuenv.verify.model import CheckResult, DeviceChoice, Level, Report, Verdict
-from gpuenv.verify.options import OnStart, VerifyOptions
+from gpuenv.verify.options import OnStart, SiteOptions, VerifyOptions
 from gpuenv.verify.pci import nvidia_on_pci
 from gpuenv.verify.prices import PriceRow, resolve_price
 
@@ -38,6 +38,7 @@ RUNS = {
     "passive": "gpuenv.verify.passive:run_passive",  # NVML read in this process
     "image": "gpuenv.verify.image_run:run_in_image",  # the same verify inside a Docker image
     "cost": "gpuenv.verify.cost:report_cost",  # cost figures, only where a price is found
+    "site": "gpuenv.verify.site.load:site_checks",  # the site checks a run enables, nothing scanned otherwise
 }
 
 
@@ -65,6 +66,7 @@ class VerifyRequest:
     prices: tuple[PriceRow, ...] = ()  # the config file's [prices] table
     passive: bool = False  # --check nvml --passive: NVML read in this process, no load, no torch
     gpus: tuple[int, ...] = ()  # --gpus: only these GPUs (NVML indices); () for every GPU
+    site: SiteOptions = field(default_factory=SiteOptions)  # --checks-dir, --plugin, --all-plugins
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,7 @@ class Preview:
 def preview(request: VerifyRequest) -> Preview:
     """The run's header facts: this host, the level, the checks and the GPUs the PCI bus shows."""
     placement = placement_of(request)
-    names = tuple(spec.name for spec in registry.select(request.level, request.checks))
+    names = tuple(spec.name for spec in registry.select(request.level, request.checks, site_checks(request)))
     return Preview(
         host=hostname(),
         level=request.level,
@@ -158,6 +160,28 @@ def placement_of(request: VerifyRequest, env: dict[str, str] | None = None) -> P
     return detect(os.environ if env is None else env, request.explicit, choice=request.launcher)
 
 
+def checks_overview(request: VerifyRequest) -> list[dict[str, Any]]:
+    """`--list-checks`: each level's checks, gpuenv's and the site checks the request enables."""
+    return registry.levels_overview(site_checks(request))
+
+
+def site_checks(request: VerifyRequest) -> tuple[Any, ...]:
+    """The site checks this run may select (loaded only when enabled and the selection can take
+    them: not for --passive, --image or another named check alone); a `--check site.NAME` none of
+    them answers is a bad request."""
+    wanted = [name for name in request.checks if name.startswith("site.")]
+    usable = not (request.passive or request.image is not None) and (wanted or not request.checks)
+    found: tuple[Any, ...] = loaded("site")(request.site) if usable and request.site.given() else ()
+    missing = [name for name in wanted if name not in {spec.name for spec in found}]
+    if missing:
+        enabled = ", ".join(spec.name for spec in found) or "none"
+        raise BadRequest(
+            f"--check {missing[0]}: no such site check is enabled here (enabled: {enabled})",
+            hint="enable site checks with --checks-dir DIR, --plugin NAME or --all-plugins (gpuenv verify --help)",
+        )
+    return found
+
+
 @dataclass(frozen=True)
 class Callbacks:
     on_result: Callable[[CheckResult], None] | None = None
@@ -183,6 +207,7 @@ def _on_this_node(request: VerifyRequest, callbacks: Callbacks, placement: Place
         timeout=request.timeout,
         placement=placement.to_dict() if placement else None,
         gpus=request.gpus,
+        site=site_checks(request),
     )
     leads_node = placement is None or placement.leads_node
     heard = callbacks if leads_node else Callbacks()

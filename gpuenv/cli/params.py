@@ -16,6 +16,7 @@ from gpuenv import config, validate
 from gpuenv.errors import BadRequest
 from gpuenv.files import check_output
 from gpuenv.types import DEVICE_CHOICES, LEVELS
+from gpuenv.verify.options import SiteOptions
 from gpuenv.verify.registry import CHECKS
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -145,6 +146,11 @@ VERIFY_HELP = {
     "plugin": "Also run this site check, installed as an entry point in gpuenv.checks (repeatable).",
     "all-plugins": "Also run every site check installed as an entry point (gpuenv info lists them).",
 }
+
+
+def site_request(params: dict[str, Any]) -> SiteOptions:
+    """Take --checks-dir, --plugin and --all-plugins out of a command's parameters."""
+    return SiteOptions(**{key: params.pop(key) for key in ("checks_dir", "plugins", "all_plugins")})
 
 
 def site_options(func: F) -> F:

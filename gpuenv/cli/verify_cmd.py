@@ -12,12 +12,11 @@ import click
 from gpuenv import interrupt, output, validate
 from gpuenv.cli import settings as settings_of
 from gpuenv.cli.output import console, emit_json, say, warn
-from gpuenv.cli.params import checked, gpu_indices, output_option, site_options, verify_option
+from gpuenv.cli.params import checked, gpu_indices, output_option, site_options, site_request, verify_option
 from gpuenv.cli.verify_view import RunView, header, present, show_checks
 from gpuenv.errors import BadRequest
 from gpuenv.files import STDOUT
 from gpuenv.verify.launch import LAUNCHER_CHOICES, Explicit
-from gpuenv.verify.options import SiteOptions
 from gpuenv.verify.prices import price_rows
 from gpuenv.verify.service import VerifyOutcome, VerifyRequest, checks_overview, preview
 from gpuenv.verify.service import verify as run
@@ -148,7 +147,7 @@ def multi_node_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.pass_context
 def verify(ctx: click.Context, /, as_json: bool, list_checks: bool, **options: Any) -> int:
     """Certify this node (or, with --image, an image) for PyTorch work."""
-    site = SiteOptions(**{k: options.pop(k) for k in ("checks_dir", "plugins", "all_plugins")})
+    site = site_request(options)
     if list_checks:
         return show_checks(checks_overview(VerifyRequest(site=site)), as_json=as_json)
     settings = settings_of(ctx)

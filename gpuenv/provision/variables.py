@@ -17,6 +17,7 @@ from gpuenv.provision.amdgpus import rocm_host_oses
 from gpuenv.requirements import gpuenv_requirements
 from gpuenv.stack import Stack
 from gpuenv.types import DeviceChoice, Level
+from gpuenv.verify.options import SiteOptions
 
 DRIVER_SOURCES = ("auto", "distro", "cuda-repo")
 KERNEL_MODULES = ("auto", "open", "proprietary")
@@ -43,6 +44,9 @@ class ProvisionOptions:
     verify_device: DeviceChoice = "auto"
     reports_dir: str = "reports"  # on the controller (absolute)
     min_free_gb: int = 10
+    site_checks_dir: str | None = None  # a checks directory on the controller (absolute)
+    site_checks_files: tuple[str, ...] = ()  # the files it ships
+    site_checks_wheels: tuple[str, ...] = ()  # site check packages on the controller (absolute)
 
 
 @dataclass(frozen=True)
@@ -162,7 +166,28 @@ def variables(stack: Stack, options: ProvisionOptions, facts: KbFacts) -> dict[s
         "verify_venv": options.venv,
         "verify_reports_dir": options.reports_dir,
     }
+    values |= site_variables(options)
     return {**values, **amdgpu_variables(stack, options, facts)} if stack.platform == "rocm" else values
+
+
+SITE_CHECKS_DEST = "/etc/gpuenv/checks.d"  # where a host keeps the site's checks directory
+
+
+def site_variables(options: ProvisionOptions) -> dict[str, Any]:
+    """The site checks role's variables, and the options that name them to verify on the host (none
+    when no site check is shipped)."""
+    if not (options.site_checks_files or options.site_checks_wheels):
+        return {}
+    site = SiteOptions(
+        checks_dir=SITE_CHECKS_DEST if options.site_checks_files else None, all_plugins=bool(options.site_checks_wheels)
+    )
+    return {
+        "site_checks_src": options.site_checks_dir or "",
+        "site_checks_files": list(options.site_checks_files),
+        "site_checks_dest": SITE_CHECKS_DEST,
+        "site_checks_wheels": list(options.site_checks_wheels),
+        "verify_site_args": site.arguments(),
+    }
 
 
 def amdgpu_variables(stack: Stack, options: ProvisionOptions, facts: KbFacts) -> dict[str, Any]:

@@ -24,6 +24,13 @@ class SiteOptions:
     def given(self) -> bool:
         return bool(self.checks_dir or self.plugins or self.all_plugins)
 
+    def arguments(self) -> list[str]:
+        """The options that name them to a verify on a host (fleet verify, provision)."""
+        args = ["--checks-dir", self.checks_dir] if self.checks_dir else []
+        for name in self.plugins:
+            args += ["--plugin", name]
+        return args + (["--all-plugins"] if self.all_plugins else [])
+
 
 @dataclass(frozen=True)
 class VerifyOptions:

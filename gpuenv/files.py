@@ -253,8 +253,8 @@ def open_no_link(path: Path | str, what: str, *, hint: str, dir_fd: int | None =
         return os.open(path, flags, dir_fd=dir_fd)
     except OSError as exc:
         why = f"cannot be read: {exc.strerror}"
-        if exc.errno == errno.ELOOP:
-            why = "is a symlink (gpuenv follows none here)"
+        if exc.errno == errno.ELOOP or (folder and exc.errno == errno.ENOTDIR and _is_link(path, dir_fd)):
+            why = "is a symlink (gpuenv follows none here)"  # O_DIRECTORY on a link says ENOTDIR
         elif exc.errno == errno.ENOTDIR and folder:
             why = "is not a folder"
         raise BadRequest(f"{what} {path} {why}", hint=hint) from exc
@@ -283,6 +283,13 @@ def _not_own_file(info: os.stat_result, owners: tuple[int, ...]) -> str | None:
     if not stat.S_ISREG(info.st_mode):
         return "is not a regular file"
     return untrusted(info, owners)
+
+
+def _is_link(path: Path | str, dir_fd: int | None) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(path, dir_fd=dir_fd).st_mode)
+    except OSError:
+        return False
 
 
 def untrusted(info: os.stat_result, owners: tuple[int, ...]) -> str | None:

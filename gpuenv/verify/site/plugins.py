@@ -52,7 +52,7 @@ def _spec(point: EntryPoint) -> SiteSpec:
     check = load_object(point.value, where)
     hint = "the entry point must name a gpuenv.sitecheck.Check (docs/verify.md, Site checks)"
     if not isinstance(check, Check):
-        raise BadRequest(f"{where} is a {type(check).__name__}, not a gpuenv.sitecheck.Check", hint=hint)
+        raise BadRequest(f"{where} is of type {type(check).__name__}, not a gpuenv.sitecheck.Check", hint=hint)
     if check.name != point.name:
         raise BadRequest(f"{where} declares the name {check.name!r}: the entry point must carry it", hint=hint)
     if not callable(check.run):

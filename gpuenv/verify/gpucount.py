@@ -27,7 +27,8 @@ def run_findings(
     if expect_gpus is not None and "nvml" not in checks:
         counted, source = count_gpus(host)
         findings.append(count_finding(expect_gpus, counted, source))
-    if baseline is not None and not BASELINE_READERS & set(checks):
+    readers = BASELINE_READERS & set(checks) or [c for c in checks if c.startswith("site.")]  # declared figures
+    if baseline is not None and not readers:
         message = f"--baseline {baseline} has no effect: none of the checks run ({', '.join(checks)}) reads a baseline"
         findings.append(finding("verify.option-unused", message))
     if not findings:

@@ -19,6 +19,7 @@ from typing import IO, Any
 
 from gpuenv.errors import BadRequest
 from gpuenv.verify import registry
+from gpuenv.verify.baselines import load_baselines
 from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks.nvml.policy import load_policy
 from gpuenv.verify.checks.nvml.rules import xid_findings
@@ -26,6 +27,7 @@ from gpuenv.verify.facts import HostFacts, gpu_node_note, host_facts, prefer
 from gpuenv.verify.model import CheckResult, died, status_from_findings
 from gpuenv.verify.options import OnStart, VerifyOptions
 from gpuenv.verify.pci import amd_on_pci, driver_gpus, nvidia_on_pci, pci_scope
+from gpuenv.verify.site.answers import judged
 from gpuenv.verify.site.running import environment, run_program
 from gpuenv.verify.site.spec import SiteSpec
 from gpuenv.verify.worker_handle import Worker, WorkerDied, WorkerTimeout
@@ -323,6 +325,8 @@ class Run:
                     torch_follows = any(s.needs_torch for s in specs[i:])
                     self.on_start(spec.name, self.limit(spec))
                     result = self.run_check(spec, torch_follows)
+                    if isinstance(spec, SiteSpec) and result.figures and self.opts.baseline and not self.cpu_only:
+                        judged(result, load_baselines(Path(self.opts.baseline)), self.host)
                     self.results.append(result)
                     self.note_unwatched(result)
                     self.drain_xids(result)

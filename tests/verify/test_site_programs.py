@@ -20,6 +20,7 @@ from gpuenv.resources import data_file
 from gpuenv.verify.site import programs
 from gpuenv.verify.site.running import run_program
 from tests.conftest import run_gpuenv
+from tests.verify.conftest import scenario_env
 
 REPORT_SCHEMA = json.loads(data_file("report.schema.json").read_text())
 
@@ -312,3 +313,49 @@ def test_nothing_is_scanned_where_no_site_check_can_run() -> None:
     assert "gpuenv.verify.site" not in out.stderr and "gpuenv.sitecheck" not in out.stderr
     out = run_gpuenv("verify", "--device", "cpu", "--check", "site.x", env=env)
     assert out.returncode == 2 and "--checks-dir /nonexistent/checks.d cannot be read" in out.stderr
+
+
+def test_on_a_gpu_node_gpus_are_named_by_nvml_index_and_figures_meet_their_baseline(
+    fake_nvml_dir: Path, tmp_path: Path
+) -> None:
+    """Over the fake NVML (8 H100s, the job given GPUs 2 and 5): the program is told the GPUs by NVML
+    index, the report keys them by CUDA index with their UUIDs, and a learned baseline judges a figure."""
+    answer = {
+        "status": "pass",
+        "findings": [{"code": "port-flaps", "severity": "info", "message": "port flapped once", "gpu": 5}],
+        "metrics": {
+            "port_gbps": {"value": {"2": 392, "5": 120}, "unit": "Gb/s", "better": "higher"},
+            "latency_us": {"value": 2.1, "unit": "us", "better": "lower"},
+        },
+    }
+    seen = tmp_path / "gpus"
+    body = f"echo \"$GPUENV_GPUS $GPUENV_GPU_UUIDS\" > {seen}\ncat <<'EOF'\n{json.dumps(answer)}\nEOF"
+    folder = checks_dir(tmp_path, {"ib": program("ib", body)})
+    rows = [("site.ib.port_gbps", 390), ("site.ib.latency_us", 2.0)]
+    baselines = {
+        "schema": "gpuenv.baselines/2", "fail_below": 0.75, "warn_below": 0.9, "busbw": [], "matmul_tflops": [],
+        "figures": [{"gpu": "H100", "match": ["H100"], "figure": f, "value": v} for f, v in rows],
+    }  # fmt: skip
+    (tmp_path / "baselines.json").write_text(json.dumps(baselines))
+    env = {**scenario_env(fake_nvml_dir, "healthy-8xh100"), "CUDA_VISIBLE_DEVICES": "2,5"}
+    args = ("--checks-dir", str(folder), "--check", "site.ib", "--baseline", str(tmp_path / "baselines.json"))
+    out = run_gpuenv("verify", "--json", *args, env=env)
+    assert out.returncode == 1, out.stderr
+    report = json.loads(out.stdout)
+    valid_report(report)
+    check = checks_of(report)["site.ib"]
+    uuids = [g["uuid"] for g in report["host"]["gpus"]]
+    assert seen.read_text().split() == ["2,5", ",".join(uuids)]
+    assert check["metrics"]["port_gbps"] == {"0": 392, "1": 120}  # CUDA indices, as every per-GPU figure
+    assert check["findings"][0]["gpu"] == {
+        "index": 1,
+        "uuid": uuids[1],
+        "pci_bus_id": report["host"]["gpus"][1]["pci_bus_id"],
+    }
+    (low,) = [f for f in check["findings"] if f["code"] == "verify.site-figure-below-baseline"]
+    assert (
+        low["message"].startswith(f"GPU 1 ({uuids[1]}")
+        and "site.ib.port_gbps 120 Gb/s vs 390 expected" in low["message"]
+    )
+    assert check["status"] == "fail" and check["summary"] == low["message"]
+    assert not [f for f in report["checks"][0]["findings"] if f["code"] == "verify.option-unused"]

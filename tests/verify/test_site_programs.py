@@ -19,7 +19,7 @@ import pytest
 from gpuenv.resources import data_file
 from gpuenv.verify.site import programs
 from gpuenv.verify.site.running import run_program
-from tests.conftest import run_gpuenv
+from tests.conftest import REPO, run_gpuenv
 from tests.verify.conftest import scenario_env
 
 REPORT_SCHEMA = json.loads(data_file("report.schema.json").read_text())
@@ -359,3 +359,40 @@ def test_on_a_gpu_node_gpus_are_named_by_nvml_index_and_figures_meet_their_basel
     )
     assert check["status"] == "fail" and check["summary"] == low["message"]
     assert not [f for f in report["checks"][0]["findings"] if f["code"] == "verify.option-unused"]
+
+
+def test_the_documented_example_programs_run_as_documented(fake_nvml_dir: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "checks.d"
+    shutil.copytree(REPO / "docs" / "examples" / "checks.d", folder)
+    folder.chmod(0o755)
+    env = scenario_env(fake_nvml_dir, "healthy-8xh100")  # a GPU node: ib-ports needs GPUs
+    args = ("--checks-dir", str(folder), "--check", "site.ib-ports", "--check", "site.scratch-mounted")
+    out = run_gpuenv("verify", "--json", *args, env=env)
+    report = json.loads(out.stdout)
+    valid_report(report)
+    checks = checks_of(report)
+    mounted = subprocess.run(["mountpoint", "-q", "/scratch"], check=False).returncode == 0
+    assert checks["site.scratch-mounted"]["status"] == ("pass" if mounted else "fail")
+    ports = checks["site.ib-ports"]
+    assert ports["status"] in ("pass", "fail") and ports["figures"]["ports_down"]["better"] == "lower"
+    assert (ports["status"] == "fail") == (ports["metrics"]["ports_down"] > 0)
+
+
+def test_a_program_dies_with_gpuenv_when_gpuenv_is_killed(tmp_path: Path) -> None:
+    """SIGKILL reaches no child: the helper sees gpuenv go and kills the program's whole group."""
+    mark = uuid.uuid4().hex
+    started = tmp_path / "started"
+    body = f"export SITE_MARK={mark}\nsleep 600 &\ntouch {started}\nsleep 600"
+    folder = checks_dir(tmp_path, {"hang": program("hang", body, timeout=300)})
+    command = [sys.executable, "-m", "gpuenv", "verify", "--device", "cpu", "--checks-dir", str(folder)]
+    gpuenv = subprocess.Popen([*command, "--check", "site.hang"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert started.exists() and len(marked(f"SITE_MARK={mark}")) == 2
+    gpuenv.kill()
+    gpuenv.wait(timeout=10)
+    deadline = time.monotonic() + 15
+    while marked(f"SITE_MARK={mark}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert marked(f"SITE_MARK={mark}") == []

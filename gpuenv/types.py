@@ -17,6 +17,10 @@ ReportOutcome = Literal["certified", "not certified", "could not run", "interrup
 # A host's outcome, in the order they are tallied: its report's, or one `fleet verify` gives a host it could not verify.
 Outcome = Literal[ReportOutcome, "unreachable", "timeout", "not provisioned"]
 
+# A site's own check (gpuenv.verify.site) is named site.NAME, its findings site.NAME.CODE and its figures
+# site.NAME.METRIC: nothing of a site's can pose as gpuenv's.
+SITE_PREFIX = "site."
+
 LEVELS: tuple[Level, ...] = get_args(Level)
 DEVICE_CHOICES: tuple[DeviceChoice, ...] = get_args(DeviceChoice)
 STATUSES: tuple[Status, ...] = get_args(Status)

@@ -15,7 +15,7 @@ from click.core import ParameterSource
 from gpuenv import config, validate
 from gpuenv.errors import BadRequest
 from gpuenv.files import check_output
-from gpuenv.types import DEVICE_CHOICES, LEVELS
+from gpuenv.types import DEVICE_CHOICES, LEVELS, SITE_PREFIX
 from gpuenv.verify.options import SiteOptions
 from gpuenv.verify.registry import CHECKS
 
@@ -95,7 +95,6 @@ class CheckName(click.Choice):  # type: ignore[type-arg]
         return super().convert(value, param, ctx)
 
 
-SITE_PREFIX = "site."
 CHECK_NAMES = CheckName([c.name for c in CHECKS])
 
 

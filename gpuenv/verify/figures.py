@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
 
+from gpuenv.types import SITE_PREFIX
+
 Better = Literal["higher", "lower"]
 
 
@@ -113,7 +115,6 @@ def declared(check: Mapping[str, Any]) -> tuple[Figure, ...]:
     )
 
 
-SITE_PREFIX = "site."
 _NUMBER_TYPES = frozenset((int, float))  # by exact type: a bool is an int, and no figure
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from gpuenv import __version__, output
 from gpuenv.errors import EXIT_BAD_RESULT, EXIT_CANNOT_RUN, BadRequest, GpuenvError
 from gpuenv.files import output_kind
+from gpuenv.types import SITE_PREFIX
 from gpuenv.verify import faults, registry
 from gpuenv.verify.baselines import load_baselines
 from gpuenv.verify.checks.nvml.policy import load_policy
@@ -169,7 +170,7 @@ def site_checks(request: VerifyRequest) -> tuple[Any, ...]:
     """The site checks this run may select (loaded only when enabled and the selection can take
     them: not for --passive, --image or another named check alone); a `--check site.NAME` none of
     them answers is a bad request."""
-    wanted = [name for name in request.checks if name.startswith("site.")]
+    wanted = [name for name in request.checks if name.startswith(SITE_PREFIX)]
     usable = not (request.passive or request.image is not None) and (wanted or not request.checks)
     found: tuple[Any, ...] = loaded("site")(request.site) if usable and request.site.given() else ()
     missing = [name for name in wanted if name not in {spec.name for spec in found}]

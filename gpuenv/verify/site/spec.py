@@ -8,10 +8,9 @@ from typing import Any, Literal
 
 from gpuenv import schema
 from gpuenv.errors import BadRequest
-from gpuenv.types import LEVELS, Level
+from gpuenv.types import LEVELS, SITE_PREFIX, Level
 
 API = 1  # the version of the site check contract (gpuenv.sitecheck, the executable's) this gpuenv speaks
-PREFIX = "site."  # a site check's name in the report, and of its finding codes
 Kind = Literal["python", "program"]
 
 
@@ -40,10 +39,6 @@ class SiteSpec:
     def context_in_worker(self) -> bool:  # a Python check's GPU work runs in the worker
         return self.needs_gpu and self.kind == "python"
 
-    @property
-    def short(self) -> str:
-        return self.name.removeprefix(PREFIX)
-
     def runs_at(self, level: str) -> bool:
         return level in self.levels
 
@@ -71,7 +66,7 @@ def declared(data: Any, *, kind: Kind, origin: str, target: str, where: str) -> 
         raise BadRequest(f"{where}: timeout gives no limit for level {', '.join(unlimited)}", hint=hint)
     needs = data.get("needs", [])
     return SiteSpec(
-        name=PREFIX + data["name"],
+        name=SITE_PREFIX + data["name"],
         kind=kind,
         origin=origin,
         target=target,
@@ -81,7 +76,3 @@ def declared(data: Any, *, kind: Kind, origin: str, target: str, where: str) -> 
         needs_torch="torch" in needs,
         about=data.get("about", ""),
     )
-
-
-def is_site_name(name: str) -> bool:
-    return name.startswith(PREFIX)

@@ -27,7 +27,7 @@ from gpuenv.verify.facts import HostFacts, gpu_node_note, host_facts, prefer
 from gpuenv.verify.model import CheckResult, died, status_from_findings
 from gpuenv.verify.options import OnStart, VerifyOptions
 from gpuenv.verify.pci import amd_on_pci, driver_gpus, nvidia_on_pci, pci_scope
-from gpuenv.verify.site.answers import judged
+from gpuenv.verify.site.judging import judged
 from gpuenv.verify.site.running import environment, run_program
 from gpuenv.verify.site.spec import SiteSpec
 from gpuenv.verify.worker_handle import Worker, WorkerDied, WorkerTimeout

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from functools import partial
 from importlib import import_module
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuenv import __version__, output
 from gpuenv.errors import EXIT_BAD_RESULT, EXIT_CANNOT_RUN, BadRequest, GpuenvError
@@ -31,6 +31,9 @@ from gpuenv.verify.model import CheckResult, DeviceChoice, Level, Report, Verdic
 from gpuenv.verify.options import OnStart, SiteOptions, VerifyOptions
 from gpuenv.verify.pci import nvidia_on_pci
 from gpuenv.verify.prices import PriceRow, resolve_price
+
+if TYPE_CHECKING:  # loaded by name (RUNS) only where a run enables site checks
+    from gpuenv.verify.site.spec import SiteSpec
 
 # The runs verify makes, each loaded only when a request asks for it (as gpuenv.cli loads a command and
 # the worker a check): `--passive` imports neither the engine nor the Docker adapter nor the cost figures.
@@ -166,13 +169,13 @@ def checks_overview(request: VerifyRequest) -> list[dict[str, Any]]:
     return registry.levels_overview(site_checks(request))
 
 
-def site_checks(request: VerifyRequest) -> tuple[Any, ...]:
+def site_checks(request: VerifyRequest) -> tuple[SiteSpec, ...]:
     """The site checks this run may select (loaded only when enabled and the selection can take
     them: not for --passive, --image or another named check alone); a `--check site.NAME` none of
     them answers is a bad request."""
     wanted = [name for name in request.checks if name.startswith(SITE_PREFIX)]
     usable = not (request.passive or request.image is not None) and (wanted or not request.checks)
-    found: tuple[Any, ...] = loaded("site")(request.site) if usable and request.site.given() else ()
+    found: tuple[SiteSpec, ...] = loaded("site")(request.site) if usable and request.site.given() else ()
     missing = [name for name in wanted if name not in {spec.name for spec in found}]
     if missing:
         enabled = ", ".join(spec.name for spec in found) or "none"

@@ -15,11 +15,8 @@ from typing import Any
 
 from gpuenv import schema
 from gpuenv.sitecheck import Result
-from gpuenv.verify.baselines import Baselines
-from gpuenv.verify.catalogue import finding
-from gpuenv.verify.facts import GpuInfo, HostFacts
-from gpuenv.verify.figures import readings
-from gpuenv.verify.model import CheckResult, Finding, GpuRef, died, status_from_findings, summarize
+from gpuenv.verify.facts import GpuInfo
+from gpuenv.verify.model import CheckResult, Finding, GpuRef, died, summarize
 
 NAGIOS = ("pass", "warn", "fail", "error")  # exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN
 NAGIOS_WORDS = ("OK", "WARNING", "CRITICAL", "UNKNOWN")
@@ -154,39 +151,3 @@ def _cuda(index: int, by_index: dict[int, GpuInfo], where: str) -> int:
         checked = ", ".join(map(str, sorted(by_index))) or "none: CPU only"
         raise Unreadable(f"{where} names GPU {index}, which this run does not check (GPUs: {checked})")
     return info.cuda_index if info.cuda_index is not None else info.index
-
-
-RANK = {"pass": 0, "warn": 1, "fail": 2}
-
-
-def judged(result: CheckResult, baselines: Baselines, host: HostFacts) -> None:
-    """A site check's figures against the baselines' rows for this GPU model and count (what `fleet
-    baseline learn` learned of them): under fail_below fails, under warn_below warns, as gpuenv's
-    own figures. The result's status is raised where a figure is worse than its finding says."""
-    gpu_name = next((g.name for g in host.gpus if g.name), None)
-    if gpu_name is None or result.status not in RANK:
-        return
-    found = []
-    for r in readings([{"name": result.name, "metrics": result.metrics, "figures": result.figures}]):
-        expected = baselines.expected_figure(r.figure.name, gpu_name, len(host.gpus))
-        verdict = baselines.judge(r.value, expected, r.figure.better) if expected is not None else "pass"
-        if verdict == "pass":
-            continue
-        gpu = host.gpu_ref(r.gpu_index) if r.gpu_index is not None else None
-        where = f"{gpu.label()}: " if gpu is not None else ""
-        message = f"{where}{r.figure.name} {r.value:g} {r.figure.unit} vs {expected:g} expected on {gpu_name}"
-        code = "verify.site-figure-below-baseline" if verdict == "fail" else "verify.site-figure-under-baseline"
-        found.append(
-            finding(
-                code,
-                message,
-                gpu=gpu,
-                baseline=baselines.origin,
-                fail_below=baselines.fail_below,
-                warn_below=baselines.warn_below,
-            )
-        )
-    result.findings += found
-    raised = status_from_findings(result.findings)
-    if found and RANK[raised] > RANK[result.status]:
-        result.status, result.summary = raised, summarize(found, result.summary)

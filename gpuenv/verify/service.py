@@ -143,6 +143,9 @@ def _passive_alone(request: VerifyRequest) -> None:
             "--gpus selects the GPUs of a run on this node, not of --image or --passive",
             hint="drop --gpus (--passive reads the GPUs CUDA_VISIBLE_DEVICES names)",
         )
+    site = [name for name in request.checks if name.startswith(SITE_PREFIX)]
+    if site and request.image is not None:
+        raise BadRequest(f"--check {site[0]}: site checks run on this node, not in --image", hint="drop --image")
     if request.passive and (request.checks != ("nvml",) or request.image is not None):
         raise BadRequest(
             "--passive reads NVML on this node only", hint="use it as: gpuenv verify --check nvml --passive"

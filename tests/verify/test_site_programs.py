@@ -298,6 +298,8 @@ def test_check_accepts_a_site_check_only_where_it_is_enabled(tmp_path: Path) -> 
     assert out.returncode == 2 and "(enabled: site.ok)" in out.stderr
     out = run_gpuenv("verify", "--check", "site.Not_A_Name")
     assert out.returncode == 2 and "invalid --check site.Not_A_Name" in out.stderr
+    out = run_gpuenv("verify", "--checks-dir", str(folder), "--check", "site.ok", "--image", "pytorch:2")
+    assert out.returncode == 2 and "site checks run on this node, not in --image" in out.stderr
 
 
 def test_nothing_is_scanned_where_no_site_check_can_run() -> None:

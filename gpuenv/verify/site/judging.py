@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpuenv.verify.baselines import Baselines
 from gpuenv.verify.catalogue import finding
 from gpuenv.verify.facts import HostFacts
@@ -28,17 +30,12 @@ def judged(result: CheckResult, baselines: Baselines, host: HostFacts) -> None:
         gpu = host.gpu_ref(r.gpu_index) if r.gpu_index is not None else None
         where = f"{gpu.label()}: " if gpu is not None else ""
         message = f"{where}{r.figure.name} {r.value:g} {r.figure.unit} vs {expected:g} expected on {gpu_name}"
-        code = "verify.site-figure-below-baseline" if verdict == "fail" else "verify.site-figure-under-baseline"
-        found.append(
-            finding(
-                code,
-                message,
-                gpu=gpu,
-                baseline=baselines.origin,
-                fail_below=baselines.fail_below,
-                warn_below=baselines.warn_below,
-            )
-        )
+        limits = {"fail_below": baselines.fail_below, "warn_below": baselines.warn_below}
+        fields: dict[str, Any] = {"baseline": baselines.origin, **limits}  # the remediation's
+        if verdict == "fail":
+            found.append(finding("verify.site-figure-below-baseline", message, gpu=gpu, **fields))
+        else:
+            found.append(finding("verify.site-figure-under-baseline", message, gpu=gpu, **fields))
     result.findings += found
     raised = status_from_findings(result.findings)
     if found and RANK[raised] > RANK[result.status]:

@@ -41,7 +41,7 @@ class Context:
     level: Level
     device: Literal["cuda", "cpu"]  # where verify runs its workloads: cpu on a node without GPUs
     gpus: tuple[int, ...]  # the GPUs this run checks, by NVML index (as nvidia-smi numbers them)
-    gpu_uuids: tuple[str, ...]  # their UUIDs, in the same order (empty where NVML gave none)
+    gpu_uuids: tuple[str, ...]  # their UUIDs, in the same order ("" where NVML gave none)
     work_dir: Path  # a private, empty folder, removed after the check
     limit_s: float  # the time limit the check runs under (it is killed at it)
 

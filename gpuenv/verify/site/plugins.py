@@ -94,7 +94,7 @@ def run_python(name: str, target: str, origin: str, ctx: CheckContext) -> CheckR
         level=ctx.level,  # type: ignore[arg-type]
         device=ctx.device,  # type: ignore[arg-type]
         gpus=tuple(g.index for g in gpus),
-        gpu_uuids=tuple(g.uuid for g in gpus if g.uuid),
+        gpu_uuids=tuple(g.uuid or "" for g in gpus),
         work_dir=work,
         limit_s=ctx.limit_s or 0.0,
     )

@@ -49,7 +49,7 @@ def environment(
         "GPUENV_LEVEL": level,
         "GPUENV_DEVICE": device,
         "GPUENV_GPUS": ",".join(str(g.index) for g in gpus),
-        "GPUENV_GPU_UUIDS": ",".join(g.uuid for g in gpus if g.uuid),
+        "GPUENV_GPU_UUIDS": ",".join(g.uuid or "" for g in gpus),
         "GPUENV_TIMEOUT": f"{limit:g}",
         "GPUENV_WORK_DIR": work_dir,
     }

@@ -28,8 +28,8 @@ def _pytest(session: nox.Session, marker: str, *options: str) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff, ruff format, mypy (strict), vulture, ansible-lint (production) and hadolint."""
-    session.run("ruff", "check", "gpuenv", "tests", "bench", "noxfile.py")
-    session.run("ruff", "format", "--check", "gpuenv", "tests", "bench", "noxfile.py")
+    session.run("ruff", "check", "gpuenv", "tests", "bench", "docs/examples", "noxfile.py")
+    session.run("ruff", "format", "--check", "gpuenv", "tests", "bench", "docs/examples", "noxfile.py")
     session.run("mypy")
     session.run(*VERMIN, "gpuenv", "tests", "bench", "noxfile.py")
     session.run("vulture")

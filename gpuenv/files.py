@@ -269,21 +269,36 @@ def read_bytes(
 
 
 def read_own_file(
-    path: Path | str, what: str, *, hint: str, owners: tuple[int, ...] | None = None, limit: int = DEFAULT_LIMIT
+    path: Path | str,
+    what: str,
+    *,
+    hint: str,
+    owners: tuple[int, ...] | None = None,
+    limit: int = DEFAULT_LIMIT,
+    dir_fd: int | None = None,
 ) -> bytes:
     """Read a file whose content root may act on (the power state, the caps tune power applied): a regular
     file, not a symlink, owned by one of `owners` (default: the user running gpuenv) and writable by nobody
     else; read without waiting (a FIFO in its place is refused, not waited on) and at most `limit` bytes.
-    Anything else is a BadRequest saying why."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        why = (
-            "is a symlink (gpuenv follows none here)" if exc.errno == errno.ELOOP else f"cannot be read: {exc.strerror}"
-        )
-        raise BadRequest(f"{what} {path} {why}", hint=hint) from exc
+    Anything else is a BadRequest saying why. `dir_fd`: `path` is a name in that open folder."""
+    fd = open_no_link(path, what, hint=hint, dir_fd=dir_fd)
     trusted = (os.geteuid(),) if owners is None else owners
     return _read_open(fd, f"{what} {path}", lambda info: _not_own_file(info, trusted), limit=limit, hint=hint)
+
+
+def open_no_link(path: Path | str, what: str, *, hint: str, dir_fd: int | None = None, folder: bool = False) -> int:
+    """An open descriptor of a file (or, with `folder`, a folder) that is not a symlink; the open never
+    waits (a FIFO). Anything else is a BadRequest saying why."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_DIRECTORY if folder else 0)
+    try:
+        return os.open(path, flags, dir_fd=dir_fd)
+    except OSError as exc:
+        why = f"cannot be read: {exc.strerror}"
+        if exc.errno == errno.ELOOP or (folder and exc.errno == errno.ENOTDIR and _is_link(path, dir_fd)):
+            why = "is a symlink (gpuenv follows none here)"  # O_DIRECTORY on a link says ENOTDIR
+        elif exc.errno == errno.ENOTDIR and folder:
+            why = "is not a folder"
+        raise BadRequest(f"{what} {path} {why}", hint=hint) from exc
 
 
 def _read_open(fd: int, name: str, refused: Callable[[os.stat_result], str | None], *, limit: int, hint: str) -> bytes:
@@ -308,6 +323,18 @@ def _not_own_file(info: os.stat_result, owners: tuple[int, ...]) -> str | None:
     """Why a file is not one only its trusted owners could have written, or None."""
     if not stat.S_ISREG(info.st_mode):
         return "is not a regular file"
+    return untrusted(info, owners)
+
+
+def _is_link(path: Path | str, dir_fd: int | None) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(path, dir_fd=dir_fd).st_mode)
+    except OSError:
+        return False
+
+
+def untrusted(info: os.stat_result, owners: tuple[int, ...]) -> str | None:
+    """Why a file or folder may have been written by someone other than its trusted owners, or None."""
     if info.st_uid not in owners:
         return f"belongs to another user (uid {info.st_uid}, not {' or '.join(map(str, owners))})"
     if info.st_mode & 0o022:

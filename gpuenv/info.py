@@ -17,10 +17,11 @@ from typing import Any
 from gpuenv.adapters import nvml
 from gpuenv.compat import KnowledgeBase, load_kb
 from gpuenv.errors import GpuenvError
-from gpuenv.installed import installed_version
+from gpuenv.installed import entry_points, installed_version
 from gpuenv.platforms.registry import DEFAULT_PLATFORM, for_stack, platforms
 from gpuenv.resolve.request import Request
 from gpuenv.resolve.service import resolve
+from gpuenv.sitecheck import GROUP
 from gpuenv.stack import Stack
 from gpuenv.verify.launch import hostname
 from gpuenv.verify.pci import vendor_on_pci
@@ -44,10 +45,13 @@ class MachineInfo:
     stack: Stack | None
     stack_note: str  # why there is no stack, or what it was resolved from
     packages: dict[str, str | None] = field(default_factory=dict)  # gpuenv's optional libraries, versions
+    # site checks installed as entry points (gpuenv.checks), which verify runs only where enabled
+    site_checks: tuple[dict[str, str | None], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["gpus"] = list(self.gpus)
+        data["site_checks"] = list(self.site_checks)
         data["stack"] = self.stack.to_dict() if self.stack is not None else None
         return {"schema": SCHEMA, **data}
 
@@ -77,6 +81,7 @@ def machine_info(*, kb_path: Path | None, os_release: Path = OS_RELEASE) -> Mach
         stack=stack,
         stack_note=note,
         packages={name: installed_version(name) for name in OPTIONAL_PACKAGES},
+        site_checks=tuple(point._asdict() for point in entry_points(GROUP)),
     )
 
 

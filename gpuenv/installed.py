@@ -16,6 +16,7 @@ import re
 import sys
 from collections.abc import Iterable
 from functools import cache
+from typing import NamedTuple
 
 _SUFFIXES = (".dist-info", ".egg-info")
 _METADATA_FILES = ("METADATA", "PKG-INFO")
@@ -29,6 +30,47 @@ def installed_version(distribution: str, path: Iterable[str] | None = None) -> s
         if found is not None:
             return _version(found)
     return None
+
+
+class EntryPoint(NamedTuple):
+    name: str
+    value: str  # "module:attribute"
+    distribution: str
+    version: str | None
+
+
+def entry_points(group: str, path: Iterable[str] | None = None) -> list[EntryPoint]:
+    """Every entry point in `group`, from each installed distribution's entry_points.txt (the first
+    distribution of a name on sys.path, as importlib.metadata takes it); nothing is imported."""
+    found: list[EntryPoint] = []
+    seen: set[str] = set()
+    for entry in sys.path if path is None else path:
+        for name, meta in _metadata_dirs(os.path.abspath(entry or ".")).items():
+            if name in seen:
+                continue
+            seen.add(name)
+            for key, value in _group(os.path.join(meta, "entry_points.txt"), group):
+                distribution = os.path.basename(meta).rpartition(".")[0].partition("-")[0]
+                found.append(EntryPoint(key, value, distribution, _version(meta)))
+    return found
+
+
+def _group(file: str, group: str) -> list[tuple[str, str]]:
+    """(name, value) of each entry in one section of an entry_points.txt (an INI file); none when absent."""
+    try:
+        with open(file, encoding="utf-8", errors="replace") as lines:
+            text = lines.read()
+    except OSError:  # most distributions have none
+        return []
+    pairs, inside = [], False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("["):
+            inside = stripped == f"[{group}]"
+        elif inside and "=" in stripped and not stripped.startswith(("#", ";")):
+            key, _, value = stripped.partition("=")
+            pairs.append((key.strip(), value.partition("[")[0].strip()))  # "mod:attr [extra]": the extra is pip's
+    return pairs
 
 
 def normalized(name: str) -> str:

@@ -29,6 +29,11 @@ ErrorClass = Literal["lost", "absent", "failed"]
 
 PLATFORMS: tuple[PlatformName, ...] = get_args(PlatformName)
 CPU_ARCHES: tuple[CpuArch, ...] = get_args(CpuArch)
+
+# A site's own check (gpuenv.verify.site) is named site.NAME, its findings site.NAME.CODE and its figures
+# site.NAME.METRIC: nothing of a site's can pose as gpuenv's.
+SITE_PREFIX = "site."
+
 LEVELS: tuple[Level, ...] = get_args(Level)
 DEVICE_CHOICES: tuple[DeviceChoice, ...] = get_args(DeviceChoice)
 STATUSES: tuple[Status, ...] = get_args(Status)

@@ -16,6 +16,7 @@ from gpuenv.cli.output import console, draw, emit_json, printable, shortened, ta
 from gpuenv.cli.params import (
     history_options,
     history_path,
+    site_request,
     verify_option,
 )
 from gpuenv.errors import BadRequest
@@ -61,7 +62,10 @@ def fleet() -> None:
 @fleet.command("verify", epilog=VERIFY_EPILOG)
 @host_options
 @verify_option("level", "How thorough each host's verify is.")
-@verify_option("check", "Only this check (repeatable).")
+@verify_option("check", "Only this check (repeatable; a site check as site.NAME).")
+@verify_option("checks-dir", "The site's checks directory on the hosts, for verify --checks-dir (not copied).")
+@verify_option("plugin", "A site check installed on the hosts as an entry point, for verify --plugin (repeatable).")
+@verify_option("all-plugins", "Every site check installed on the hosts as an entry point (verify --all-plugins).")
 @verify_option("device", "Device verify certifies on the hosts.")
 @verify_option("expect-gpus", "Fail a host with fewer GPUs.")
 @verify_option("strict", "Warnings make a host not certified.")
@@ -108,7 +112,8 @@ def fleet() -> None:
 @click.pass_context
 def verify(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
     """Certify HOSTS (or an inventory's) with the gpuenv installed on each; collect the reports."""
-    request = FleetVerifyRequest(hosts=hosts_request(params), history=history_path(params), **params)
+    site = site_request(params)
+    request = FleetVerifyRequest(hosts=hosts_request(params), history=history_path(params), site=site, **params)
     plan = prepare(request, prompt=become_prompt)
     board = FleetBoard(total=len(plan.targets))
     quiet = settings(ctx).quiet

@@ -45,6 +45,7 @@ def lines(found: MachineInfo) -> list[str]:
     rows += [("", _gpu_line(gpu)) for gpu in found.gpus]
     rows.append(("torch", found.torch or "not installed"))
     rows += _stack_rows(found)
+    rows.append(("site", _site_checks(found.site_checks)))
     return [f"{name:<8} {value}".rstrip() for name, value in rows]
 
 
@@ -66,3 +67,11 @@ def _stack_rows(found: MachineInfo) -> list[tuple[str, str]]:
     if stack is None:
         return [("stack", f"not resolved: {found.stack_note}")]
     return [("stack", stack_line(stack)), ("", f"  from: {found.stack_note}")]
+
+
+def _site_checks(points: tuple[dict[str, str | None], ...]) -> str:
+    """The site checks installed as entry points; verify runs them with --plugin NAME or --all-plugins."""
+    if not points:
+        return "no site checks installed (entry points in gpuenv.checks)"
+    named = ", ".join(f"{p['name']} ({p['distribution']} {p['version'] or '?'}: {p['value']})" for p in points)
+    return f"checks installed: {named}; verify runs them with --plugin NAME or --all-plugins"

@@ -15,7 +15,8 @@ from click.core import ParameterSource
 from gpuenv import config, validate
 from gpuenv.errors import BadRequest
 from gpuenv.files import check_output
-from gpuenv.types import DEVICE_CHOICES, LEVELS
+from gpuenv.types import DEVICE_CHOICES, LEVELS, SITE_PREFIX
+from gpuenv.verify.options import SiteOptions
 from gpuenv.verify.registry import CHECKS
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -99,11 +100,38 @@ def gpu_indices(text: str) -> tuple[int, ...]:
     return indices
 
 
+class CheckName(click.Choice):  # type: ignore[type-arg]
+    """One of gpuenv's checks, or a site check's name (site.NAME): which site checks a host has is
+    known only where they are enabled (verify says when one is not)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.startswith(SITE_PREFIX):
+            site_check_name(value.removeprefix(SITE_PREFIX), f"--check {value}")
+            return value
+        return super().convert(value, param, ctx)
+
+
+CHECK_NAMES = CheckName([c.name for c in CHECKS])
+
+
+def site_check_name(value: str, what: str = "--plugin") -> str:
+    """A site check's own name: lower case letters, digits, - and _, starting with a letter (at most 40)."""
+    if not re.fullmatch(r"[a-z][a-z0-9_-]{0,39}", value):
+        raise BadRequest(
+            f"invalid {what}: {value[:60]!r}",
+            hint="a site check's name is lower case letters, digits, - and _, starting with a letter",
+        )
+    return value
+
+
 def _verify_declarations(flag: str) -> dict[str, dict[str, Any]]:
     """gpuenv verify's options that fleet verify and provision pass on to it, by their name in verify."""
     return {
         "level": choice(LEVELS, "quick"),
-        "check": {"multiple": True, "type": click.Choice([c.name for c in CHECKS])},
+        "check": {"multiple": True, "type": CHECK_NAMES},
+        "checks-dir": {"metavar": "DIR", "callback": grammar(validate.safe_path, flag)},
+        "plugin": {"multiple": True, "metavar": "NAME", "callback": checked(site_check_name)},
+        "all-plugins": {"is_flag": True},
         "device": choice(DEVICE_CHOICES, "auto"),
         "expect-gpus": {"type": click.IntRange(min=1), "metavar": "N"},
         "strict": {"is_flag": True},
@@ -120,7 +148,7 @@ def verify_option(key: str, help_text: str | None = None, *, flag: str | None = 
     words the help for what the option does there.
     """
     name = flag or f"--{key}"
-    dest = {"check": ("checks",), "--check-timeout": ("check_timeout_s",)}
+    dest = {"check": ("checks",), "plugin": ("plugins",), "--check-timeout": ("check_timeout_s",)}
     words = help_text or VERIFY_HELP.get(key)
     return click.option(name, *dest.get(key, dest.get(name, ())), help=words, **_verify_declarations(name)[key])
 
@@ -129,7 +157,22 @@ def verify_option(key: str, help_text: str | None = None, *, flag: str | None = 
 VERIFY_HELP = {
     "level": "How thorough verify is: quick (seconds), standard or deep (minutes).",
     "device": "Device verify certifies on.",
+    "checks-dir": "Also run the site's own checks: the programs in DIR (docs/verify.md, Site checks).",
+    "plugin": "Also run this site check, installed as an entry point in gpuenv.checks (repeatable).",
+    "all-plugins": "Also run every site check installed as an entry point (gpuenv info lists them).",
 }
+
+
+def site_request(params: dict[str, Any]) -> SiteOptions:
+    """Take --checks-dir, --plugin and --all-plugins out of a command's parameters."""
+    return SiteOptions(**{key: params.pop(key) for key in ("checks_dir", "plugins", "all_plugins")})
+
+
+def site_options(func: F) -> F:
+    """--checks-dir, --plugin and --all-plugins: the site checks verify runs besides gpuenv's own."""
+    for key in reversed(("checks-dir", "plugin", "all-plugins")):
+        func = verify_option(key)(func)
+    return func
 
 
 def history_options(func: F) -> F:

@@ -54,6 +54,8 @@ HELP = {
     "wheelhouse": "Install from this directory of wheels, copied to each host (air-gapped).",
     "gpuenv_wheel": "Install this gpuenv wheel on the hosts [default: a wheel of the gpuenv running here].",
     "torch_only": "Install torch and numpy only, not torchvision/torchaudio.",
+    "site_checks_dir": "The site's own verify checks: this directory becomes /etc/gpuenv/checks.d on the hosts.",
+    "site_checks_wheel": "A site checks package (entry points in gpuenv.checks) for the hosts' venv (repeatable).",
     "verify_device": "Device gpuenv verify certifies on the hosts (cpu: hosts without GPUs).",
     "min_free_gb": "Free space preflight requires on the hosts' root filesystem.",
     "plan_only": "Only gather each host's facts and show its stack and driver plan; change nothing.",
@@ -89,6 +91,8 @@ HELP = {
 @click.option("--index-url", callback=grammar(validate.url, "--index-url"), help=HELP["index_url"])
 @click.option("--gpuenv-wheel", type=FILE, help=HELP["gpuenv_wheel"])
 @click.option("--torch-only", is_flag=True, help=HELP["torch_only"])
+@click.option("--site-checks-dir", type=DIR, help=HELP["site_checks_dir"])
+@click.option("--site-checks-wheel", type=FILE, multiple=True, help=HELP["site_checks_wheel"])
 @verify_option("level", flag="--verify-level")
 @verify_option("device", HELP["verify_device"], flag="--verify-device")
 @click.option("--reports-dir", type=DIR, default=DEFAULT.reports_dir, show_default=True, help=HELP["reports_dir"])

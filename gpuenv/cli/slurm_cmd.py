@@ -11,12 +11,11 @@ from typing import Any
 import click
 
 from gpuenv import validate
-from gpuenv.cli.params import checked, grammar, on_disk
+from gpuenv.cli.params import CHECK_NAMES, checked, grammar, on_disk
 from gpuenv.errors import BadRequest
 from gpuenv.slurm import core
 from gpuenv.slurm.install import install_hooks
 from gpuenv.slurm.service import HookRequest, run_hook
-from gpuenv.verify.registry import CHECKS
 
 INSTALL_EPILOG = """\b
 Examples:
@@ -118,8 +117,8 @@ def _hook_options(hook: str) -> list[Callable[[Any], Any]]:
             "--check",
             "checks",
             multiple=True,
-            type=click.Choice([c.name for c in CHECKS]),
-            help=f"Run only this verify check [default: {checks or 'all'}].",
+            type=CHECK_NAMES,
+            help=f"Run only this verify check (a site check as site.NAME) [default: {checks or 'all'}].",
         ),
         click.option(
             "--max-time",

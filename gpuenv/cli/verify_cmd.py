@@ -12,14 +12,14 @@ import click
 from gpuenv import interrupt, output, validate
 from gpuenv.cli import settings as settings_of
 from gpuenv.cli.output import console, emit_json, say, warn
-from gpuenv.cli.params import checked, gpu_indices, on_disk, output_option, verify_option
+from gpuenv.cli.params import checked, gpu_indices, on_disk, output_option, site_options, site_request, verify_option
 from gpuenv.cli.verify_view import RunView, present, show_checks
 from gpuenv.errors import BadRequest
 from gpuenv.files import STDOUT, refuse_inputs
 from gpuenv.output.verify import LOG_WIDTH
 from gpuenv.verify.launch import LAUNCHER_CHOICES, Explicit
 from gpuenv.verify.prices import price_rows
-from gpuenv.verify.service import VerifyOutcome, VerifyRequest, preview
+from gpuenv.verify.service import VerifyOutcome, VerifyRequest, checks_overview, preview
 from gpuenv.verify.service import verify as run
 
 EPILOG = """\b
@@ -97,7 +97,8 @@ def multi_node_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 @click.command("verify", epilog=EPILOG)
 @verify_option("level", "How thorough the run is.")
-@verify_option("check", "Run only this check (repeatable).")
+@verify_option("check", "Run only this check (repeatable; a site check as site.NAME).")
+@site_options
 @verify_option("device", "auto: CUDA when an NVIDIA GPU is on the PCI bus or NVML loads, else CPU only.")
 @verify_option("expect-gpus", "Fail when fewer GPUs are visible.")
 @verify_option("strict", "Treat warnings as failures (exit 1).")
@@ -151,8 +152,9 @@ def multi_node_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.pass_context
 def verify(ctx: click.Context, /, as_json: bool, list_checks: bool, **options: Any) -> int:
     """Certify this node (or, with --image, an image) for PyTorch work."""
+    site = site_request(options)
     if list_checks:
-        return show_checks(as_json=as_json)
+        return show_checks(checks_overview(VerifyRequest(site=site)), as_json=as_json)
     settings = settings_of(ctx)
     on_stdout = _one_stdout(as_json=as_json, **{k: options[k] for k in ("report", "junit", "prometheus")})
     outputs = {f"--{k.replace('_', '-')}": options[k] for k in ("report", "junit", "prometheus", "job_summary")}
@@ -160,7 +162,9 @@ def verify(ctx: click.Context, /, as_json: bool, list_checks: bool, **options: A
     explicit = Explicit(**{k: options.pop(k) for k in EXPLICIT_KEYS})
     options["gpus"] = options["gpus"] or ()
     options["checks"] = options["checks"] or (("nvml",) if options["passive"] else ())
-    request = VerifyRequest(kb=settings.data, explicit=explicit, prices=price_rows(settings.config), **options)
+    request = VerifyRequest(
+        kb=settings.data, explicit=explicit, prices=price_rows(settings.config), site=site, **options
+    )
     # the header, the checks as they run, the report: one stream (none with --json: nothing is drawn)
     out = None if as_json else console(stderr=on_stdout, log_width=LOG_WIDTH)
     shown = not (as_json or settings.quiet or request.image)

@@ -99,9 +99,8 @@ def present(report: Report, out: Any, *, headed: bool) -> None:
     draw(blocks, out)
 
 
-def show_checks(*, as_json: bool) -> int:
-    """`gpuenv verify --list-checks`: each level's checks in the order they run, with limits and purpose."""
-    levels = registry.levels_overview()
+def show_checks(levels: list[dict[str, Any]], *, as_json: bool) -> int:
+    """`gpuenv verify --list-checks`: each level's checks in the order they run, with limits, purpose and origin."""
     if as_json:
         emit_json({"levels": levels})
         return 0
@@ -112,9 +111,10 @@ def show_checks(*, as_json: bool) -> int:
             f"(limits add up to {level['worst_case_s']:g} s)"
         )
         rows = [
-            (check["name"], f"{check['limit_s']:g} s", check["proves"], str(len(check["findings"])))
+            (check["name"], f"{check['limit_s']:g} s", check["proves"], str(len(check["findings"])), check["origin"])
             for check in level["checks"]
         ]
-        out.print(table(("check", "limit", "what it proves", "findings"), rows, title=title, title_justify="left"))
+        columns = ("check", "limit", "what it proves", "findings", "from")
+        out.print(table(columns, rows, title=title, title_justify="left"))
     say(out, "Each check's finding codes: gpuenv verify --list-checks --json; how to read them: docs/verify.md")
     return 0

@@ -33,6 +33,19 @@ def figure_of(name: str) -> figures.Figure:
     return BUSBW if name == BUSBW.name else figures.BY_NAME[name]
 
 
+def pool_figure(name: str, pool: Pool) -> tuple[figures.Figure, str | None]:
+    """The group's figure: registered, or as its hosts' reports declared it (a site check's); a
+    note when they declared it differently (another unit or direction: nothing to compare)."""
+    declared = {s.declared for _, s in pool.series if s.declared is not None}
+    if not declared:
+        return figure_of(name), None
+    first = min(declared, key=lambda f: (f.unit, f.better, f.per_gpu))
+    if len({(f.unit, f.better, f.per_gpu) for f in declared}) > 1:
+        ways = "; ".join(sorted({f"{f.unit}, {f.better} is better" for f in declared}))
+        return first, f"hosts declare it differently ({ways}): described, not judged"
+    return first, None
+
+
 @dataclass
 class Pool:
     """A group's values (in one list, for the statistics) and the series they came from."""
@@ -75,11 +88,14 @@ def compare(hosts: list[HostReport], rule: stats.Rule, min_hosts: int) -> tuple[
     groups: list[Group] = []
     outliers: list[Outlier] = []
     for key, pool in sorted(grouped(hosts).items(), key=lambda kv: _sort_key(kv[0])):
-        figure = figure_of(key.figure)
+        figure, disagreement = pool_figure(key.figure, pool)
         summary = stats.summarize(pool.values)
         n_hosts = pool.hosts()
+        if disagreement is not None:
+            groups.append(Group(key, figure.unit, figure.better, summary, n_hosts, None, disagreement))
+            continue
         if n_hosts < min_hosts:
-            groups.append(_small_group(key, pool, hosts, summary, min_hosts))
+            groups.append(_small_group(key, figure, pool, hosts, summary, min_hosts))
             continue
         groups.append(Group(key, figure.unit, figure.better, summary, n_hosts, "peers"))
         mad = stats.floored_mad(summary, mad_floor=figure.mad_floor, mad_floor_rel=figure.mad_floor_rel)
@@ -92,9 +108,10 @@ def compare(hosts: list[HostReport], rule: stats.Rule, min_hosts: int) -> tuple[
     return groups, outliers
 
 
-def _small_group(key: GroupKey, pool: Pool, hosts: list[HostReport], summary: stats.Summary, min_hosts: int) -> Group:
+def _small_group(
+    key: GroupKey, figure: figures.Figure, pool: Pool, hosts: list[HostReport], summary: stats.Summary, min_hosts: int
+) -> Group:
     """A group too small for its median to judge: against the model's expected figure, or not judged."""
-    figure = figure_of(key.figure)
     fewer = f"values from {pool.hosts()} host(s), under {min_hosts}"
     expected = _expected_figure(key, {hosts[i].matmul_at for i, _ in pool.series}, load_expectations())
     if expected is None:

@@ -41,6 +41,7 @@ class Series(NamedTuple):
     values: Mapping[int | None, float]  # {CUDA index: value}; {None: value} for a per-node figure
     collective: str | None = None
     nbytes: int | None = None
+    declared: figures.Figure | None = None  # a site check's figure, as its report declared it
 
 
 def is_amd(gpu_model: str) -> bool:

@@ -117,7 +117,7 @@ def host_report(report: VerifyReport, path: str, *, matmul: bool = False, costs:
     with costs: the figures a cost is computed from)."""
     gpus = tuple(Gpu(g.cuda_index, g.uuid, g.serial, g.name) for g in report.host.gpus)
     cpu = report.device == "cpu"
-    plain = [{"name": c.name, "metrics": c.metrics} for c in report.checks]  # what figures reads
+    plain = [c.plain() for c in report.checks]  # what figures reads
     return HostReport(
         host=report.host.hostname or Path(path).stem,
         path=path,
@@ -173,7 +173,8 @@ def _finding_gpu(ref: reportfile.FindingGpu | None, gpus: tuple[Gpu, ...]) -> Gp
 
 def _series(checks: list[dict[str, Any]]) -> Iterator[Series]:
     for figure, values in figures.series(checks):
-        yield Series(figure.name, values)
+        registered = figure.name in figures.BY_NAME
+        yield Series(figure.name, values) if registered else Series(figure.name, values, declared=figure)
     for check in checks:
         if check["name"] != BUSBW.check:
             continue

@@ -41,6 +41,7 @@ from gpuenv.fleet.report_reading import entry_of
 from gpuenv.types import OUTCOMES, REPORT_OUTCOMES, DeviceChoice, Level, Outcome, outcome_named
 from gpuenv.verify import reportfile
 from gpuenv.verify.launch import comm_environment
+from gpuenv.verify.options import SiteOptions
 from gpuenv.verify.reportfile import FLEET_VERIFY_SCHEMA as SCHEMA
 from gpuenv.verify.reportfile import ReportFile
 
@@ -72,6 +73,7 @@ class FleetVerifyRequest:
     history: Path | None = None  # None: record nothing
     artifacts_dir: Path | None = None
     multi_node: bool = False  # one collective across every host (verify --nnodes/--node-rank/--master-addr)
+    site: SiteOptions = field(default_factory=SiteOptions)  # the site checks installed on the hosts, by name
     master_port: int = 29500  # where the first host's rendezvous store listens, with --multi-node
 
 
@@ -147,6 +149,7 @@ def verify_arguments(request: FleetVerifyRequest) -> list[str]:
         args += ["--timeout", f"{request.check_timeout_s:g}"]
     if request.image is not None:
         args += ["--image", request.image]
+    args += request.site.arguments()  # named as the hosts have them (provision put them there): never copied
     for option, name in _copied(request):
         args += [f"--{option}", name]
     return args
@@ -250,6 +253,8 @@ _RETRY_HINT = f"give a folder an earlier gpuenv fleet verify wrote its reports a
 def prepare(request: FleetVerifyRequest, *, prompt: Callable[[str], str], now: datetime | None = None) -> FleetPlan:
     """Check everything before Ansible starts: hosts, files, folders, the history; ask for the password."""
     validate.absolute_path(request.venv, "--venv")
+    if request.site.checks_dir is not None:
+        validate.absolute_path(request.site.checks_dir, "--checks-dir")
     inventory = inventory_for(request.hosts)
     limit = _limit(request)
     files = {opt: _input_file(getattr(request, opt), f"--{opt}") for opt, _ in _copied(request)}

@@ -26,3 +26,6 @@ class ProvisionOptions:
     verify_device: DeviceChoice = "auto"
     reports_dir: str = "reports"  # on the controller (absolute)
     min_free_gb: int = 10
+    site_checks_dir: str | None = None  # a checks directory on the controller (absolute)
+    site_checks_files: tuple[str, ...] = ()  # the files it ships
+    site_checks_wheels: tuple[str, ...] = ()  # site check packages on the controller (absolute)

@@ -10,6 +10,7 @@ gpuenv.provision.apply.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import date
@@ -35,6 +36,7 @@ from gpuenv.resolve.service import resolve
 from gpuenv.stack import Stack
 from gpuenv.stacks import StackRequest, Warn, load_stack, local_driver_version
 from gpuenv.types import DeviceChoice, Level
+from gpuenv.verify.site import programs
 
 SCHEMA = "gpuenv.provision/1"
 
@@ -58,6 +60,8 @@ class ProvisionRequest:
     index_url: str | None = None
     gpuenv_wheel: Path | None = None
     torch_only: bool = False
+    site_checks_dir: Path | None = None  # a checks directory on the controller, for every host
+    site_checks_wheel: tuple[Path, ...] = ()  # site check packages on the controller, into every host's venv
     verify_level: Level = "quick"
     verify_device: DeviceChoice = "auto"
     reports_dir: Path = Path("reports")
@@ -217,6 +221,7 @@ def _options(request: ProvisionRequest) -> ProvisionOptions:
                 hint="fill it with: pip download -d DIR torch==VERSION ...",
             )
     reports = Path(validate.safe_path(str(request.reports_dir), "--reports-dir")).resolve()
+    site_dir, site_files = _site_checks_dir(request.site_checks_dir)
     return ProvisionOptions(
         venv=request.venv,
         wheelhouse=str(wheelhouse) if wheelhouse else None,
@@ -234,7 +239,27 @@ def _options(request: ProvisionRequest) -> ProvisionOptions:
         verify_device=request.verify_device,
         reports_dir=str(reports),
         min_free_gb=request.min_free_gb,
+        site_checks_dir=site_dir,
+        site_checks_files=site_files,
+        site_checks_wheels=tuple(_site_wheel(w) for w in request.site_checks_wheel),
     )
+
+
+def _site_checks_dir(value: Path | None) -> tuple[str | None, tuple[str, ...]]:
+    """The checks directory and the files it ships, checked as verify checks it on the hosts (trust,
+    declarations), so a directory verify would refuse never reaches them."""
+    if value is None:
+        return None, ()
+    folder = validate.existing_dir(validate.safe_path(str(value), "--site-checks-dir"), "--site-checks-dir").resolve()
+    programs.discover(folder)
+    return str(folder), tuple(name for name in sorted(os.listdir(folder)) if not name.startswith("."))
+
+
+def _site_wheel(value: Path) -> str:
+    path = validate.existing_file(validate.safe_path(str(value), "--site-checks-wheel"), "--site-checks-wheel")
+    if path.suffix != ".whl":
+        raise BadRequest(f"--site-checks-wheel {path.name!r} is not a wheel", hint="give a NAME-VERSION-*.whl file")
+    return str(path.resolve())
 
 
 def plan_from_gathered(

@@ -18,6 +18,7 @@ from gpuenv.platforms.registry import for_stack
 from gpuenv.provision.options import ProvisionOptions
 from gpuenv.requirements import gpuenv_requirements
 from gpuenv.stack import Stack
+from gpuenv.verify.options import SiteOptions
 
 DRIVER_SOURCES = ("auto", "distro", "cuda-repo")
 KERNEL_MODULES = ("auto", "open", "proprietary")
@@ -88,6 +89,27 @@ def variables(stack: Stack, options: ProvisionOptions, facts: KbFacts) -> dict[s
         "verify_device": options.verify_device,
         "verify_venv": options.venv,
         "verify_reports_dir": options.reports_dir,
+        **site_variables(options),
+    }
+
+
+SITE_CHECKS_DEST = "/etc/gpuenv/checks.d"  # where a host keeps the site's checks directory
+
+
+def site_variables(options: ProvisionOptions) -> dict[str, Any]:
+    """The site checks role's variables, and the options that name them to verify on the host (none
+    when no site check is shipped)."""
+    if not (options.site_checks_files or options.site_checks_wheels):
+        return {}
+    site = SiteOptions(
+        checks_dir=SITE_CHECKS_DEST if options.site_checks_files else None, all_plugins=bool(options.site_checks_wheels)
+    )
+    return {
+        "site_checks_src": options.site_checks_dir or "",
+        "site_checks_files": list(options.site_checks_files),
+        "site_checks_dest": SITE_CHECKS_DEST,
+        "site_checks_wheels": list(options.site_checks_wheels),
+        "verify_site_args": site.arguments(),
     }
 
 

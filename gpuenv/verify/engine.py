@@ -32,7 +32,7 @@ def run_verify(
     """Run verify and build its report; never raises for a bad check, only for bad options.
 
     on_start hears each check as it starts (before its worker starts), on_result as it ends."""
-    specs = registry.select(opts.level, opts.checks)
+    specs = registry.select(opts.level, opts.checks, opts.site)
     started = now()
     run = Run(opts, on_result, on_start)
     started_at = time.monotonic()

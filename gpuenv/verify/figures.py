@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
 
+from gpuenv.types import SITE_PREFIX
+
 Better = Literal["higher", "lower"]
 
 
@@ -85,10 +87,11 @@ def readings(checks: list[dict[str, Any]]) -> Iterator[Reading]:
 
 def series(checks: list[dict[str, Any]]) -> Iterator[tuple[Figure, dict[int | None, float]]]:
     """Each registered figure a check reported, with all its values at once ({cuda index: value},
-    or {None: value} for a per-node figure): what readings yields one by one, for bulk readers."""
+    or {None: value} for a per-node figure): what readings yields one by one, for bulk readers.
+    A site check's figures are the ones it declared (the check's `figures`)."""
     for check in checks:
         metrics = check.get("metrics") or {}
-        for figure in _BY_CHECK.get(check.get("name"), ()):  # type: ignore[arg-type]
+        for figure in _BY_CHECK.get(check.get("name"), ()) or declared(check):  # type: ignore[arg-type]
             if figure.metric not in metrics:
                 continue
             raw = metrics[figure.metric]
@@ -98,6 +101,18 @@ def series(checks: list[dict[str, Any]]) -> Iterator[tuple[Figure, dict[int | No
                     yield figure, values
             elif not figure.per_gpu and is_number(raw):
                 yield figure, {None: float(raw)}
+
+
+def declared(check: Mapping[str, Any]) -> tuple[Figure, ...]:
+    """The figures a site check (site.NAME) declared with its result: {metric: {unit, better, per_gpu}}.
+    Only a site check declares its own: gpuenv's are the registered ones."""
+    name = str(check.get("name"))
+    if not name.startswith(SITE_PREFIX):
+        return ()
+    return tuple(
+        Figure(name, metric, str(d["unit"]), d["better"], per_gpu=bool(d["per_gpu"]))
+        for metric, d in (check.get("figures") or {}).items()
+    )
 
 
 _NUMBER_TYPES = frozenset((int, float))  # by exact type: a bool is an int, and no figure

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
+from gpuenv.types import SITE_PREFIX
 from gpuenv.verify.catalogue import finding
 from gpuenv.verify.facts import HostFacts
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
@@ -28,7 +29,8 @@ def run_findings(
     if expect_gpus is not None and "nvml" not in checks and not no_gpu:
         counted, source = count_gpus(host)
         findings.append(count_finding(expect_gpus, counted, source))
-    if baseline is not None and not BASELINE_READERS & set(checks):
+    readers = BASELINE_READERS & set(checks) or [c for c in checks if c.startswith(SITE_PREFIX)]  # their figures
+    if baseline is not None and not readers:
         message = f"--baseline {baseline} has no effect: none of the checks run ({', '.join(checks)}) reads a baseline"
         findings.append(finding("verify.option-unused", message))
     if not findings:

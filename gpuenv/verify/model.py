@@ -6,6 +6,7 @@ verdict and the exit code are decided here, in one place.
 
 from __future__ import annotations
 
+import signal
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -98,9 +99,12 @@ class CheckResult:
     findings: list[Finding] = field(default_factory=list)
     artifacts: list[str] = field(default_factory=list)
     detail: dict[str, Any] = field(default_factory=dict)  # signal, stderr tail, skipped items
+    # A site check's figures, as it declared them: {metric: {"unit", "better", "per_gpu"}} (gpuenv's
+    # own are registered in gpuenv/verify/figures.py instead)
+    figures: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "name": self.name,
             "status": self.status,
             "duration_s": round(self.duration_s, 3),
@@ -110,6 +114,7 @@ class CheckResult:
             "artifacts": self.artifacts,
             "detail": self.detail,
         }
+        return {**data, "figures": self.figures} if self.figures else data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CheckResult:
@@ -122,7 +127,20 @@ class CheckResult:
             findings=[Finding.from_dict(f) for f in data.get("findings", [])],
             artifacts=list(data.get("artifacts", [])),
             detail=dict(data.get("detail", {})),
+            figures=dict(data.get("figures", {})),
         )
+
+
+def died(check: str, code: int | None, seconds: float, stderr_tail: str) -> CheckResult:
+    """The result of a check whose process ended without an answer: a crash naming its signal (or exit
+    code). SIGKILL cannot come from the check itself: the kernel's OOM killer, a job's limit, a person."""
+    sig = signal.Signals(-code).name if code is not None and code < 0 else None
+    summary = f"{check} crashed: its process died by {sig}" if sig else f"{check} crashed: its process exited {code}"
+    if sig == "SIGKILL":
+        summary += " (sent from outside the check: the kernel's OOM killer (see dmesg), a job limit or a person)"
+    return CheckResult(
+        check, "crash", seconds, summary=summary, detail={"signal": sig, "exit_code": code, "stderr_tail": stderr_tail}
+    )
 
 
 def status_from_findings(findings: list[Finding]) -> Status:

@@ -40,21 +40,27 @@ def own_pids_among(gpus: list[dict[str, Any]]) -> frozenset[int]:
     return frozenset(own_pids())
 
 
-def die_with_parent(parent: int) -> None:
-    """SIGKILL this process when its parent process ends; if the parent is already gone, die now.
-    Without it a SIGKILLed gpuenv (a Slurm prolog past its limit) would leave its workers running
-    under PID 1.
+def die_with_parent(parent: int, *, group: bool = False) -> None:
+    """SIGKILL this process (with `group`, its whole process group, which it leads) when its parent
+    process ends; if the parent is already gone, die now. Without it a SIGKILLed gpuenv (a Slurm
+    prolog past its limit) would leave its workers running under PID 1.
 
     Not PR_SET_PDEATHSIG: the kernel sends that signal when the parent *thread* that forked the child
     ends, not the parent process, so a child started from a short-lived thread (a pool's, an import's)
     was killed with its parent alive and well, and the run lost its report. The parent process is
     watched instead, as exit_with watches the worker."""
-    exit_with(parent)
+    exit_with(parent, group=group)
     if os.getppid() != parent:
-        os.kill(os.getpid(), signal.SIGKILL)
+        _die(group)
 
 
-def exit_with(owner: int) -> None:
+def _die(group: bool) -> None:
+    if group:
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def exit_with(owner: int, *, group: bool = False) -> None:
     """SIGKILL this process when process `owner` ends, though it need not be our parent (a rank's
     parent is the forkserver, which lives as long as any rank holds its "alive" pipe, so only
     watching the worker itself breaks that circle). A daemon thread waits on a pidfd, which becomes
@@ -71,7 +77,7 @@ def exit_with(owner: int) -> None:
             fd = None
         if fd is not None:
             select.select([fd], [], [])
-        os.kill(os.getpid(), signal.SIGKILL)
+        _die(group)
 
     threading.Thread(target=wait, name="gpuenv-exit-with", daemon=True).start()
 

@@ -9,11 +9,15 @@ checks that create a CUDA context in the long-lived worker (`context_in_worker`)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
 from gpuenv.verify.catalogue import rules
 from gpuenv.verify.model import LEVELS, Level
+
+if TYPE_CHECKING:  # site checks are loaded only when a run enables them
+    from gpuenv.verify.site.spec import SiteSpec
 
 # What the engine knows before any check: HostFacts (GPUs NVML names, driver, PCI bus).
 ENGINE_FACTS = frozenset({"host"})
@@ -31,9 +35,16 @@ class CheckSpec:
     exclusive_gpus: bool = False
     context_in_worker: bool = False
 
+    origin = "gpuenv"  # where the check comes from (a site check names its entry point or program)
+
     def timeout(self, level: str) -> float:
         return self.timeouts[LEVELS.index(level)]  # type: ignore[arg-type]
 
+    def runs_at(self, level: str) -> bool:
+        return LEVELS.index(self.first_level) <= LEVELS.index(level)  # type: ignore[arg-type]
+
+
+Spec = Union[CheckSpec, "SiteSpec"]  # a string inside: SiteSpec is only imported for typing
 
 CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec(
@@ -139,23 +150,21 @@ CHECKS: tuple[CheckSpec, ...] = (
 )
 
 
-def select(level: str, names: tuple[str, ...]) -> list[CheckSpec]:
-    """The checks of a level, or exactly the named ones, in the order they must run."""
-    if names:
-        chosen = [c for c in CHECKS if c.name in names]
-    else:
-        upto = LEVELS.index(level)  # type: ignore[arg-type]
-        chosen = [c for c in CHECKS if LEVELS.index(c.first_level) <= upto]
+def select(level: str, names: tuple[str, ...], site: Sequence[SiteSpec] = ()) -> list[Spec]:
+    """The checks of a level, or exactly the named ones, in the order they must run; `site`: the
+    site checks the run enabled, after gpuenv's own where nothing else orders them."""
+    every: list[Spec] = [*CHECKS, *site]
+    chosen = [c for c in every if c.name in names] if names else [c for c in every if c.runs_at(level)]
     return order(chosen)
 
 
-def order(specs: list[CheckSpec]) -> list[CheckSpec]:
+def order(specs: list[Spec]) -> list[Spec]:
     """Dependencies first; among the ready, GPU-exclusive work before worker contexts, then
     catalogue order. A need nothing selected provides is the engine's to meet (or unmet: the
     check reports it), never a reason to add a check."""
     provided_by = {fact: s.name for s in specs for fact in s.provides}
     done: set[str] = set()
-    ordered: list[CheckSpec] = []
+    ordered: list[Spec] = []
     pending = list(specs)
     while pending:
         ready = [s for s in pending if all(_met(fact, s, provided_by, done) for fact in s.needs)]
@@ -169,7 +178,7 @@ def order(specs: list[CheckSpec]) -> list[CheckSpec]:
     return ordered
 
 
-def _met(fact: str, spec: CheckSpec, provided_by: dict[str, str], done: set[str]) -> bool:
+def _met(fact: str, spec: Spec, provided_by: dict[str, str], done: set[str]) -> bool:
     source = provided_by.get(fact)
     return fact in ENGINE_FACTS or source is None or source == spec.name or source in done
 
@@ -178,24 +187,26 @@ def _met(fact: str, spec: CheckSpec, provided_by: dict[str, str], done: set[str]
 LEVEL_TARGET_S: dict[Level, float] = {"quick": 30, "standard": 180, "deep": 900}
 
 
-def levels_overview() -> list[dict[str, Any]]:
-    """Per level: its target time, the checks it runs in order with each one's limit, what it proves
-    and the finding codes it can report (from the catalogue): `gpuenv verify --list-checks`."""
+def levels_overview(site: Sequence[SiteSpec] = ()) -> list[dict[str, Any]]:
+    """Per level: its target time, the checks it runs in order with each one's limit, what it proves,
+    where it comes from and the finding codes it can report (from the catalogue; a site check's are
+    its own, under site.NAME.): `gpuenv verify --list-checks`."""
     codes = sorted(rules())
     return [
         {
             "level": level,
             "target_s": LEVEL_TARGET_S[level],
-            "worst_case_s": sum(spec.timeout(level) for spec in select(level, ())),
+            "worst_case_s": sum(spec.timeout(level) for spec in select(level, (), site)),
             "checks": [
                 {
                     "name": spec.name,
                     "limit_s": spec.timeout(level),
                     "needs_torch": spec.needs_torch,
                     "proves": spec.about,
+                    "origin": spec.origin,
                     "findings": [code for code in codes if code.split(".", 1)[0] == spec.name],
                 }
-                for spec in select(level, ())
+                for spec in select(level, (), site)
             ],
         }
         for level in LEVELS

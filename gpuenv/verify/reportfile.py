@@ -19,7 +19,7 @@ import os
 import re
 import stat
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Union
+from typing import Any, Literal, NamedTuple, Union
 
 import msgspec
 
@@ -52,6 +52,14 @@ class Finding(msgspec.Struct, frozen=True, gc=False):
     gpu: FindingGpu | None = None
 
 
+class DeclaredFigure(msgspec.Struct, frozen=True, gc=False):
+    """A site check's metric as it declared it (gpuenv's own figures are registered instead)."""
+
+    unit: str
+    better: Literal["higher", "lower"]
+    per_gpu: bool = False
+
+
 class Check(msgspec.Struct, frozen=True, gc=False):
     name: str
     status: Status
@@ -60,6 +68,14 @@ class Check(msgspec.Struct, frozen=True, gc=False):
     metrics: dict[str, Any] = {}
     findings: tuple[Finding, ...] = ()
     detail: msgspec.Raw = msgspec.Raw(b"{}")  # read by few: decoded by detail_value()
+    figures: dict[str, DeclaredFigure] = {}  # a site check's
+
+    def plain(self) -> dict[str, Any]:
+        """What gpuenv.verify.figures reads of the check: its name, metrics and declared figures."""
+        plain: dict[str, Any] = {"name": self.name, "metrics": self.metrics}
+        if self.figures:
+            plain["figures"] = {k: msgspec.structs.asdict(v) for k, v in self.figures.items()}
+        return plain
 
     def detail_value(self) -> Any:
         """The check's detail (signal, stderr tail, NVML snapshot ...), decoded."""

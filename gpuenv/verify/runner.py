@@ -19,14 +19,18 @@ from typing import IO, Any
 
 from gpuenv.errors import BadRequest
 from gpuenv.verify import registry
+from gpuenv.verify.baselines import load_baselines
 from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks.nvml.events import watch_findings, xid_findings
 from gpuenv.verify.checks.nvml.policy import load_policy
 from gpuenv.verify.facts import HostFacts, gpu_node_note, host_facts, prefer
-from gpuenv.verify.model import CheckResult, status_from_findings
+from gpuenv.verify.model import CheckResult, died, status_from_findings
 from gpuenv.verify.options import OnStart, VerifyOptions
 from gpuenv.verify.pci import amd_on_pci, driver_gpus, nvidia_on_pci, pci_scope
 from gpuenv.verify.preconditions import missing_gpu, skipped, torch_unusable
+from gpuenv.verify.site.judging import judged
+from gpuenv.verify.site.running import environment, run_program
+from gpuenv.verify.site.spec import SiteSpec
 from gpuenv.verify.worker_handle import Worker, WorkerDied, WorkerTimeout
 
 START_TIMEOUT = 20.0  # a fresh worker answers its first request (Python's start, gpuenv's imports)
@@ -63,18 +67,6 @@ def probe_timed_out(library: str, limit: float) -> str:
     return (
         f"{library} gave no answer within {limit:g} s (probe_timeout_s in the NVML policy): its start is that "
         "slow when persistence mode is off (nvidia-smi -pm 1, or run nvidia-persistenced), or the driver hangs"
-    )
-
-
-def died(check: str, code: int | None, seconds: float, stderr_tail: str) -> CheckResult:
-    """The result of a check whose process ended without an answer: a crash naming its signal (or exit
-    code). SIGKILL cannot come from the check itself: the kernel's OOM killer, a job's limit, a person."""
-    sig = signal.Signals(-code).name if code is not None and code < 0 else None
-    summary = f"{check} crashed: its process died by {sig}" if sig else f"{check} crashed: its process exited {code}"
-    if sig == "SIGKILL":
-        summary += " (sent from outside the check: the kernel's OOM killer (see dmesg), a job limit or a person)"
-    return CheckResult(
-        check, "crash", seconds, summary=summary, detail={"signal": sig, "exit_code": code, "stderr_tail": stderr_tail}
     )
 
 
@@ -148,7 +140,7 @@ class Run:
                 hint="nvidia-smi -L lists the GPUs with their indices",
             )
 
-    def limit(self, spec: registry.CheckSpec) -> float:
+    def limit(self, spec: registry.Spec) -> float:
         return self.opts.timeout or spec.timeout(self.opts.level)
 
     def add_time(self, phase: str, seconds: float) -> None:
@@ -256,15 +248,19 @@ class Run:
         else:
             target.findings.extend(found)
 
-    def run_check(self, spec: registry.CheckSpec, torch_follows: bool) -> CheckResult:
+    def run_check(self, spec: registry.Spec, torch_follows: bool) -> CheckResult:
         limit = self.limit(spec)
+        if isinstance(spec, SiteSpec) and (spec.kind == "program" or (spec.needs_gpu and self.cpu_only)):
+            return self.run_site_program(spec, limit)
+        # a Python site check runs in the worker as gpuenv's own do: its entry point goes with the request
+        site = {"entry": spec.target, "origin": spec.origin} if isinstance(spec, SiteSpec) else {}
         mark = self.stderr.seek(0, os.SEEK_END)
         started = time.monotonic()
         running = False
         try:
             worker = self.worker or self.start_worker(forkserver=torch_follows)
             started, running = time.monotonic(), True
-            answer = worker.ask({"op": "run", "check": spec.name, "limit_s": limit}, limit)
+            answer = worker.ask({"op": "run", "check": spec.name, "limit_s": limit, **site}, limit)
         except WorkerTimeout:
             pgid = self.worker.proc.pid if self.worker else None
             self.replace_worker()
@@ -291,6 +287,25 @@ class Run:
             self.replace_worker()  # ranks may linger after a crash: start clean
         return result
 
+    def run_site_program(self, spec: SiteSpec, limit: float) -> CheckResult:
+        """A site check that needs GPUs on a CPU-only run (skipped, saying so), or a program (in a
+        helper process of its own, under the same watchdog)."""
+        if spec.needs_gpu and self.cpu_only:
+            summary = f"needs GPUs; this run is CPU only ({self.device_note})"
+            return CheckResult(spec.name, "skip", summary=summary, detail={"origin": spec.origin})
+        inherited = {**os.environ, **self.gpu_env()}
+        level, device, gpus = self.opts.level, self.device, self.host.gpus
+        return run_program(
+            spec,
+            limit=limit,
+            stderr=self.stderr,
+            tail=self.stderr_tail,
+            environ=lambda work: environment(
+                spec, level=level, device=device, gpus=gpus, limit=limit, work_dir=work, inherited=inherited
+            ),
+            gpus=gpus,
+        )
+
     def replace_worker(self) -> None:
         if self.worker is not None:
             self.worker.kill()
@@ -302,13 +317,13 @@ class Run:
         self.stderr.seek(0, os.SEEK_END)
         return data[-STDERR_TAIL:].decode(errors="replace")
 
-    def unmet(self, spec: registry.CheckSpec) -> str | None:
+    def unmet(self, spec: registry.Spec) -> str | None:
         """The precondition this check would fail from, already found missing (gpuenv.verify.preconditions)."""
         if self.no_gpu:
             return "no GPU on this node (--device cuda)"
         return self.no_torch if spec.needs_torch else None
 
-    def execute(self, specs: list[registry.CheckSpec]) -> str | None:
+    def execute(self, specs: list[registry.Spec]) -> str | None:
         """Run the checks; returns the name of the signal that interrupted the run, if any."""
         try:
             # Across nodes a launcher (torchrun) stops every rank once one exits: the check that
@@ -328,6 +343,8 @@ class Run:
                     torch_follows = any(s.needs_torch for s in specs[i:])
                     self.on_start(spec.name, self.limit(spec))
                     result = self.run_check(spec, torch_follows)
+                    if isinstance(spec, SiteSpec) and result.figures and self.opts.baseline and not self.cpu_only:
+                        judged(result, load_baselines(Path(self.opts.baseline)), self.host)
                     self.no_torch = self.no_torch or torch_unusable(result)
                     self.results.append(result)
                     self.note_unwatched(result)

@@ -17,19 +17,23 @@ from datetime import datetime, timezone
 from functools import partial
 from importlib import import_module
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuenv import __version__, output
 from gpuenv.errors import EXIT_BAD_RESULT, EXIT_CANNOT_RUN, BadRequest, GpuenvError
 from gpuenv.files import output_kind
+from gpuenv.types import SITE_PREFIX
 from gpuenv.verify import faults, registry
 from gpuenv.verify.baselines import load_baselines
 from gpuenv.verify.checks.nvml.policy import load_policy
 from gpuenv.verify.launch import Explicit, LauncherChoice, Placement, detect, hostname
 from gpuenv.verify.model import CheckResult, DeviceChoice, Level, Report, Verdict
-from gpuenv.verify.options import OnStart, VerifyOptions
+from gpuenv.verify.options import OnStart, SiteOptions, VerifyOptions
 from gpuenv.verify.pci import nvidia_on_pci
 from gpuenv.verify.prices import PriceRow, resolve_price
+
+if TYPE_CHECKING:  # loaded by name (RUNS) only where a run enables site checks
+    from gpuenv.verify.site.spec import SiteSpec
 
 # The runs verify makes, each loaded only when a request asks for it (as gpuenv.cli loads a command and
 # the worker a check): `--passive` imports neither the engine nor the Docker adapter nor the cost figures.
@@ -38,6 +42,7 @@ RUNS = {
     "passive": "gpuenv.verify.passive:run_passive",  # NVML read in this process
     "image": "gpuenv.verify.image_run:run_in_image",  # the same verify inside a Docker image
     "cost": "gpuenv.verify.cost:report_cost",  # cost figures, only where a price is found
+    "site": "gpuenv.verify.site.load:site_checks",  # the site checks a run enables, nothing scanned otherwise
 }
 
 
@@ -65,6 +70,7 @@ class VerifyRequest:
     prices: tuple[PriceRow, ...] = ()  # the config file's [prices] table
     passive: bool = False  # --check nvml --passive: NVML read in this process, no load, no torch
     gpus: tuple[int, ...] = ()  # --gpus: only these GPUs (NVML indices); () for every GPU
+    site: SiteOptions = field(default_factory=SiteOptions)  # --checks-dir, --plugin, --all-plugins
 
 
 @dataclass(frozen=True)
@@ -91,7 +97,7 @@ class Preview:
 def preview(request: VerifyRequest) -> Preview:
     """The run's header facts: this host, the level, the checks and the GPUs the PCI bus shows."""
     placement = placement_of(request)
-    names = tuple(spec.name for spec in registry.select(request.level, request.checks))
+    names = tuple(spec.name for spec in registry.select(request.level, request.checks, site_checks(request)))
     return Preview(
         host=hostname(),
         level=request.level,
@@ -137,6 +143,9 @@ def _passive_alone(request: VerifyRequest) -> None:
             "--gpus selects the GPUs of a run on this node, not of --image or --passive",
             hint="drop --gpus (--passive reads the GPUs CUDA_VISIBLE_DEVICES names)",
         )
+    site = [name for name in request.checks if name.startswith(SITE_PREFIX)]
+    if site and request.image is not None:
+        raise BadRequest(f"--check {site[0]}: site checks run on this node, not in --image", hint="drop --image")
     if request.passive and (request.checks != ("nvml",) or request.image is not None):
         raise BadRequest(
             "--passive reads NVML on this node only", hint="use it as: gpuenv verify --check nvml --passive"
@@ -156,6 +165,28 @@ def placement_of(request: VerifyRequest, env: dict[str, str] | None = None) -> P
     if not only_collective:
         return None
     return detect(os.environ if env is None else env, request.explicit, choice=request.launcher)
+
+
+def checks_overview(request: VerifyRequest) -> list[dict[str, Any]]:
+    """`--list-checks`: each level's checks, gpuenv's and the site checks the request enables."""
+    return registry.levels_overview(site_checks(request))
+
+
+def site_checks(request: VerifyRequest) -> tuple[SiteSpec, ...]:
+    """The site checks this run may select (loaded only when enabled and the selection can take
+    them: not for --passive, --image or another named check alone); a `--check site.NAME` none of
+    them answers is a bad request."""
+    wanted = [name for name in request.checks if name.startswith(SITE_PREFIX)]
+    usable = not (request.passive or request.image is not None) and (wanted or not request.checks)
+    found: tuple[SiteSpec, ...] = loaded("site")(request.site) if usable and request.site.given() else ()
+    missing = [name for name in wanted if name not in {spec.name for spec in found}]
+    if missing:
+        enabled = ", ".join(spec.name for spec in found) or "none"
+        raise BadRequest(
+            f"--check {missing[0]}: no such site check is enabled here (enabled: {enabled})",
+            hint="enable site checks with --checks-dir DIR, --plugin NAME or --all-plugins (gpuenv verify --help)",
+        )
+    return found
 
 
 @dataclass(frozen=True)
@@ -183,6 +214,7 @@ def _on_this_node(request: VerifyRequest, callbacks: Callbacks, placement: Place
         timeout=request.timeout,
         placement=placement.to_dict() if placement else None,
         gpus=request.gpus,
+        site=site_checks(request),
     )
     leads_node = placement is None or placement.leads_node
     heard = callbacks if leads_node else Callbacks()

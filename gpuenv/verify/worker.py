@@ -36,6 +36,7 @@ from gpuenv.verify.model import CheckResult
 from gpuenv.verify.preconditions import IMPORT_FAILED
 from gpuenv.verify.procs import die_with_parent
 from gpuenv.verify.ranks import RanksCrashed, start_forkserver
+from gpuenv.verify.site.plugins import run_python
 from gpuenv.verify.worker_handle import FD_ENV, PARENT_ENV
 
 # Exceptions whose text says the device or the communication layer broke: a crash, not our bug.
@@ -54,16 +55,19 @@ CRASH_MARKERS = (
 )
 
 
-def run_check(name: str, ctx: CheckContext) -> CheckResult:
+def run_check(name: str, ctx: CheckContext, site: dict[str, str] | None = None) -> CheckResult:
+    """gpuenv's check `name`, or with `site` ({entry, origin}) a Python site check."""
     started = time.monotonic()
-    result = _run(name, ctx)
+    result = _run(name, ctx, site)
     result.duration_s = time.monotonic() - started
     return result
 
 
-def _run(name: str, ctx: CheckContext) -> CheckResult:
+def _run(name: str, ctx: CheckContext, site: dict[str, str] | None) -> CheckResult:
     faults.inject(name)
     try:
+        if site:
+            return run_python(name, site["entry"], site["origin"], ctx)
         module = import_module(f"gpuenv.verify.checks.{name}")
         result: CheckResult = module.run(ctx)
         return result
@@ -199,7 +203,8 @@ def serve(answers: Any) -> None:
                 warming.join()
             ctx.provided.clear()
             ctx.limit_s = request.get("limit_s")
-            result = run_check(request["check"], ctx)
+            site = {k: request[k] for k in ("entry", "origin") if k in request}
+            result = run_check(request["check"], ctx, site)
             answer = {"result": result.to_dict(), "provided": ctx.provided}
         else:
             answer = {"error": f"unknown request {op}"}

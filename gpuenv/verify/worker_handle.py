@@ -31,15 +31,24 @@ class WorkerDied(Exception):
 class Worker:
     """The worker process and its line protocol, with a deadline on every answer."""
 
-    def __init__(self, stderr: IO[bytes], *, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        stderr: IO[bytes],
+        *,
+        env: dict[str, str] | None = None,
+        program: str = "gpuenv.verify.worker",
+        pass_fds: tuple[int, ...] = (),
+    ) -> None:
+        """`program`: the module run (the worker, or a site check's helper); `pass_fds`: descriptors
+        it inherits."""
         read_end, write_end = os.pipe()
         self.stderr = stderr
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gpuenv.verify.worker"],
+            [sys.executable, "-m", program],
             stdin=subprocess.PIPE,
             stdout=stderr,
             stderr=stderr,
-            pass_fds=(write_end,),
+            pass_fds=(write_end, *pass_fds),
             start_new_session=True,
             env={**os.environ, **(env or {}), FD_ENV: str(write_end), PARENT_ENV: str(os.getpid())},
         )
@@ -54,6 +63,10 @@ class Worker:
             self.proc.stdin.flush()
         except BrokenPipeError as exc:
             raise WorkerDied() from exc
+        return self.answer(timeout)
+
+    def answer(self, timeout: float) -> dict[str, Any]:
+        """The next answer line, within `timeout` seconds (a request may be answered more than once)."""
         deadline = time.monotonic() + timeout
         while b"\n" not in self.buffer:
             left = deadline - time.monotonic()

@@ -14,6 +14,7 @@ from gpuenv.ansible.hosts import Hosts
 from gpuenv.ansible.inventory import Host, Inventory
 from gpuenv.errors import BadRequest
 from gpuenv.fleet import run
+from gpuenv.verify.options import SiteOptions
 from tests.conftest import REPO, run_gpuenv
 
 
@@ -38,6 +39,19 @@ def test_verify_arguments_carry_every_verify_option() -> None:
     data = json.loads(text.split("\n", 1)[1])
     assert data["fleet_files"] == [{"src": "/b", "name": "baseline.json"}, {"src": "/p", "name": "policy.json"}]
     assert data["fleet_host_timeout"] == 1800 and data["fleet_reports_dir"] == "/r"
+
+
+def test_site_checks_are_named_to_each_hosts_verify_never_copied(tmp_path: Path) -> None:
+    site = SiteOptions(checks_dir="/etc/gpuenv/checks.d", plugins=("scratch", "ib"), all_plugins=False)
+    request = run.FleetVerifyRequest(checks=("site.ib",), site=site)
+    assert run.verify_arguments(request) == [
+        *("--level", "quick", "--device", "auto", "--check", "site.ib"),
+        *("--checks-dir", "/etc/gpuenv/checks.d", "--plugin", "scratch", "--plugin", "ib"),
+    ]
+    text = run.render_variables(request, reports_dir=Path("/r"), files={})
+    assert json.loads(text.split("\n", 1)[1])["fleet_files"] == []
+    out = run_gpuenv("fleet", "verify", "gpu01", "--checks-dir", "checks.d", "--no-history", cwd=tmp_path)
+    assert out.returncode == 2 and "--checks-dir must be an absolute path" in out.stderr, out.stderr
 
 
 def test_the_playbook_knows_the_names_the_service_reads() -> None:

@@ -210,6 +210,20 @@ def test_the_shipped_schemas_are_json_schema_and_agree_with_jsonschema(tmp_path:
         "baselines": [_baselines(), _baselines(fail_below=True), _baselines(busbw="x")],
         "stack": [resolved_stack(), resolved_stack(torch=2), resolved_stack(python_source__packages=["a b"])],
         "spec": [{"image": {"cudnn": True}}, {"image": {"cudnn": "yes"}}, {"stack": {"torch": 2}}],
+        "site-check": [
+            {"name": "ib", "timeout": {"quick": 5, "deep": 60}, "levels": ["quick", "deep"], "needs": ["gpu"]},
+            {"name": "IB", "timeout": 5},
+            {"name": "ib", "timeout": 0},
+            {"name": "ib", "timeout": {"fast": 5}},
+            {"name": "ib", "timeout": 5, "levels": []},
+        ],
+        "site-result": [
+            {"status": "pass", "metrics": {"bw": {"value": {"0": 1.5}, "unit": "GB/s", "better": "higher"}}},
+            {"status": "ok"},
+            {"status": "fail", "findings": [{"code": "nvml.ecc", "severity": "fail", "message": "x"}]},
+            {"status": "pass", "metrics": {"bw": {"value": {"gpu0": 1}, "unit": "GB/s", "better": "higher"}}},
+            {"status": "pass", "metrics": {"bw": {"value": True, "unit": "GB/s", "better": "higher"}}},
+        ],
     }
     for name, documents in samples.items():
         jsonschema.Draft202012Validator.check_schema(schema.schema(name))

@@ -147,3 +147,24 @@ def test_a_request_that_contradicts_itself_exits_2_before_any_host(args: tuple[s
     result = run_gpuenv("provision", "127.0.0.250", *args, timeout=60)
     assert result.returncode == 2, result.stderr
     assert said in _one_error_line(result)
+
+
+def test_site_checks_are_checked_here_before_they_ship(tmp_path: Path) -> None:
+    checks = tmp_path / "checks.d"
+    checks.mkdir()
+    (checks / "mounted").write_text('#!/bin/sh\n# gpuenv-check: name = "mounted"\n# gpuenv-check: timeout = 5\n')
+    (checks / "mounted").chmod(0o755)
+    checks.chmod(0o755)
+    out = tmp_path / "project"
+    result = run_gpuenv("provision", "gpu01", *STACK, "--site-checks-dir", str(checks), "--render-only", str(out))
+    assert result.returncode == 0, result.stderr
+    variables = (out / "group_vars" / "all" / "gpuenv.yml").read_text()
+    assert 'site_checks_files: ["mounted"]' in variables
+    assert 'verify_site_args: ["--checks-dir", "/etc/gpuenv/checks.d"]' in variables
+    checks.chmod(0o777)
+    result = run_gpuenv(
+        "provision", "gpu01", *STACK, "--site-checks-dir", str(checks), "--render-only", str(tmp_path / "x")
+    )
+    assert result.returncode == 2
+    assert "may be written by others (mode 0777): gpuenv runs nothing from it" in _one_error_line(result)
+    assert not (tmp_path / "x").exists()

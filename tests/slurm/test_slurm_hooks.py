@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -85,6 +86,33 @@ def test_a_hung_check_ends_within_the_budget_and_leaves_no_process(idle: Slurm) 
     state, reason = idle.node()
     assert "drain" in state
     assert re.match(r"gpuenv: (stack\.timeout|verify\.budget)", reason), reason
+
+
+def test_a_site_checks_failure_drains_with_its_code_and_its_pass_resumes(idle: Slurm, tmp_path: Path) -> None:
+    """The site's own check, enabled in the config file as a fleet would, inside the hook's verdict."""
+    down = {"code": "port-down", "severity": "fail", "message": "mlx5_0 port 1 down"}
+    answer = {"status": "fail", "findings": [down]}
+    folder = tmp_path / "checks.d"
+    folder.mkdir()
+    ib = folder / "ib"
+    ib.write_text(
+        '#!/bin/sh\n# gpuenv-check: name = "ib"\n# gpuenv-check: timeout = 10\n'
+        f"[ -e {tmp_path}/healthy ] && exit 0\necho '{json.dumps(answer)}'\n"
+    )
+    ib.chmod(0o755)
+    config = tmp_path / "config.toml"
+    config.write_text(f'[verify]\nchecks-dir = "{folder}"\n')
+    env = {**idle.env, "GPUENV_NO_CONFIG": "", "GPUENV_CONFIG": str(config), "GPUENV_TEST_MARK": idle.root.name}
+    hook = [sys.executable, "-m", "gpuenv", "slurm", "health-check", "--check", "site.ib", "--max-time", "30"]
+    out = subprocess.run(hook, capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert out.returncode == 1, out.stderr
+    state, reason = idle.node()
+    assert "drain" in state
+    assert reason == "gpuenv: site.ib.port-down mlx5_0 port 1 down", reason
+    (tmp_path / "healthy").touch()
+    out = subprocess.run(hook, capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert out.returncode == 0 and "resumed" in out.stderr, out.stderr
+    idle.wait_for(lambda: idle.node()[0] == "idle", 30, "the node was not resumed")
 
 
 def test_slurmd_runs_the_health_check_with_its_node_name(idle: Slurm) -> None:

@@ -1,0 +1,1 @@
+"""A site's own checks for gpuenv verify."""

@@ -16,6 +16,7 @@ from gpuenv.cli.params import checked, gpu_indices, output_option, verify_option
 from gpuenv.cli.verify_view import RunView, header, present, show_checks
 from gpuenv.errors import BadRequest
 from gpuenv.files import STDOUT
+from gpuenv.verify.inputs import unpacked
 from gpuenv.verify.launch import LAUNCHER_CHOICES, Explicit
 from gpuenv.verify.prices import price_rows
 from gpuenv.verify.service import VerifyOutcome, VerifyRequest, preview
@@ -127,6 +128,7 @@ def multi_node_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.option(
     "--policy", metavar="FILE", callback=_in_file, help="NVML policy: severities, XID lists (see docs/verify.md)."
 )
+@click.option("--inputs", metavar="FILE", hidden=True, help="--policy and --baseline as one JSON document (- stdin).")
 @verify_option("timeout", "Seconds allowed to each check (default: per check and level).")
 @verify_option("image", "Run the same verify inside this Docker image instead.")
 @click.option(
@@ -144,10 +146,19 @@ def multi_node_options(func: Callable[..., Any]) -> Callable[..., Any]:
 )
 @multi_node_options
 @click.pass_context
-def verify(ctx: click.Context, /, as_json: bool, list_checks: bool, **options: Any) -> int:
+def verify(ctx: click.Context, /, as_json: bool, list_checks: bool, inputs: str | None, **options: Any) -> int:
     """Certify this node (or, with --image, an image) for PyTorch work."""
     if list_checks:
         return show_checks(as_json=as_json)
+    if inputs is None:
+        return _verify(ctx, as_json, options)
+    with unpacked(inputs) as files:  # fleet verify's one command per host: the files come on stdin
+        if given := [f"--{name}" for name in files if options[name] is not None]:
+            raise BadRequest(f"--inputs and {given[0]} exclude each other", hint="give the file one way")
+        return _verify(ctx, as_json, {**options, **files})
+
+
+def _verify(ctx: click.Context, as_json: bool, options: dict[str, Any]) -> int:
     settings = settings_of(ctx)
     on_stdout = _one_stdout(as_json=as_json, **{k: options[k] for k in ("report", "junit", "prometheus")})
     explicit = Explicit(**{k: options.pop(k) for k in EXPLICIT_KEYS})

@@ -14,11 +14,11 @@ import pytest
 
 from gpuenv.fleet import stats
 from gpuenv.fleet.baseline import LearnRequest, learn_baselines
+from gpuenv.fleet.collect import HostOutcome, fleet_report_of
 from gpuenv.fleet.report_compare import compare
 from gpuenv.fleet.report_hosts import attention
 from gpuenv.fleet.report_model import HostReport, is_amd
 from gpuenv.fleet.report_reading import host_report
-from gpuenv.fleet.run import HostOutcome, fleet_report_of
 from gpuenv.resources import data_file
 from gpuenv.verify import reportfile
 from tests.conftest import run_gpuenv

@@ -19,7 +19,7 @@ import re
 import secrets
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -188,6 +188,12 @@ def _restored(raw: bytes) -> tuple[bytes, bool]:
         return raw, False  # cut short, or not JSON: judged (and kept) as it came
 
 
+def own_job(env: Mapping[str, str]) -> dict[str, str]:
+    """srun's environment: a job of its own, whatever job gpuenv runs in (an sbatch script's SLURM_JOB_ID,
+    SLURM_NNODES, ... would make it a step of that job, on that job's nodes); SLURM_CONF is kept."""
+    return {k: v for k, v in env.items() if not k.startswith("SLURM_") or k == "SLURM_CONF"}
+
+
 def allocation_failed(step: StepOutput) -> str | None:
     """srun's message when it started no task at all (it could not get the nodes), else None."""
     if step.rc == 0 or step.stdout or step.stderr or step.timed_out or step.interrupted:
@@ -242,7 +248,7 @@ def _run_step(plan: SlurmPlan, collected: Collector) -> str:
         step = run_step(
             srun_arguments(request, tasks=len(layout), job_name=job, inputs=plan.inputs is not None),
             stdin=None if plan.inputs is None else plan.inputs.encode("utf-8"),
-            env={**os.environ, "SLURM_HOSTFILE": str(hostfile)},
+            env={**own_job(os.environ), "SLURM_HOSTFILE": str(hostfile)},
             timeout_s=request.timeout_s,
             job_name=job,
             work=work,

@@ -155,3 +155,8 @@ def test_srun_labels_are_taken_off_whatever_the_width() -> None:
     assert split_label(b"0: ") == (0, b"")
     assert split_label(b"srun: error: x") == (None, b"srun: error: x")
     assert json.loads(b"".join(split_label(line)[1] for line in labelled(3, json_text(REPORT), width=7)))
+
+
+def test_the_step_is_a_job_of_its_own_wherever_gpuenv_runs() -> None:
+    inside = {"SLURM_JOB_ID": "7", "SLURM_NNODES": "2", "SLURM_CONF": "/etc/slurm/slurm.conf", "NCCL_DEBUG": "WARN"}
+    assert slurm_run.own_job(inside) == {"SLURM_CONF": "/etc/slurm/slurm.conf", "NCCL_DEBUG": "WARN"}

@@ -45,6 +45,7 @@ from gpuenv.verify.launch import comm_environment
 PLAYBOOK = "fleet_verify.yml"
 TASK = "Run gpuenv verify"  # the play's one task: its result is the host's answer
 VARS_FILE = "group_vars/all/fleet.yml"
+TASK_SLACK_S = 60  # Ansible's own limit on the task: the host's limit, the kill after it, the way back
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ def render_variables(request: FleetVerifyRequest, *, inputs: str | None, multi_n
         "fleet_argv": command(),
         "fleet_argv_by_host": None if multi_node is None else _by_host(command, multi_node),
         "fleet_inputs": inputs,
-        "fleet_host_timeout": request.host_timeout_s,
+        "fleet_task_timeout": request.host_timeout_s + TASK_SLACK_S,
         # NCCL_*, GLOO_*, ... as set here, passed to every host's verify (and recorded in its report)
         "fleet_env": {k: v for k, v in comm_environment(os.environ).items() if not k.startswith("MASTER_")},
     }

@@ -41,7 +41,7 @@ def test_verify_arguments_carry_every_verify_option() -> None:
         *request.verify_arguments(asked), "--report", "-", "--inputs", "-",
     ]  # fmt: skip
     assert data["fleet_inputs"] == document and data["fleet_argv_by_host"] is None
-    assert data["fleet_host_timeout"] == 600
+    assert data["fleet_task_timeout"] == 660
     plain = json.loads(run.render_variables(asked, inputs=None).split("\n", 1)[1])
     assert plain["fleet_argv"][-2:] == ["--report", "-"] and plain["fleet_inputs"] is None
 
@@ -62,11 +62,11 @@ def test_the_input_files_travel_as_one_document_checked_before_any_host(tmp_path
 def test_the_playbook_runs_one_task_with_the_variables_gpuenv_writes() -> None:
     play = (REPO / "playbooks" / run.PLAYBOOK).read_text()
     assert play.count("- name: ") == 2 and f"- name: {run.TASK}\n" in play  # the play, its one task
-    for variable in ("fleet_argv_by_host[inventory_hostname]", "fleet_argv", "fleet_inputs", "fleet_host_timeout"):
+    for variable in ("fleet_argv_by_host[inventory_hostname]", "fleet_argv", "fleet_inputs", "fleet_task_timeout"):
         assert variable in play
     assert "failed_when: false" in play  # judged here: a failed task would print the whole report
     variables = json.loads(run.render_variables(request.FleetVerifyRequest(), inputs=None).split("\n", 1)[1])
-    assert set(variables) == {"fleet_argv", "fleet_argv_by_host", "fleet_inputs", "fleet_host_timeout", "fleet_env"}
+    assert set(variables) == {"fleet_argv", "fleet_argv_by_host", "fleet_inputs", "fleet_task_timeout", "fleet_env"}
 
 
 VENV = "/opt/gpuenv/venv"

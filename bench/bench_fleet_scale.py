@@ -1,7 +1,7 @@
 """How `gpuenv fleet verify` scales: the controller's CPU-seconds per host at 1, 8, 32 and 128 hosts.
 
-`python bench/bench_fleet_scale.py [ansible|slurm|all]` (root; the test caches for ansible, slurm-wlm
-and munge for slurm).
+`python bench/bench_fleet_scale.py [ansible|slurm|collector|all]` (root; the test caches for ansible,
+slurm-wlm and munge for slurm).
 
 ansible: one SSH test host provisioned for real and cloned 8 times (bench_fleet_verify's set-up);
 the inventory at N hosts names N aliases spread over the 8 clones. Each host runs `verify --check
@@ -18,6 +18,10 @@ slurm: a Slurm of its own (munged, slurmctld, one slurmd per node on this machin
 `gpuenv fleet verify --slurm` over 1, 4 and 16 nodes against the floor, the bare srun step gpuenv
 runs (the same options, host file and command). The controller's CPU per node; no target: what is
 printed is how little it grows with the nodes.
+
+collector: gpuenv's own share of the controller's work, in one process over 10,000 synthetic 8-GPU
+reports (judge, write, keep; then the summary, a new GPU history, the fleet report): CPU per host
+and the peak RSS, which is what a run holds per host until its end.
 """
 
 from __future__ import annotations
@@ -281,6 +285,38 @@ def slurm_bench() -> bool:
     return True
 
 
+# --- collector -------------------------------------------------------------------------------
+
+
+def collector_bench(count: int = 10_000) -> bool:
+    """gpuenv's own share, in this process: each host's answer judged and its report written and kept
+    (gpuenv.fleet.collect), then the summary, the history and the fleet report; CPU per host, peak RSS."""
+    import random
+    import resource
+
+    from gpuenv.fleet.collect import Collector
+    from gpuenv.fleet.onhost import Answer
+    from gpuenv.output.jsontext import json_text
+    from tests.fleet import fleet_reports
+
+    rng = random.Random(3)
+    with tempfile.TemporaryDirectory() as tmp:
+        collected = Collector(Path(tmp), REQUEST.venv)
+        adding = 0.0
+        for n in range(count):
+            raw = json_text(fleet_reports.report(fleet_reports.healthy_node(f"gpu{n:06d}", rng))).encode()
+            started = time.process_time()
+            collected.add(f"gpu{n:06d}", Answer(3, stdout=raw))
+            adding += time.process_time() - started
+        started = time.process_time()
+        collected.finish("successful", Path(tmp) / "history.sqlite", tuple(collected.outcomes))
+        ending = time.process_time() - started
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"collector, {count} reports of {len(raw) >> 10} KiB: {adding / count * 1e3:.2f} ms CPU per host as it")
+    print(f"  answers, {ending:.1f} s at the end (summary, history, fleet report); peak RSS {peak:.0f} MiB")
+    return True
+
+
 def main() -> int:
     compile_package()
     which = sys.argv[1] if len(sys.argv) > 1 else "all"
@@ -289,6 +325,8 @@ def main() -> int:
         met &= ansible_bench()
     if which in ("slurm", "all"):
         met &= slurm_bench()
+    if which in ("collector", "all"):
+        met &= collector_bench()
     return 0 if met else 1
 
 

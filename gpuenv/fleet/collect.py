@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -15,10 +15,11 @@ from typing import Any
 from gpuenv.errors import GpuenvError
 from gpuenv.files import write_atomic
 from gpuenv.fleet import stats
-from gpuenv.fleet.history import gpu_events, ingest_read
+from gpuenv.fleet.history import gpu_events, ingest, records_of
+from gpuenv.fleet.history_records import ReportRecord
 from gpuenv.fleet.onhost import Answer, judge
 from gpuenv.fleet.report_compare import compare, failures_by_code
-from gpuenv.fleet.report_model import FleetReport, HostReport, Skipped
+from gpuenv.fleet.report_model import Entry, FleetReport, HostReport, Skipped
 from gpuenv.fleet.report_reading import entry_of
 from gpuenv.fleet.request import SUMMARY_FILE
 from gpuenv.types import OUTCOMES, Outcome
@@ -72,24 +73,32 @@ class FleetVerifyResult:
 
 @dataclass
 class Collector:
-    """Each host's answer, judged as it comes: its report written to REPORTS/HOST.json, read once."""
+    """Each host's answer, judged as it comes: its report written to REPORTS/HOST.json and read once,
+    and only what the end needs of it kept (the history's record, the fleet report's entry)."""
 
     reports_dir: Path
     venv: str
     on_host: Callable[[HostOutcome], None] = lambda _: None
     outcomes: dict[str, HostOutcome] = field(default_factory=dict)
-    reads: dict[str, ReportFile | reportfile.Skipped] = field(default_factory=dict)
+    entries: dict[str, Entry] = field(default_factory=dict)
+    records: list[ReportRecord] = field(default_factory=list)
+    unrecorded: list[str] = field(default_factory=list)  # reports the history cannot take, and why
 
     def add(self, host: str, answer: Answer) -> HostOutcome:
         path = self.reports_dir / f"{host}.json"
         found = reportfile.parse(str(path), answer.stdout, time.time()) if answer.stdout.strip() else None
         kept = isinstance(found, ReportFile) or (found is not None and found.claimed)  # a corrupt one: to look at
-        if kept:
+        if found is not None and kept:
             write_atomic(path, answer.stdout.decode("utf-8", "replace"))
-            assert found is not None
-            self.reads[host] = found
+            self._keep(host, found)
         outcome, message = judge(answer, reportfile.verdict(found) if found else None, venv=self.venv)
         return self.say(HostOutcome(host, outcome, str(path) if kept else None, message))
+
+    def _keep(self, host: str, found: ReportFile | reportfile.Skipped) -> None:
+        self.entries[host] = entry_of(found)
+        records, unrecorded = records_of([(found, host)])
+        self.records += records
+        self.unrecorded += unrecorded
 
     def say(self, outcome: HostOutcome) -> HostOutcome:
         """A host's outcome, known without an answer from it (unreachable before the run, not run at all)."""
@@ -111,28 +120,28 @@ class Collector:
         hosts = tuple(sorted(self.outcomes.values(), key=lambda h: ranked.get(h.host, len(ranked))))
         result = FleetVerifyResult(hosts, self.reports_dir, status, history, hints=hints)
         write_atomic(self.reports_dir / SUMMARY_FILE, json.dumps(result.to_dict(), indent=2) + "\n")
-        notes = _record(history, self.reads)
-        return replace(result, history_notes=notes, fleet=fleet_report_of(hosts, self.reads, history))
+        notes = self._record(history)
+        return replace(result, history_notes=notes, fleet=fleet_report_of(hosts, self.entries, history))
 
-
-def _record(history_file: Path | None, reads: dict[str, ReportFile | reportfile.Skipped]) -> tuple[str, ...]:
-    if history_file is None:
-        return ()
-    try:
-        _, skipped = ingest_read(history_file, [(found, host) for host, found in reads.items()])
-    except (GpuenvError, sqlite3.Error) as exc:  # the hosts' outcomes stand; only the record is missing
-        return (f"{history_file}: {getattr(exc, 'message', exc)}",)
-    return tuple(skipped)
+    def _record(self, history_file: Path | None) -> tuple[str, ...]:
+        if history_file is None:
+            return ()
+        try:
+            ingest(history_file, self.records)
+        except (GpuenvError, sqlite3.Error) as exc:  # the hosts' outcomes stand; only the record is missing
+            return (f"{history_file}: {getattr(exc, 'message', exc)}",)
+        return tuple(self.unrecorded)
 
 
 def fleet_report_of(
-    outcomes: tuple[HostOutcome, ...], reads: dict[str, ReportFile | reportfile.Skipped], history_file: Path | None
+    outcomes: tuple[HostOutcome, ...], entries: Mapping[str, Entry], history_file: Path | None
 ) -> FleetReport:
-    """The fleet report over a run's reports, each host by its inventory name and outcome (a host
-    without a report counts with its outcome alone), with the history's events for its GPUs."""
+    """The fleet report over a run's reports (what entry_of kept of each, by host), each host by its
+    inventory name and outcome (a host without a report counts with its outcome alone), with the
+    history's events for its GPUs."""
     hosts, skipped = [], []
     for h in outcomes:
-        entry = entry_of(reads[h.host]) if h.host in reads else None
+        entry = entries.get(h.host)
         if isinstance(entry, Skipped):
             skipped.append(entry)
         if not isinstance(entry, HostReport):  # none came back, or it was not a report

@@ -1,6 +1,10 @@
 """`gpuenv fleet report --json` over 10,000 reports of 8-GPU nodes against a floor that only
 json.loads the same files; targets: ratio <= 2.0 and peak RSS <= 1 GiB.
 
+`python bench/bench_fleet_report.py [HOSTS [ROUNDS]]` (10,000 and 3 by default) measures at another
+size; beside the rounds, one run without the GPU history (--no-history) says what recording every
+report in a fresh history (the history's ingest) costs of the whole.
+
 The reports are built with gpuenv's own report model (tests/fleet/fleet_reports.py: the nvml,
 allreduce and amp checks with their per-GPU figures and the NVML snapshot), written once to a
 temporary folder; then the command and the floor run interleaved, 3 rounds, medians. Peak RSS is
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -28,8 +33,8 @@ sys.path.insert(0, str(REPO))
 
 from tests.fleet import fleet_reports  # noqa: E402
 
-HOSTS = 10_000
-ROUNDS = 3
+HOSTS = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
+ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 3
 RSS_LIMIT_MIB = 1024
 FLOOR = (
     "import json, os, sys\n"
@@ -60,7 +65,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "reports"
         start = time.perf_counter()
-        fleet_reports.write(fleet_reports.fleet(HOSTS, seed=3), folder)
+        rng = random.Random(3)  # the nodes made one at a time: a large fleet is never all in memory here
+        fleet_reports.write((fleet_reports.healthy_node(f"gpu{i:06d}", rng) for i in range(HOSTS)), folder)
         size = sum(p.stat().st_size for p in folder.iterdir())
         print(f"wrote {HOSTS} reports ({size / 2**20:.0f} MiB) in {time.perf_counter() - start:.1f}s")
         command = [sys.executable, "-m", "gpuenv", "fleet", "report", str(folder), "--json"]
@@ -77,6 +83,7 @@ def main() -> int:
             times["floor"].append(seconds)
             cpu["floor"].append(used)
         result = json.loads(out)
+        alone, _, _, alone_cpu = measure([*command, "--no-history"])
     assert len(result["hosts"]) == HOSTS and not result["skipped"], "the command did not read every report"
     medians = {name: statistics.median(values) for name, values in times.items()}
     ok = report(f"fleet report --json over {HOSTS} reports", medians["report"], medians["floor"], target=2.0)
@@ -86,6 +93,11 @@ def main() -> int:
     rss_ok = peak / 1024 <= RSS_LIMIT_MIB
     print(f"peak RSS {peak / 1024:.0f} MiB (target <= {RSS_LIMIT_MIB} MiB) {'ok' if rss_ok else 'OVER TARGET'}")
     print(f"outliers in the clean fleet: {len(result['outliers'])}")
+    ingest = cpus["report"] - alone_cpu
+    print(
+        f"without the history: {alone:.2f} s ({alone_cpu:.2f} s CPU); the history's ingest of {HOSTS} reports "
+        f"about {ingest:.2f} s of the {cpus['report']:.2f} s CPU ({ingest / HOSTS * 1e6:.0f} µs a report)"
+    )
     return 0 if ok and rss_ok else 1
 
 

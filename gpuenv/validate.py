@@ -158,6 +158,14 @@ def slurm_node(value: str, what: str = "--node") -> str:
     return value
 
 
+def slurm_partition(value: str, what: str = "--partition") -> str:
+    """One Slurm partition name, as srun and sinfo take it (never a list)."""
+    _basic(value, what)
+    if not _SLURM_NODE.fullmatch(value):
+        raise BadRequest(f"{what} {value[:60]!r} is not one Slurm partition name", hint="e.g. gpu (sinfo lists them)")
+    return value
+
+
 def _is_ipv6(value: str) -> bool:
     try:
         ipaddress.IPv6Address(value)

@@ -45,8 +45,12 @@ def run_playbook(
     *,
     become_password: str | None = None,
     on_progress: Callable[[Progress], None] | None = None,
+    keep_events: bool = True,
 ) -> RunOutcome:
-    """Run a playbook with ansible-runner; `args` comes from gpuenv.ansible.runner.runner_arguments."""
+    """Run a playbook with ansible-runner; `args` comes from gpuenv.ansible.runner.runner_arguments.
+
+    keep_events=False: ansible-runner does not write each event into the artifacts again (a play
+    whose results carry whole reports would copy every report there once more)."""
     with needed("ansible_runner", "running a playbook"):
         import ansible_runner  # heavy, and an optional extra (gpuenv[ansible])
     if shutil.which("ansible-playbook", path=args["envvars"]["PATH"]) is None:
@@ -58,7 +62,7 @@ def run_playbook(
         progress = progress_from_event(event)
         if progress is not None and on_progress is not None:
             on_progress(progress)
-        return True
+        return keep_events
 
     with interrupt.Deferred() as signals:
 

@@ -16,7 +16,8 @@ from typing import Any
 class Progress:
     host: str
     task: str
-    status: str  # ok | changed | failed | skipped | unreachable | started
+    status: str  # ok | changed | failed | ignored | skipped | unreachable | started
+    result: dict[str, Any] | None = field(default=None, compare=False, repr=False)  # the task's, once it ended
 
 
 def progress_from_event(event: dict[str, Any]) -> Progress | None:
@@ -27,16 +28,18 @@ def progress_from_event(event: dict[str, Any]) -> Progress | None:
     if not host:
         return None
     task = str(data.get("task", ""))
+    res = data.get("res")
+    res = res if isinstance(res, dict) else {}
     if kind == "runner_on_start":
         return Progress(host, task, "started")
     if kind == "runner_on_ok":
-        return Progress(host, task, "changed" if (data.get("res") or {}).get("changed") else "ok")
+        return Progress(host, task, "changed" if res.get("changed") else "ok", res)
     if kind == "runner_on_failed":
-        return Progress(host, task, "ignored" if data.get("ignore_errors") else "failed")
+        return Progress(host, task, "ignored" if data.get("ignore_errors") else "failed", res)
     if kind == "runner_on_skipped":
-        return Progress(host, task, "skipped")
+        return Progress(host, task, "skipped", res)
     if kind == "runner_on_unreachable":
-        return Progress(host, task, "unreachable")
+        return Progress(host, task, "unreachable", res)
     return None
 
 

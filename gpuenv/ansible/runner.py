@@ -16,8 +16,10 @@ from typing import Any
 
 from gpuenv.ansible.project import INVENTORY_FILE, SITE
 from gpuenv.errors import BadRequest
+from gpuenv.verify.reportfile import REPORT_LIMIT
 
 BECOME_PROMPT = r"^BECOME password.*:\s*?$"
+RESULT_LIMIT = 2 * REPORT_LIMIT  # a task result holding a report at gpuenv's cap for one, and its stdout_lines
 _LIMIT = re.compile(r"[A-Za-z0-9_.:,!&*-]{1,200}", re.ASCII)
 
 
@@ -66,6 +68,9 @@ def runner_arguments(req: RunRequest) -> dict[str, Any]:
             "ANSIBLE_CONFIG": str(req.project_dir / "ansible.cfg"),
             "ANSIBLE_NOCOLOR": "1",
             "ANSIBLE_RETRY_FILES_ENABLED": "0",
+            # ansible-runner's display empties a task result larger than this (700,000 characters by
+            # default): a verify report comes back in one (fleet verify), as large as a report may be
+            "MAX_EVENT_RES": str(RESULT_LIMIT),
         },
         "quiet": True,
         "suppress_env_files": True,  # nothing of the run, a password least of all, is written to env/

@@ -43,7 +43,7 @@ SUMMARIES: dict[str, str] = {
     "kb": "The compatibility knowledge base.",
     "config": "The config file in use and where each setting comes from (see docs/configuration.md).",
     "slurm": "Slurm hooks that drain a bad node with a `gpuenv:` reason and resume only gpuenv's drains.",
-    "fleet": "Many nodes: verify them over Ansible, compare them, remember every GPU.",
+    "fleet": "Many nodes: verify them over Ansible or Slurm, compare them, remember every GPU.",
     "tune": "Tune this node's GPUs for efficiency (see docs/power.md).",
     "info": "This machine: GPUs, driver, CUDA, torch, NVML and the stack gpuenv resolves for it.",
 }

@@ -7,21 +7,17 @@ from typing import Any
 
 import click
 
-from gpuenv import config, output
-from gpuenv.ansible.events import Progress
+from gpuenv import config, output, validate
 from gpuenv.cli import settings
 from gpuenv.cli.fleet_report_cmd import baseline, report
 from gpuenv.cli.host_params import become_prompt, host_options, hosts_request
 from gpuenv.cli.output import console, draw, emit_json, printable, shortened, table, warn
-from gpuenv.cli.params import (
-    history_options,
-    history_path,
-    site_request,
-    verify_option,
-)
+from gpuenv.cli.params import checked, history_options, history_path, site_request, verify_option
 from gpuenv.errors import BadRequest
 from gpuenv.fleet import history as store
-from gpuenv.fleet.run import HINTS, FleetBoard, FleetVerifyRequest, FleetVerifyResult, prepare, run
+from gpuenv.fleet.collect import HINTS, FleetBoard, FleetVerifyResult, HostOutcome
+from gpuenv.fleet.request import FleetVerifyRequest
+from gpuenv.fleet.service import prepare, run
 
 VERIFY_EPILOG = """\b
 Examples:
@@ -29,12 +25,14 @@ Examples:
   gpuenv fleet verify gpu01 gpu02 --check nvml --policy nvml-policy.json
   gpuenv fleet verify -i hosts.ini --retry-failed reports/20261130T150405Z
   NCCL_SOCKET_IFNAME=ib0 gpuenv fleet verify -i hosts.ini --multi-node   # one allreduce across the hosts
+  gpuenv fleet verify --slurm --partition gpu --nodelist 'gpu[001-128]'  # one srun task per node
 
 \b
-Each host runs the gpuenv that gpuenv provision installed (--venv); its report comes back as
-REPORTS-DIR/HOST.json, and every host's outcome (certified, not certified, could not run,
-unreachable, timeout, not provisioned) goes to REPORTS-DIR/fleet-verify.json.
-Exit codes: 0 every host certified, 1 a host was not, 2 bad request, 3 Ansible missing or broken here.
+Each host runs the gpuenv that gpuenv provision installed (--venv), as one command (over SSH,
+or as an srun task with --slurm); its report comes back as REPORTS-DIR/HOST.json, and every
+host's outcome (certified, not certified, could not run, unreachable, timeout, not provisioned)
+goes to REPORTS-DIR/fleet-verify.json.
+Exit codes: 0 every host certified, 1 a host was not, 2 bad request, 3 Ansible (or srun) missing or broken here.
 """
 DEFAULT = FleetVerifyRequest()
 FILE = click.Path(dir_okay=False, path_type=Path)
@@ -56,7 +54,7 @@ command's --help says which).
 
 @click.group("fleet", epilog=FLEET_EPILOG)
 def fleet() -> None:
-    """Many nodes: verify them over Ansible, compare them, remember every GPU."""
+    """Many nodes: verify them over Ansible or Slurm, compare them, remember every GPU."""
 
 
 @fleet.command("verify", epilog=VERIFY_EPILOG)
@@ -69,8 +67,11 @@ def fleet() -> None:
 @verify_option("device", "Device verify certifies on the hosts.")
 @verify_option("expect-gpus", "Fail a host with fewer GPUs.")
 @verify_option("strict", "Warnings make a host not certified.")
-@click.option("--baseline", type=FILE, help="Baseline file, copied to each host for verify --baseline.")
-@click.option("--policy", type=FILE, help="NVML policy file, copied to each host for verify --policy.")
+@click.option(
+    "--passive", is_flag=True, help="With --check nvml: each host reads NVML without load (verify --passive)."
+)
+@click.option("--baseline", type=FILE, help="Baseline file, sent to each host for verify --baseline.")
+@click.option("--policy", type=FILE, help="NVML policy file, sent to each host for verify --policy.")
 @verify_option("image", "Certify this image.")
 @click.option(
     "--timeout",
@@ -103,6 +104,13 @@ def fleet() -> None:
     show_default=True,
     help="With --multi-node: the rendezvous port on the first host.",
 )
+@click.option("--slurm", is_flag=True, help="Fan out as one srun step (a task per node) instead of over Ansible.")
+@click.option(
+    "--nodelist", metavar="LIST", help="With --slurm: these nodes, e.g. gpu[001-128] [default: the partition's]."
+)
+@click.option(
+    "--partition", callback=checked(validate.slurm_partition), help="With --slurm: srun's partition [default: Slurm's]."
+)
 @click.option("--venv", default=DEFAULT.venv, show_default=True, help="The venv gpuenv provision made on the hosts.")
 @click.option("--reports-dir", type=DIR, help="Where reports land as HOST.json [default: reports/<UTC time>].")
 @click.option("--retry-failed", type=DIR, metavar="DIR", help="Only the hosts not certified in that earlier run.")
@@ -111,14 +119,14 @@ def fleet() -> None:
 @click.option("--json", "as_json", is_flag=True, help="The outcome per host as JSON on stdout.")
 @click.pass_context
 def verify(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
-    """Certify HOSTS (or an inventory's) with the gpuenv installed on each; collect the reports."""
+    """Certify HOSTS (or an inventory's, or Slurm's nodes) with the gpuenv installed on each; collect the reports."""
     site = site_request(params)
     request = FleetVerifyRequest(hosts=hosts_request(params), history=history_path(params), site=site, **params)
     plan = prepare(request, prompt=become_prompt)
     board = FleetBoard(total=len(plan.targets))
     quiet = settings(ctx).quiet
     click.echo(f"fleet verify: {board.total} hosts, reports in {plan.reports_dir}", err=True)
-    result = run(plan, on_progress=lambda p: _progress(board, p, quiet=quiet))
+    result = run(plan, on_host=lambda h: _progress(board, h, quiet=quiet))
     for note in result.history_notes:
         warn(f"not recorded in the history: {note}")
     if as_json:
@@ -128,9 +136,9 @@ def verify(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
     return result.exit_code
 
 
-def _progress(board: FleetBoard, p: Progress, *, quiet: bool) -> None:
-    line = board.add(p)
-    if line is not None and not quiet:
+def _progress(board: FleetBoard, host: HostOutcome, *, quiet: bool) -> None:
+    line = board.add(host)
+    if not quiet:
         click.echo(printable(line), err=True)
 
 
@@ -138,7 +146,9 @@ def _print_result(result: FleetVerifyResult) -> None:
     if result.status == "nothing to retry":
         click.echo(f"every host was certified in that run: nothing to retry ({result.reports_dir})")
         return
-    rows = [(h.host, h.outcome, h.report or "-", printable(_why(h.outcome, h.message))) for h in result.hosts]
+    rows = [
+        (h.host, h.outcome, h.report or "-", printable(_why(h.outcome, h.message, result.hints))) for h in result.hosts
+    ]
     out = console()
     out.print(table(("host", "outcome", "report", "why"), rows, title="gpuenv fleet verify"))
     counts = ", ".join(f"{n} {outcome}" for outcome, n in result.counts().items())
@@ -151,10 +161,10 @@ def _print_result(result: FleetVerifyResult) -> None:
 WHY_LIMIT = 100  # characters of a host's message in the why column; the report has it whole
 
 
-def _why(outcome: str, message: str | None) -> str:
+def _why(outcome: str, message: str | None, hints: dict[str, str] = HINTS) -> str:
     if outcome == "certified":
         return ""
-    hint = HINTS.get(outcome)
+    hint = hints.get(outcome)
     text = shortened(message or "", WHY_LIMIT)
     return f"{text} ({hint})" if hint and hint not in text else text
 

@@ -17,7 +17,9 @@ from gpuenv.cli.verify_view import RunView, present, show_checks
 from gpuenv.errors import BadRequest
 from gpuenv.files import STDOUT, refuse_inputs
 from gpuenv.output.verify import LOG_WIDTH
+from gpuenv.verify.inputs import unpacked
 from gpuenv.verify.launch import LAUNCHER_CHOICES, Explicit
+from gpuenv.verify.options import SiteOptions
 from gpuenv.verify.prices import price_rows
 from gpuenv.verify.service import VerifyOutcome, VerifyRequest, checks_overview, preview
 from gpuenv.verify.service import verify as run
@@ -133,6 +135,7 @@ def multi_node_options(func: Callable[..., Any]) -> Callable[..., Any]:
     callback=on_disk(_in_file),
     help="NVML policy: severities, XID lists (see docs/verify.md).",
 )
+@click.option("--inputs", metavar="FILE", hidden=True, help="--policy and --baseline as one JSON document (- stdin).")
 @verify_option("timeout", "Seconds allowed to each check (default: per check and level).")
 @verify_option("image", "Run the same verify inside this Docker image instead.")
 @click.option(
@@ -150,11 +153,20 @@ def multi_node_options(func: Callable[..., Any]) -> Callable[..., Any]:
 )
 @multi_node_options
 @click.pass_context
-def verify(ctx: click.Context, /, as_json: bool, list_checks: bool, **options: Any) -> int:
+def verify(ctx: click.Context, /, as_json: bool, list_checks: bool, inputs: str | None, **options: Any) -> int:
     """Certify this node (or, with --image, an image) for PyTorch work."""
     site = site_request(options)
     if list_checks:
         return show_checks(checks_overview(VerifyRequest(site=site)), as_json=as_json)
+    if inputs is None:
+        return _verify(ctx, as_json, options, site)
+    with unpacked(inputs) as files:  # fleet verify's one command per host: the files come on stdin
+        if given := [f"--{name}" for name in files if options[name] is not None]:
+            raise BadRequest(f"--inputs and {given[0]} exclude each other", hint="give the file one way")
+        return _verify(ctx, as_json, {**options, **files}, site)
+
+
+def _verify(ctx: click.Context, as_json: bool, options: dict[str, Any], site: SiteOptions) -> int:
     settings = settings_of(ctx)
     on_stdout = _one_stdout(as_json=as_json, **{k: options[k] for k in ("report", "junit", "prometheus")})
     outputs = {f"--{k.replace('_', '-')}": options[k] for k in ("report", "junit", "prometheus", "job_summary")}

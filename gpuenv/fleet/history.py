@@ -435,6 +435,14 @@ def ingest_read(
     path: Path, reads: Iterable[tuple[reportfile.ReportFile | reportfile.Skipped, str | None]]
 ) -> tuple[IngestResult, list[str]]:
     """Ingest files already read (each with its host name or None); the ones that are no report are named."""
+    records, skipped = records_of(reads)
+    return ingest(path, records), skipped
+
+
+def records_of(
+    reads: Iterable[tuple[reportfile.ReportFile | reportfile.Skipped, str | None]],
+) -> tuple[list[ReportRecord], list[str]]:
+    """What the history keeps of files already read, and the files that are no report, each named with why."""
     records, skipped = [], []
     for found, host in reads:
         if isinstance(found, reportfile.Skipped):
@@ -446,4 +454,4 @@ def ingest_read(
                 records.append(record_from_report(found.document, raw=found.raw, host=host, source=found.path))
             except NotAReport as exc:
                 skipped.append(f"{found.path}: {exc}")
-    return ingest(path, records), skipped
+    return records, skipped

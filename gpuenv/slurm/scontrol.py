@@ -82,6 +82,33 @@ def node_state(node: str) -> NodeState | None:
     return NodeState(state.strip(), None if reason in ("", "none") else reason)
 
 
+@dataclass(frozen=True)
+class NodeRow:
+    """One node of a partition as sinfo lists it."""
+
+    node: str
+    partition: str  # with a trailing `*` for the default partition
+    state: NodeState
+
+
+LIST_TIMEOUT = 60.0  # sinfo over every node of a large cluster
+
+
+def node_rows(partition: str | None) -> list[NodeRow]:
+    """Every node of the partition (of every partition when None), with its state and reason."""
+    args = ["sinfo", "--noheader", "--Node", "--format=%N|%P|%T|%E"]
+    if partition is not None:
+        args.append(f"--partition={partition}")
+    rows = []
+    for line in _run(args, timeout=LIST_TIMEOUT).splitlines():
+        node, part, state, reason = [*line.split("|", 3), "", "", ""][:4]
+        reason = reason.strip()
+        rows.append(
+            NodeRow(node.strip(), part.strip(), NodeState(state.strip(), None if reason in ("", "none") else reason))
+        )
+    return rows
+
+
 def drain(node: str, reason: str) -> None:
     _run(["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"])
 

@@ -171,7 +171,13 @@ def read(path: str | os.PathLike[str]) -> ReportFile | Skipped:
     raw = _raw(name)
     if isinstance(raw, Skipped):
         return raw
-    data, mtime = raw
+    return parse(name, *raw)
+
+
+def parse(name: str, data: bytes, mtime: float) -> ReportFile | Skipped:
+    """A report already in memory (as `fleet verify` takes it from a host's answer), as `read` gives it."""
+    if len(data) > REPORT_LIMIT:
+        return Skipped(name, f"larger than {REPORT_LIMIT >> 20} MiB: not a report")
     try:
         return ReportFile(name, data, mtime, decode(data))
     except UnreadableReport as exc:

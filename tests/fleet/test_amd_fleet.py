@@ -14,11 +14,11 @@ import pytest
 
 from gpuenv.fleet import stats
 from gpuenv.fleet.baseline import LearnRequest, learn_baselines
+from gpuenv.fleet.collect import HostOutcome, fleet_report_of
 from gpuenv.fleet.report_compare import compare
 from gpuenv.fleet.report_hosts import attention
 from gpuenv.fleet.report_model import HostReport, is_amd
-from gpuenv.fleet.report_reading import host_report
-from gpuenv.fleet.run import HostOutcome, fleet_report_of
+from gpuenv.fleet.report_reading import entry_of, host_report
 from gpuenv.resources import data_file
 from gpuenv.verify import reportfile
 from tests.conftest import run_gpuenv
@@ -113,8 +113,7 @@ def _hosts(folder: Path) -> list[HostReport]:
 
 def _fleet(reports: dict[str, HostReport]) -> Any:
     outcomes = tuple(HostOutcome(h, r.outcome, r.path, None) for h, r in reports.items())  # type: ignore[arg-type]
-    reads = {h: reportfile.read(r.path) for h, r in reports.items()}
-    return fleet_report_of(outcomes, reads, None)
+    return fleet_report_of(outcomes, {h: entry_of(reportfile.read(r.path)) for h, r in reports.items()}, None)
 
 
 def test_fleet_verify_over_amd_and_nvidia_hosts_compares_like_with_like(tmp_path: Path) -> None:

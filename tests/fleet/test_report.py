@@ -236,12 +236,15 @@ def test_fleet_verify_outcomes_name_the_hosts_and_count_those_without_a_report(
 
 
 def test_the_reader_reads_the_summary_fleet_verify_writes(tmp_path: Path) -> None:
-    from gpuenv.fleet import run
+    from gpuenv.fleet import collect
     from gpuenv.verify import reportfile
 
-    hosts = (run.HostOutcome("a", "certified", None, None), run.HostOutcome("b", "interrupted", None, "stopped"))
-    path = tmp_path / run.SUMMARY_FILE
-    path.write_text(json.dumps(run.FleetVerifyResult(hosts, tmp_path, "successful", None).to_dict()))
+    hosts = (
+        collect.HostOutcome("a", "certified", None, None),
+        collect.HostOutcome("b", "interrupted", None, "stopped"),
+    )
+    path = tmp_path / collect.SUMMARY_FILE
+    path.write_text(json.dumps(collect.FleetVerifyResult(hosts, tmp_path, "successful", None).to_dict()))
     found = reportfile.read(path)
     assert isinstance(found, reportfile.ReportFile) and isinstance(found.document, reportfile.FleetVerifySummary)
     assert [(row.host, row.outcome) for row in found.document.hosts] == [("a", "certified"), ("b", "interrupted")]

@@ -9,17 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from gpuenv.ansible.events import HostSummary, Progress
+from gpuenv.ansible.events import Progress
 from gpuenv.ansible.hosts import Hosts
 from gpuenv.ansible.inventory import Host, Inventory
 from gpuenv.errors import BadRequest
-from gpuenv.fleet import run
+from gpuenv.fleet import collect, request, run
+from gpuenv.fleet.onhost import Answer, judge
+from gpuenv.verify import inputs
 from gpuenv.verify.options import SiteOptions
 from tests.conftest import REPO, run_gpuenv
 
 
 def test_verify_arguments_carry_every_verify_option() -> None:
-    request = run.FleetVerifyRequest(
+    asked = request.FleetVerifyRequest(
         level="standard",
         checks=("nvml", "stack"),
         device="cpu",
@@ -27,78 +29,100 @@ def test_verify_arguments_carry_every_verify_option() -> None:
         strict=True,
         check_timeout_s=45.0,
         image="registry.local/pt:2.4",
-        baseline=Path("b.json"),
-        policy=Path("p.json"),
+        host_timeout_s=600,
     )
-    assert run.verify_arguments(request) == [
+    assert request.verify_arguments(asked) == [
         *("--level", "standard", "--device", "cpu", "--check", "nvml", "--check", "stack"),
         *("--expect-gpus", "8", "--strict", "--timeout", "45", "--image", "registry.local/pt:2.4"),
-        *("--baseline", "baseline.json", "--policy", "policy.json"),
     ]
-    text = run.render_variables(request, reports_dir=Path("/r"), files={"baseline": Path("/b"), "policy": Path("/p")})
-    data = json.loads(text.split("\n", 1)[1])
-    assert data["fleet_files"] == [{"src": "/b", "name": "baseline.json"}, {"src": "/p", "name": "policy.json"}]
-    assert data["fleet_host_timeout"] == 1800 and data["fleet_reports_dir"] == "/r"
+    document = inputs.pack({"policy": "{}"})
+    data = json.loads(run.render_variables(asked, inputs=document).split("\n", 1)[1])
+    assert data["fleet_argv"] == [
+        "timeout", "--kill-after=15", "600", "/opt/gpuenv/venv/bin/gpuenv", "-q", "verify",
+        *request.verify_arguments(asked), "--report", "-", "--inputs", "-",
+    ]  # fmt: skip
+    assert data["fleet_inputs"] == document and data["fleet_argv_by_host"] is None
+    assert data["fleet_task_timeout"] == 660
+    plain = json.loads(run.render_variables(asked, inputs=None).split("\n", 1)[1])
+    assert plain["fleet_argv"][-2:] == ["--report", "-"] and plain["fleet_inputs"] is None
 
 
 def test_site_checks_are_named_to_each_hosts_verify_never_copied(tmp_path: Path) -> None:
     site = SiteOptions(checks_dir="/etc/gpuenv/checks.d", plugins=("scratch", "ib"), all_plugins=False)
-    request = run.FleetVerifyRequest(checks=("site.ib",), site=site)
-    assert run.verify_arguments(request) == [
+    asked = request.FleetVerifyRequest(checks=("site.ib",), site=site)
+    assert request.verify_arguments(asked) == [
         *("--level", "quick", "--device", "auto", "--check", "site.ib"),
         *("--checks-dir", "/etc/gpuenv/checks.d", "--plugin", "scratch", "--plugin", "ib"),
     ]
-    text = run.render_variables(request, reports_dir=Path("/r"), files={})
-    assert json.loads(text.split("\n", 1)[1])["fleet_files"] == []
+    assert json.loads(run.render_variables(asked, inputs=None).split("\n", 1)[1])["fleet_inputs"] is None
     out = run_gpuenv("fleet", "verify", "gpu01", "--checks-dir", "checks.d", "--no-history", cwd=tmp_path)
     assert out.returncode == 2 and "--checks-dir must be an absolute path" in out.stderr, out.stderr
 
 
-def test_the_playbook_knows_the_names_the_service_reads() -> None:
+def test_the_input_files_travel_as_one_document_checked_before_any_host(tmp_path: Path) -> None:
+    policy, baseline = tmp_path / "policy.json", tmp_path / "baseline.json"
+    policy.write_text(json.dumps({"schema": "gpuenv.nvml-policy/1", "rules": {"gpu_missing": {"severity": "warn"}}}))
+    baseline.write_text((REPO / "gpuenv" / "data" / "baselines.json").read_text())
+    document = request.inputs_document(request.FleetVerifyRequest(policy=policy, baseline=baseline))
+    assert document is not None
+    assert inputs.unpack(document.encode(), "-") == {"policy": policy.read_text(), "baseline": baseline.read_text()}
+    policy.write_text(json.dumps({"schema": "gpuenv.nvml-policy/1", "rules": {"no_such_rule": {}}}))
+    with pytest.raises(BadRequest, match="unknown rule"):
+        request.inputs_document(request.FleetVerifyRequest(policy=policy))
+    assert request.inputs_document(request.FleetVerifyRequest()) is None
+
+
+def test_the_playbook_runs_one_task_with_the_variables_gpuenv_writes() -> None:
     play = (REPO / "playbooks" / run.PLAYBOOK).read_text()
-    assert f"name: {run.FleetBoard.LAST_TASK}" in play
-    for said in ("not provisioned: ", "'timeout'", "'not certified'", "'could not run'", "(run gpuenv provision)"):
-        assert said in play
-    assert "{{ inventory_hostname }}.json" in play
+    assert play.count("- name: ") == 2 and f"- name: {run.TASK}\n" in play  # the play, its one task
+    for variable in ("fleet_argv_by_host[inventory_hostname]", "fleet_argv", "fleet_inputs", "fleet_task_timeout"):
+        assert variable in play
+    assert "failed_when: false" in play  # judged here: a failed task would print the whole report
+    variables = json.loads(run.render_variables(request.FleetVerifyRequest(), inputs=None).split("\n", 1)[1])
+    assert set(variables) == {"fleet_argv", "fleet_argv_by_host", "fleet_inputs", "fleet_task_timeout", "fleet_env"}
 
 
-def summary(**kw: object) -> HostSummary:
-    return HostSummary("h", **kw)  # type: ignore[arg-type]
-
-
-NOT_CERTIFIED = ("not certified", "not certified (CPU only): nvml (1 fail)")
+VENV = "/opt/gpuenv/venv"
+REPORTED = ("not certified", "not certified (CPU only): nvml (1 fail)")
 
 
 @pytest.mark.parametrize(
-    ("host", "verdict", "status", "expected", "why"),
+    ("answer", "verdict", "expected", "why"),
     [
-        (summary(ok=9), ("certified", "certified (1 pass)"), "successful", "certified", "certified (1 pass)"),
-        (summary(failed=1, message="Judge the host: not certified: "), NOT_CERTIFIED, "failed", *NOT_CERTIFIED),
-        (summary(failed=1, message="Judge the host: could not run: x"), ("could not run", None), "failed", None, None),
-        (summary(failed=1, message="Require gpuenv on the host: not provisioned: no gpuenv"), None, "failed", None, 0),
-        (summary(failed=1, message="Judge the host: timeout: "), ("interrupted", None), "failed", "timeout", 0),
-        (
-            summary(unreachable=1, message="Find gpuenv on the host: Failed to connect"),
-            None,
-            "failed",
-            "unreachable",
-            0,
-        ),
-        (summary(ok=9), None, "successful", "could not run", "no report came back"),  # ok, yet no report came
-        (summary(failed=1, message="Make the work directory: disk full"), None, "failed", "could not run", 0),
-        (None, None, "timeout", "timeout", None),
-        (None, None, "failed", "could not run", None),
+        (Answer(0), ("certified", "certified (1 pass)"), "certified", "certified (1 pass)"),
+        (Answer(1), REPORTED, *REPORTED),
+        (Answer(3, stderr="no GPU"), ("could not run", "no check could run"), "could not run", "no check could run"),
+        (Answer(127, stderr="timeout: failed to run command"), None, "not provisioned", "no gpuenv at"),
+        (Answer(126), None, "not provisioned", "(run gpuenv provision)"),
+        (Answer(124, stderr="interrupted"), ("interrupted", "stopped"), "timeout", "verify ran past the host's limit"),
+        (Answer(137), None, "timeout", "verify ran past the host's limit"),
+        (Answer(None, timed_out=True, failure="expected time frame"), None, "timeout", "ran past"),
+        (Answer(None, unreachable="Failed to connect"), None, "unreachable", "Failed to connect"),
+        (Answer(0), None, "could not run", "no report came back (exit 0)"),
+        (Answer(1, stderr="a\nb\nTraceback"), None, "could not run", "no report came back (exit 1): a | b | Traceback"),
+        (Answer(2, stderr="No such option: --inputs"), None, "could not run", "refused the request"),
+        (Answer(1), ("unreadable report", None), "could not run", "its report was unreadable"),
+        (Answer(None, failure="MODULE FAILURE"), None, "could not run", "MODULE FAILURE"),
     ],
 )
 def test_each_host_gets_one_outcome_and_why(
-    host: HostSummary | None, verdict: tuple[str, str | None] | None, status: str, expected: str | None, why: object
+    answer: Answer, verdict: tuple[str, str | None] | None, expected: str, why: str
 ) -> None:
-    """expected None: the outcome the play's failure message names; why 0: that message itself."""
-    said = host.message.split(": ", 1)[-1] if host is not None and host.message else None
-    outcome, message = run.host_outcome(host, verdict, run_status=status)
-    assert outcome == (expected or (said or "").split(":")[0])
-    assert message == (said if why == 0 else why)
-    assert outcome in run.OUTCOMES
+    outcome, message = judge(answer, verdict, venv=VENV)
+    assert (outcome, why in message) == (expected, True), message
+    assert outcome in collect.OUTCOMES
+
+
+def test_a_hosts_answer_is_the_result_of_the_plays_task() -> None:
+    ok = Progress("h1", run.TASK, "ok", {"rc": 1, "stdout": "{}", "stderr": "bad", "msg": ""})
+    assert run.answer_of(ok) == Answer(1, stdout=b"{}", stderr="bad")
+    gone = Progress("h2", run.TASK, "unreachable", {"msg": "Failed to connect to the host via ssh"})
+    assert run.answer_of(gone) == Answer(None, unreachable="Failed to connect to the host via ssh")
+    said = "The command action failed to execute in the expected time frame (90) and was terminated"
+    late = Progress("h3", run.TASK, "failed", {"msg": said})
+    assert run.answer_of(late) == Answer(None, timed_out=True, failure=said)
+    assert run.answer_of(Progress("h1", run.TASK, "started")) is None
+    assert run.answer_of(Progress("h1", "Gathering Facts", "ok", {})) is None
 
 
 def test_targets_follow_the_limit_by_host_and_group() -> None:
@@ -109,26 +133,26 @@ def test_targets_follow_the_limit_by_host_and_group() -> None:
 
 
 def test_retry_reads_the_hosts_that_were_not_certified() -> None:
-    doc = {"schema": run.SCHEMA, "hosts": [{"host": "a", "outcome": "certified"}, {"host": "b", "outcome": "timeout"}]}
-    assert run.failed_hosts(json.dumps(doc), "x") == ("b",)
+    rows = [{"host": "a", "outcome": "certified"}, {"host": "b", "outcome": "timeout"}]
+    doc = {"schema": collect.SCHEMA, "hosts": rows}
+    assert request.failed_hosts(json.dumps(doc), "x") == ("b",)
     for bad in ("{", "[]", json.dumps({"schema": "gpuenv.provision/1", "hosts": []})):
         with pytest.raises(BadRequest, match="not a fleet verify summary"):
-            run.failed_hosts(bad, "x")
+            request.failed_hosts(bad, "x")
 
 
 def test_reports_go_to_a_folder_named_by_the_utc_start() -> None:
     moment = datetime(2026, 11, 30, 16, 4, 5, tzinfo=timezone.utc)
-    assert run.timestamp(moment) == "20261130T160405Z"
+    assert request.timestamp(moment) == "20261130T160405Z"
 
 
 def test_progress_counts_hosts_done_and_failing() -> None:
-    board = run.FleetBoard(total=3)
-    assert board.add(Progress("a", "Run gpuenv verify", "ok")) is None
-    assert board.add(Progress("a", board.LAST_TASK, "skipped")) == "[1/3 done, 0 failing] a: ok"
-    assert board.add(Progress("b", "Find gpuenv on the host", "unreachable")) == "[2/3 done, 1 failing] b: unreachable"
-    line = board.add(Progress("c", board.LAST_TASK, "failed"))
-    assert line == "[3/3 done, 2 failing] c: failed at 'Judge the host'"
-    assert board.add(Progress("c", "Remove the work directory", "ok")) is None
+    board = collect.FleetBoard(total=3)
+    assert board.add(collect.HostOutcome("a", "certified", None, None)) == "[1/3 done, 0 failing] a: certified"
+    line = board.add(collect.HostOutcome("b", "unreachable", None, "Failed to connect"))
+    assert line == "[2/3 done, 1 failing] b: unreachable"
+    line = board.add(collect.HostOutcome("c", "not provisioned", None, None))
+    assert line == "[3/3 done, 2 failing] c: not provisioned"
 
 
 @pytest.mark.parametrize(
@@ -142,12 +166,22 @@ def test_progress_counts_hosts_done_and_failing() -> None:
         (("gpu01", "--check-timeout", "nan"), "--check-timeout"),
         (("gpu01", "--become-password-file", "pw.txt"), "--become-password-file"),
         (("-i", "hosts.ini", "gpu01"), "not both"),
+        (("gpu01", "--policy", "bad-policy.json"), "NVML policy"),
+        (("gpu01", "--nodelist", "gpu01"), "--nodelist goes with --slurm"),
+        (("--slurm", "gpu01"), "HOSTS is an option of the Ansible fan-out"),
+        (("--slurm", "--limit", "gpu01"), "--limit is an option of the Ansible fan-out"),
+        (("--slurm", "--nodelist", "gpu[01-"), "not a Slurm host list"),
+        (("--slurm", "--nodelist", "gpu01,all"), "Slurm's name for every node"),
+        (("--slurm", "--nodelist", "a[1-60000],b[1-60000]"), "names 120000 nodes"),
+        (("--slurm", "--partition", "gpu a"), "not one Slurm partition name"),
+        (("--slurm", "--retry-failed", ".", "--nodelist", "a"), "exclude each other"),
     ],
 )
 def test_bad_requests_exit_2_before_anything_runs(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
     (tmp_path / "pw.txt").write_text("secret\n")
     (tmp_path / "pw.txt").chmod(0o644)  # others may read it: refused
     (tmp_path / "hosts.ini").write_text("gpu01\n")
+    (tmp_path / "bad-policy.json").write_text('{"schema": "gpuenv.nvml-policy/0"}')
     db = tmp_path / "h.sqlite"
     result = run_gpuenv("fleet", "verify", *args, "--history", str(db), cwd=tmp_path)
     assert result.returncode == 2, result.stderr
@@ -160,13 +194,13 @@ def test_bad_requests_exit_2_before_anything_runs(tmp_path: Path, args: tuple[st
 def test_retry_of_a_run_where_every_host_was_certified_runs_nothing(tmp_path: Path) -> None:
     earlier = tmp_path / "earlier"
     earlier.mkdir()
-    doc = {"schema": run.SCHEMA, "hosts": [{"host": "gpu01", "outcome": "certified"}]}
-    (earlier / run.SUMMARY_FILE).write_text(json.dumps(doc))
-    request = run.FleetVerifyRequest(
+    doc = {"schema": collect.SCHEMA, "hosts": [{"host": "gpu01", "outcome": "certified"}]}
+    (earlier / collect.SUMMARY_FILE).write_text(json.dumps(doc))
+    asked = request.FleetVerifyRequest(
         hosts=Hosts(names=("gpu01",)), retry_failed=earlier, reports_dir=tmp_path / "again"
     )
-    plan = run.prepare(request, prompt=lambda _: pytest.fail("no password was asked for"))
-    result = run.run(plan, on_progress=lambda _: None)
+    plan = run.prepare(asked, prompt=lambda _: pytest.fail("no password was asked for"))
+    result = run.run(plan, on_host=lambda _: None)
     assert (result.status, result.hosts, result.exit_code) == ("nothing to retry", (), 0)
     assert not (tmp_path / "again").exists()
 
@@ -180,7 +214,7 @@ def test_fleet_report_of_a_fleet_verify_folder_counts_the_hosts_without_a_report
         {"host": "gpu01", "outcome": "certified", "report": str(tmp_path / "gpu01.json"), "message": None},
         {"host": "gpu02", "outcome": "unreachable", "report": None, "message": "Failed to connect"},
     ]
-    (tmp_path / run.SUMMARY_FILE).write_text(json.dumps({"schema": run.SCHEMA, "hosts": rows}))
+    (tmp_path / collect.SUMMARY_FILE).write_text(json.dumps({"schema": collect.SCHEMA, "hosts": rows}))
     result = run_gpuenv("fleet", "report", str(tmp_path), "--no-history", "--json")
     assert result.returncode == 1 and "skipped" not in result.stderr, result.stderr
     doc = json.loads(result.stdout)

@@ -145,3 +145,22 @@ def test_retry_failed_runs_only_those_hosts_as_deploy_without_leaking_the_passwo
                 searched += 1
                 assert test_hosts.ROOT_PASSWORD.encode() not in path.read_bytes(), path
     assert searched > 5
+
+
+def test_a_policy_goes_on_stdin_and_a_host_past_its_limit_times_out(fleet: Fleet) -> None:
+    from tests.fleet.test_multinode_hosts import fault_on
+
+    policy = fleet.work / "warn.json"  # sent on each host's stdin (verify --inputs -): the finding is said to warn
+    policy.write_text(json.dumps({"schema": "gpuenv.nvml-policy/1", "rules": {"gpu_missing": {"severity": "warn"}}}))
+    reports = fleet.work / "third"
+    limits = ("--host-timeout", "60", "--check-timeout", "300")  # h2 runs whole even on a loaded machine
+    with fault_on(fleet.provisioned, 0, "nvml:hang"):  # h1's nvml check never ends
+        result = fleet.run("--limit", "h1,h2", "--expect-gpus", "8", "--policy", str(policy), *limits,
+                           "--reports-dir", str(reports), "--json")  # fmt: skip
+    hosts = outcomes(result)
+    assert {h: row["outcome"] for h, row in hosts.items()} == {"h1": "timeout", "h2": "not certified"}
+    assert hosts["h1"]["message"].startswith("verify ran past the host's limit")
+    partial = json.loads((reports / "h1.json").read_text())  # verify's partial report, after timeout's SIGTERM
+    assert partial["partial"] and partial["interrupted"]
+    h2 = json.loads((reports / "h2.json").read_text())
+    assert {f["code"]: f["severity"] for c in h2["checks"] for f in c["findings"]}["nvml.gpu_missing"] == "warn"

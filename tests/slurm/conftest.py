@@ -44,9 +44,22 @@ def _wrapper(root: Path, hook: str, extra: str) -> Path:
     return path
 
 
+# Nodes beside this one, in the fleet partition only (the default partition stays this node alone):
+# each extra slurmd runs here with a config file of its own (pid, spool, log) and listens on its
+# node's Port; the ghost node has a Port nothing listens on (no slurmd: Slurm cannot reach it).
+EXTRA_NODES = ("n2", "n3")
+GHOST = "ghost"
+
+
 def _slurm_conf(root: Path) -> str:
-    ctld_port = free_port()
-    slurmd_port = next(port for port in iter(free_port, None) if port != ctld_port)
+    ports: list[int] = []
+    for _ in range(3 + len(EXTRA_NODES)):
+        ports.append(next(port for port in iter(free_port, None) if port not in ports))
+    ctld_port, slurmd_port, ghost_port, *extra_ports = ports
+    extra = "".join(
+        f"NodeName={name} NodeAddr=127.0.0.1 Port={port} CPUs={os.cpu_count() or 1} State=UNKNOWN\n"
+        for name, port in zip(EXTRA_NODES, extra_ports, strict=True)
+    )
     return f"""ClusterName=gpuenvtest
 SlurmctldHost={NODE}(127.0.0.1)
 SlurmctldPort={ctld_port}
@@ -76,7 +89,9 @@ Prolog={root}/gpuenv-prolog
 Epilog={root}/gpuenv-epilog
 PrologFlags=Alloc
 NodeName={NODE} NodeAddr=127.0.0.1 CPUs={os.cpu_count() or 1} State=UNKNOWN
+{extra}NodeName={GHOST} NodeAddr=127.0.0.1 Port={ghost_port} CPUs=1 State=UNKNOWN
 PartitionName=debug Nodes={NODE} Default=YES MaxTime=INFINITE State=UP
+PartitionName=fleet Nodes={NODE},{",".join(EXTRA_NODES)},{GHOST} Default=NO MaxTime=INFINITE State=UP
 """
 
 
@@ -103,7 +118,8 @@ class Slurm:
 
     def start(self, name: str, *args: str) -> None:
         log = open(self.root / f"{name}.out", "ab")  # noqa: SIM115 (kept open for the daemon's life)
-        self.procs[name] = subprocess.Popen([name, *args], stdout=log, stderr=log, env=self.env)
+        program = name.split("-")[0]  # slurmd-n2: one more slurmd
+        self.procs[name] = subprocess.Popen([program, *args], stdout=log, stderr=log, env=self.env)
 
     def stop(self, name: str) -> None:
         proc = self.procs.pop(name, None)
@@ -160,6 +176,20 @@ class Slurm:
             self.stop("slurmctld")
         pytest.fail(f"slurmctld exited {attempts} times\n{self.logs()}")
 
+    def start_node(self, name: str) -> None:
+        """One more slurmd on this machine, as node `name`, with a config file of its own."""
+        folder = self.root / name
+        (folder / "spool").mkdir(parents=True, exist_ok=True)
+        conf = (self.root / "slurm.conf").read_text()
+        for key, value in (
+            ("SlurmdPidFile", "slurmd.pid"),
+            ("SlurmdSpoolDir", "spool"),
+            ("SlurmdLogFile", "slurmd.log"),
+        ):
+            conf = conf.replace(f"{key}={self.root}/{value}", f"{key}={folder}/{value}")
+        (folder / "slurm.conf").write_text(conf)
+        self.start(f"slurmd-{name}", "-D", "-N", name, "-f", str(folder / "slurm.conf"))
+
     def restart_slurmd(self) -> None:
         self.stop("slurmd")
         self.start("slurmd", "-D", "-N", NODE)
@@ -204,7 +234,7 @@ def slurm() -> Iterator[Slurm]:
     finally:
         with contextlib.suppress(Exception):
             cluster.cmd("scancel", "--full", "--partition", "debug")
-        for name in ("slurmd", "slurmctld", "munged"):
+        for name in (*(f"slurmd-{n}" for n in EXTRA_NODES), "slurmd", "slurmctld", "munged"):
             cluster.stop(name)
         shutil.rmtree(root, ignore_errors=True)
 
@@ -219,6 +249,32 @@ def idle(slurm: Slurm) -> Slurm:
     if "drain" in slurm.node()[0]:
         slurm.cmd("scontrol", "update", f"nodename={NODE}", "state=resume")
     slurm.wait_for(lambda: slurm.node()[0] == "idle", 60, "the node did not go back to idle")
+    return slurm
+
+
+@pytest.fixture(scope="session")
+def fleet_nodes(slurm: Slurm) -> tuple[str, ...]:
+    """The fleet partition's nodes that have a slurmd: this one and EXTRA_NODES (started on first use)."""
+    for name in EXTRA_NODES:
+        if f"slurmd-{name}" not in slurm.procs:
+            slurm.start_node(name)
+    return (NODE, *EXTRA_NODES)
+
+
+@pytest.fixture
+def fleet_idle(slurm: Slurm, fleet_nodes: tuple[str, ...]) -> Slurm:
+    """Every node of the fleet partition with a slurmd idle, none drained, no job left."""
+    with contextlib.suppress(Exception):
+        slurm.cmd("scancel", "--full", "--partition", "fleet")
+
+    def states() -> dict[str, str]:
+        rows = slurm.cmd("sinfo", "-h", "-N", "-p", "fleet", "-o", "%N|%T").split()
+        return dict(row.split("|") for row in rows)
+
+    for node, state in states().items():
+        if node in fleet_nodes and "drain" in state:
+            slurm.cmd("scontrol", "update", f"nodename={node}", "state=resume")
+    slurm.wait_for(lambda: all(states()[n] == "idle" for n in fleet_nodes), 90, "the fleet nodes did not come up idle")
     return slurm
 
 

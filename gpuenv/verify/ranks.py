@@ -202,8 +202,9 @@ def rank_main(local: int, job: RankJob) -> None:
     try:
         params = {**job.params, "device_index": index}
         if spread is not None:
-            params["rank_nodes"] = _gather(spread.node, world)
+            params["rank_nodes"] = gather(spread.node, world)
         params["fault"] = faults.inject(job.check, rank)
+        params["slow"] = faults.slowdown(job.check, rank)
         module, name = job.target.split(":")
         result = getattr(import_module(module), name)(rank, world, job.device, params)
         _write(job, local, rank, result)
@@ -247,7 +248,8 @@ def _device_option(job: RankJob, index: int) -> dict[str, Any]:
     return {}
 
 
-def _gather(item: Any, world: int) -> list[Any]:
+def gather(item: Any, world: int) -> list[Any]:
+    """Every rank's `item` (a small JSON-able value), in rank order, on every rank."""
     import torch.distributed as dist  # torch: heavy, loaded only where the check runs
 
     found: list[Any] = [None] * world
@@ -262,7 +264,7 @@ def _write(job: RankJob, local: int, rank: int, result: dict[str, Any]) -> None:
         return
     BOARD.store.set(f"done/{rank}", "1")
     BOARD.stop()
-    every = _gather(result, job.spread.world)
+    every = gather(result, job.spread.world)
     if local == 0:
         (Path(job.outdir) / "all.json").write_text(json.dumps(every))
 

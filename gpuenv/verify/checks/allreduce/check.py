@@ -8,8 +8,9 @@ from typing import Any
 from gpuenv.verify import nodes, ranks
 from gpuenv.verify.baselines import load_baselines
 from gpuenv.verify.checks import common
+from gpuenv.verify.checks.allreduce import localise
 from gpuenv.verify.checks.allreduce.collectives import MiB
-from gpuenv.verify.checks.allreduce.judging import across_nodes, evaluate
+from gpuenv.verify.checks.allreduce.judging import Judge, across_nodes, evaluate
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.expectations import load_expectations
 from gpuenv.verify.model import CheckResult, GpuRef, status_from_findings
@@ -53,6 +54,18 @@ def run(ctx: CheckContext) -> CheckResult:
     spread = spread_of(ctx, here) if ctx.placement else None
     world = spread.world if spread else here
     plan = {**PLANS[(ctx.device, ctx.level)], **pair_plan(ctx.level, world, across_nodes=spread is not None)}
+    baselines = load_baselines(common.path_or_none(ctx.baseline))
+    gpu_name = common.gpu_model(ctx) if ctx.device == "cuda" else "cpu"
+    expectations = load_expectations()
+    if spread is not None:
+        judge = Judge(world=world, device=ctx.device, gpu_name=gpu_name, baselines=baselines, expectations=expectations)
+        plan["localise"] = localise.plan(
+            level=ctx.level,
+            device=ctx.device,
+            limit_s=ctx.limit_s or 90.0,
+            expected=judge.expected(max(plan["sizes"])),
+            judge_pairs=ctx.device == "cuda",
+        )
     try:
         results = ranks.launch(
             "gpuenv.verify.checks.allreduce.workload:rank_workload",
@@ -65,8 +78,6 @@ def run(ctx: CheckContext) -> CheckResult:
     except Hung as exc:
         ctx.provided["multi_node"] = {"hung": [{"rank": r, "node": n, "why": w} for r, n, w in exc.who]}
         return CheckResult("allreduce", "timeout", summary=str(exc), findings=nodes.hung_finding(exc.who))
-    baselines = load_baselines(common.path_or_none(ctx.baseline))
-    gpu_name = common.gpu_model(ctx) if ctx.device == "cuda" else "cpu"
     refs = [_ref(ctx, spread, r) for r in range(world)]
     findings, metrics = evaluate(
         results,
@@ -75,7 +86,7 @@ def run(ctx: CheckContext) -> CheckResult:
         gpu_name=gpu_name,
         baselines=baselines,
         refs=refs,
-        expectations=load_expectations(),
+        expectations=expectations,
     )
     summary_nodes = ""
     if spread is not None:

@@ -109,8 +109,12 @@ class RankRun:
             self.server = None  # the store closes when its last reference goes
 
     def _hung(self, spread: Spread, exc: Exception | None) -> None:
-        """Read the board; raise Hung naming the ranks that hold the run up, else RanksCrashed."""
+        """Read the board; raise Hung naming the ranks that hold the run up, else RanksCrashed. The
+        store's host keeps it up until every node's worker has read it too (bounded): the nodes'
+        deadlines differ by their start, and a store gone mid-look would name its host instead."""
         who = board.diagnose(spread)
+        if self.server is not None:
+            board.wait_for_exits(self.server, spread, count="diagnosed")
         for process in self.context.processes:
             if process.is_alive():
                 process.kill()

@@ -66,8 +66,6 @@ class Prepared:
 
 def prepare(params: dict[str, Any]) -> Prepared | str:
     """Every group the level's rounds can reach, created now; or why no localisation can run."""
-    import torch.distributed as dist  # torch: heavy, needed in the rank processes only
-
     want = params["localise"]
     placed = nodes.layout(params["rank_nodes"])
     if len(placed) < 2:
@@ -77,6 +75,8 @@ def prepare(params: dict[str, Any]) -> Prepared | str:
             f"at {want['level']} only when the collective is below its expectation, and none is known "
             "for it (a baseline row for this count; --level deep localises always)"
         )
+    import torch.distributed as dist  # torch: heavy, needed in the rank processes only
+
     started = time.perf_counter()
     search = Search([members for _, members in placed], want["share"])
     groups = {g.ranks: dist.new_group(list(g.ranks)) for g in search.reachable(want["rounds"])}

@@ -65,6 +65,7 @@ class HostReport:
     matmul: tuple[tuple[str, str, int, float], ...] = ()  # (dtype, shape, cuda index, TFLOP/s), for baselines
     cost_basis: NodeFigures | None = None  # the throughput figures costs come from (read with [prices] only)
     flags: tuple[str, ...] = ()  # what the reader doubts about this host (a report dated ahead of the clock)
+    localisation: tuple[str, dict[str, Any]] | None = None  # a run across nodes that localised: (job, its rounds)
 
     @property
     def certified(self) -> bool:
@@ -175,6 +176,7 @@ class FleetReport:
     events: tuple[dict[str, Any], ...] = field(default=())  # from the GPU history, when one is given
     costs: tuple[GroupCost, ...] = ()  # per node kind, over the certified hosts (with [prices] only)
     recorded: Recorded | None = None  # what reading added to the GPU history (None: no history)
+    localisations: tuple[dict[str, Any], ...] = ()  # each run across nodes that localised, once (report_localisation)
 
     def outcomes(self) -> dict[str, int]:
         counts = Counter(h.outcome for h in self.hosts)
@@ -215,6 +217,7 @@ class FleetReport:
             "outliers": [o.to_dict() for o in self.outliers],
             "events": list(self.events),
             "costs": [c.to_dict() for c in self.costs],
+            "localisations": list(self.localisations),
         }
 
 

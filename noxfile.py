@@ -16,6 +16,8 @@ nox.options.default_venv_backend = "none"
 nox.options.sessions = ["lint", "unit"]
 
 UNIT = "not cpu and not integration and not gpu"
+# Python 3.10, the oldest requires-python admits: a construct of a later Python fails lint
+VERMIN = ("vermin", "--target=3.10-", "--no-tips", "--violations", "--eval-annotations")
 NO_TESTS = 5  # pytest's exit code when a selection holds no tests: not a failure here
 
 
@@ -29,6 +31,7 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", "gpuenv", "tests", "bench", "noxfile.py")
     session.run("ruff", "format", "--check", "gpuenv", "tests", "bench", "noxfile.py")
     session.run("mypy")
+    session.run(*VERMIN, "gpuenv", "tests", "bench", "noxfile.py")
     session.run("vulture")
     session.run("ansible-lint", "--offline", "--strict", "--profile", "production", "playbooks")  # warnings fail too
     session.run("hadolint", "--config", ".hadolint.yaml", *sorted(glob.glob("images/*.Dockerfile")))
@@ -39,6 +42,14 @@ def unit(session: nox.Session) -> None:
     """The pure core, rendering, the evaluation halves: no root, Docker, network or torch processes.
     Many tests run gpuenv or ansible-inventory as a child process and wait: one pytest worker per core."""
     _pytest(session, UNIT, "-n", "auto")
+
+
+@nox.session
+def py313(session: nox.Session) -> None:
+    """The unit tests that need no torch, under Debian 13's Python 3.13 (root: the rootfs
+    tests/infra/prepare.sh caches; tests/infra/py313.sh runs pytest chrooted into it)."""
+    pytest = ("bash", "tests/infra/py313.sh", "-m", f"{UNIT} and not torch", "-n", "auto")
+    session.run(*pytest, *session.posargs, success_codes=[0, NO_TESTS])
 
 
 @nox.session

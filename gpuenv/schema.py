@@ -166,7 +166,7 @@ def parse_json(text: str) -> Any:
 def parse_toml(text: str) -> Any:
     """TOML (its decode errors are ValueErrors)."""
     if sys.version_info >= (3, 11):
-        import tomllib  # here, where a file is TOML: most commands read none
+        import tomllib  # novermin (3.11 on, as checked above); here, where a file is TOML: most commands read none
     else:  # pragma: no cover - Python 3.10
         import tomli as tomllib  # type: ignore[import-not-found,no-redef]
     try:

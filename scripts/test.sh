@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh Debian 12 machine: installs what the tests need (system
-# packages when run as root, the venv, the cached rootfs and wheelhouse), then lints and tests.
+# packages when run as root, the venv, the cached rootfs, Python 3.13's rootfs and the wheelhouse),
+# then lints and tests.
 # Services (dockerd, registry, sshd test hosts) are started by the pytest fixtures that need them
-# and stopped by PID when the session ends. The checks are noxfile.py's sessions: lint, unit, cpu,
-# integration and gpu (which skips, saying why, without a GPU). Extra arguments go to pytest.
+# and stopped by PID when the session ends. The checks are noxfile.py's sessions: lint, unit, py313
+# (the unit tests under Python 3.13), cpu, integration and gpu (which skips, saying why, without a
+# GPU). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,4 +32,4 @@ bash tests/infra/prepare.sh
 # Every session runs even when one fails; nox exits non-zero if any did. gpu goes first so the
 # run closes on the summary of the sessions that run here. pytest's "no tests
 # selected" (exit 5) counts as success inside the sessions, so an empty marker selection cannot fail CI.
-nox --sessions lint gpu unit cpu integration -- "$@"
+nox --sessions lint gpu unit py313 cpu integration -- "$@"

@@ -44,7 +44,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(autouse=True, scope="session")
 def deaf_to_the_users_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """The suite ignores the settings of whoever runs it: their GPUENV_* variables and config file,
-    and leaves their state alone (the GPU history fleet commands record goes to a temporary folder).
+    and leaves their state and cache alone (the GPU history fleet commands record, the wheel of gpuenv
+    build-image and provision copy, go to temporary folders).
 
     Every gpuenv the tests start inherits this. A test that exercises the file passes `--config FILE`
     (which beats GPUENV_NO_CONFIG), or GPUENV_NO_CONFIG="" in its environment to try the lookup.
@@ -54,6 +55,7 @@ def deaf_to_the_users_settings(tmp_path_factory: pytest.TempPathFactory) -> Iter
         del os.environ[key]
     os.environ["GPUENV_NO_CONFIG"] = "1"
     os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("xdg-state"))
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))  # gpuenv's own wheel
     yield
     os.environ.clear()
     os.environ.update(saved)

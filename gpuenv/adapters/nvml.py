@@ -53,12 +53,15 @@ def _error_name(exc: Any) -> str:
     return codes.get(getattr(exc, "value", None), f"NVML error {getattr(exc, 'value', '?')}")
 
 
+NOT_INSTALLED = "nvidia-ml-py not installed"
+
+
 def init() -> str | None:
-    """nvmlInit; None on success, else the reason (see init_error_name)."""
+    """nvmlInit; None on success, else the reason (NOT_INSTALLED, or see init_error_name)."""
     try:
         nv = _pynvml()
     except ImportError:
-        return "nvidia-ml-py not installed"
+        return NOT_INSTALLED
     try:
         nv.nvmlInit()
     except nv.NVMLError as exc:

@@ -15,6 +15,7 @@ import click
 
 from gpuenv import __version__, config, interrupt
 from gpuenv.cli import config_options
+from gpuenv.cli.errors import name_the_flag, print_error, said
 from gpuenv.errors import EXIT_BAD_REQUEST, EXIT_CANNOT_RUN, BadRequest, GpuenvError
 
 # name -> "module:function"; a command is listed here only once it works.
@@ -83,6 +84,10 @@ def settings(ctx: click.Context) -> Settings:
     return found if found is not None else Settings()
 
 
+# words other tools take as commands that are gpuenv's options
+FLAG_WORDS = {"version": "gpuenv --version", "help": "gpuenv --help"}
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
@@ -105,8 +110,9 @@ class LazyGroup(click.Group):
         if unknown and not ctx.resilient_parsing:  # shell completion asks quietly
             from difflib import get_close_matches  # only on the way to an error
 
-            near = get_close_matches(name, list(COMMANDS), n=1)
-            hint = f"did you mean: gpuenv {near[0]}" if near else "gpuenv --help lists the commands"
+            near = [f"gpuenv {n}" for n in get_close_matches(name, list(COMMANDS), n=1)]
+            near = [FLAG_WORDS[name]] if name in FLAG_WORDS else near
+            hint = f"did you mean: {near[0]}" if near else "gpuenv --help lists the commands"
             raise BadRequest(f"no such command {name!r}", hint=hint)
         return super().resolve_command(ctx, args)
 
@@ -177,22 +183,6 @@ def cli(
 GROUP_OPTIONS = ("--debug", "-v", "--verbose", "-q", "--quiet", "--data", "--config", "--no-config", "--version")
 
 
-def _name_the_flag(exc: click.BadParameter) -> None:
-    """A bad value names where it came from: the flag, unless it came from the environment
-    (Click names an option's environment variable whenever --help shows it)."""
-    param, ctx = exc.param, exc.ctx
-    if param is None or ctx is None or exc.param_hint is not None or not param.name:
-        return
-    if ctx.get_parameter_source(param.name) != click.core.ParameterSource.ENVIRONMENT:
-        exc.param_hint = " / ".join(f"'{name}'" for name in param.opts)
-
-
-def _print_error(message: str, hint: str | None) -> None:
-    click.echo(f"gpuenv: error: {message}", err=True)
-    if hint:
-        click.echo(f"  hint: {hint}", err=True)
-
-
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     interrupt.install()
@@ -219,31 +209,31 @@ def _run(args: list[str], *, debug: bool) -> int:
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.exceptions.Abort:  # Click's word for Ctrl-C or end of input at a prompt
-        _print_error("interrupted", None)
+        print_error("interrupted", None)
         return EXIT_CANNOT_RUN
     except click.NoSuchOption as exc:
         if exc.option_name not in GROUP_OPTIONS:
-            exc.show()
+            print_error(*said(exc))
             return EXIT_BAD_REQUEST
         where = exc.ctx.info_name if exc.ctx is not None else "COMMAND"
         hint = f"put it before the command: gpuenv {exc.option_name} {where} ..."
-        _print_error(f"{exc.option_name} is an option of gpuenv itself, not of {where}", hint)
+        print_error(f"{exc.option_name} is an option of gpuenv itself, not of {where}", hint)
         return EXIT_BAD_REQUEST
     except click.ClickException as exc:
         if isinstance(exc, click.BadParameter):
-            _name_the_flag(exc)
+            name_the_flag(exc)
         _traceback(debug)
-        exc.show()
+        print_error(*said(exc))
         return EXIT_BAD_REQUEST
     except GpuenvError as exc:
         _traceback(debug)
-        _print_error(exc.message, exc.hint)
+        print_error(exc.message, exc.hint)
         return exc.exit_code
     except KeyboardInterrupt as exc:  # one rule for every command: interrupted is exit 3, and says so
-        _print_error(f"interrupted by {exc}" if str(exc) else "interrupted", None)
+        print_error(f"interrupted by {exc}" if str(exc) else "interrupted", None)
         return EXIT_CANNOT_RUN
     except Exception as exc:  # gpuenv itself crashed: never blame the thing checked
         _traceback(debug)
-        _print_error(f"gpuenv crashed: {type(exc).__name__}: {exc}", "rerun with --debug for the traceback")
+        print_error(f"gpuenv crashed: {type(exc).__name__}: {exc}", "rerun with --debug for the traceback")
         return EXIT_CANNOT_RUN
     return result if isinstance(result, int) else 0

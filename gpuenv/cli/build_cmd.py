@@ -15,7 +15,7 @@ from click.core import ParameterSource
 from gpuenv import validate
 from gpuenv.cli import settings
 from gpuenv.cli.output import console, emit_json, printable, warn
-from gpuenv.cli.params import checked, choice, grammar
+from gpuenv.cli.params import checked, choice, grammar, on_disk
 from gpuenv.cli.stack_params import stack_options, stack_request
 from gpuenv.image.build import build, prepare, write_rendered
 from gpuenv.image.plan import DEFAULTS, BuildRequest, os_line, plan_image
@@ -66,10 +66,13 @@ HELP = {
 @click.option("--pin-base", is_flag=True, help="Look up the base image's digest now and build FROM it by digest.")
 @click.option("--index-url", metavar="URL", callback=grammar(validate.url, "--index-url"), help=HELP["index_url"])
 @click.option(
-    "--wheelhouse", metavar="DIR", callback=grammar(validate.existing_dir, "--wheelhouse"), help=HELP["wheelhouse"]
+    "--wheelhouse",
+    metavar="DIR",
+    callback=on_disk(grammar(validate.existing_dir, "--wheelhouse")),
+    help=HELP["wheelhouse"],
 )
 @click.option("--pip", multiple=True, metavar="PKG", callback=checked(validate.pip_requirement), help=HELP["pip"])
-@click.option("--app", metavar="DIR", callback=grammar(validate.existing_dir, "--app"), help=HELP["app"])
+@click.option("--app", metavar="DIR", callback=on_disk(grammar(validate.existing_dir, "--app")), help=HELP["app"])
 @click.option(
     "--build-arg",
     "build_args",

@@ -10,6 +10,7 @@ from gpuenv import config
 from gpuenv.cli import settings as settings_of
 from gpuenv.cli.config_options import default_map, effective
 from gpuenv.cli.output import emit_json
+from gpuenv.cli.params import SHOWING_SETTINGS
 from gpuenv.errors import BadRequest
 
 SCHEMA = "gpuenv.config/1"
@@ -20,15 +21,30 @@ Examples:
   gpuenv config show verify --level quick   # ... as this command line would set them
   gpuenv config show --json                 # every command, as JSON
 Precedence: flag > environment (GPUENV_<COMMAND>_<OPTION>) > config file > default.
+Exit codes: 0 shown (a folder a setting names need not exist here), 2 bad request (an unknown
+command, a config file or value that is not valid), 3 gpuenv crashed.
+"""
+PATH_EPILOG = """\b
+Examples:
+  gpuenv config path                       # the file in use, else nothing on stdout
+  gpuenv --config fleet.toml config path   # checks that fleet.toml exists
+Exit codes: 0 (also when no file is in use: stderr says where gpuenv looked), 2 a file named by
+--config or $GPUENV_CONFIG that does not exist or is not valid TOML, 3 gpuenv crashed.
+"""
+GROUP_EPILOG = """\b
+Examples:
+  gpuenv config show verify    # each verify option, its value and where it came from
+  gpuenv config path           # the config file in use
+Exit codes: 0 shown, 2 bad request (an unknown command, a config file that is not valid).
 """
 
 
-@click.group("config")
+@click.group("config", epilog=GROUP_EPILOG)
 def config_group() -> None:
     """The config file in use and where each setting comes from (see docs/configuration.md)."""
 
 
-@config_group.command("path")
+@config_group.command("path", epilog=PATH_EPILOG)
 @click.pass_context
 def path(ctx: click.Context) -> None:
     """Print the config file in use (nothing on stdout when none is)."""
@@ -60,8 +76,10 @@ def show(ctx: click.Context, as_json: bool, command: str | None, args: tuple[str
         raise BadRequest(f"{command!r} is not a gpuenv command with settings", hint=f"one of: {', '.join(names)}")
     chosen = [command] if command else names
     file = settings_of(ctx).config
+    root.meta[SHOWING_SETTINGS] = True  # settings are shown, not used: no folder need exist here
     defaults = default_map(file, group, root, chosen)
     parent = click.Context(group, info_name=root.info_name, obj=root.obj, default_map=defaults)
+    parent.meta[SHOWING_SETTINGS] = True
     settings: list[config.Setting] = []
     for name in chosen:
         settings += _settings(group, parent, (name,), list(args), file)

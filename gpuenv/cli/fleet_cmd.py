@@ -40,7 +40,20 @@ FILE = click.Path(dir_okay=False, path_type=Path)
 DIR = click.Path(file_okay=False, path_type=Path)
 
 
-@click.group("fleet")
+FLEET_EPILOG = """\b
+Examples:
+  gpuenv fleet verify -i hosts.ini --level standard   # certify every host of an inventory
+  gpuenv fleet report reports/20261130T150405Z/       # compare their reports, flag the outliers
+  gpuenv fleet baseline learn reports/ -o b.json      # expected figures from healthy hosts
+  gpuenv fleet history --list                         # every host and GPU the history remembers
+
+\b
+Exit codes: 0 ok, 1 a host or a report is bad, 2 bad request, 3 gpuenv could not run (each
+command's --help says which).
+"""
+
+
+@click.group("fleet", epilog=FLEET_EPILOG)
 def fleet() -> None:
     """Many nodes: verify them over Ansible, compare them, remember every GPU."""
 
@@ -159,6 +172,8 @@ def history(key: str | None, history: Path | None, as_list: bool, as_json: bool)
     Examples:
       gpuenv fleet history --list
       gpuenv fleet history GPU-8f2c1d3e-...   # or a serial, or a host name
+    Exit codes: 0 shown, 2 bad request (no KEY and no --list, a KEY the history does not hold, an
+    unreadable history), 3 gpuenv crashed.
     """
     path = history or config.history_file()
     if as_list == (key is not None):

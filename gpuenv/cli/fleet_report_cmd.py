@@ -122,7 +122,7 @@ Exit codes: 0 written, 2 bad request (no group with --min-hosts healthy hosts: n
 """
 
 
-@click.group("baseline")
+@click.group("baseline", epilog=LEARN_EPILOG)
 def baseline() -> None:
     """Expected figures for `gpuenv verify --baseline`, learned from a fleet's reports."""
 

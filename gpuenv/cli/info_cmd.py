@@ -20,6 +20,8 @@ def info(ctx: click.Context, as_json: bool) -> int:
     Examples:
       gpuenv info
       gpuenv info --json | jq .stack.torch
+    Exit codes: 0 shown (what cannot be read here is said, not an error), 2 bad request (a bad
+    --data knowledge base), 3 gpuenv crashed.
     """
     found = machine_info(kb_path=settings(ctx).data)
     if as_json:

@@ -20,12 +20,24 @@ def _url(value: str) -> str:
     return check_base_url(value)
 
 
-@click.group()
+REFRESH_EPILOG = """\b
+Examples:
+  gpuenv kb refresh -o new.json && gpuenv --data new.json resolve --torch 2.15
+  gpuenv kb refresh --from snapshot/ -o new.json   # air-gapped
+  gpuenv kb refresh --record snapshot/ -o new.json # keep what was read, for the air-gapped run
+
+\b
+Exit codes: 0 the proposal written (the shipped knowledge base is never changed), 2 bad request (a bad
+URL, snapshot or output path), 3 an index could not be read (network, timeout) or gpuenv crashed.
+"""
+
+
+@click.group(epilog=REFRESH_EPILOG)
 def kb() -> None:
     """The compatibility knowledge base."""
 
 
-@kb.command()
+@kb.command(epilog=REFRESH_EPILOG)
 @click.option(
     "-o",
     "--output",
@@ -49,12 +61,7 @@ def kb() -> None:
 @click.option("--json", "as_json", is_flag=True, help="The result as JSON.")
 @click.pass_obj
 def refresh(settings: Any, /, snapshot: Path | None, record: Path | None, as_json: bool, **opts: Any) -> None:
-    """Propose a new knowledge base from the upstream indexes (or a snapshot) and show what changed.
-
-    \b
-    gpuenv kb refresh -o new.json && gpuenv --data new.json resolve --torch 2.15
-    gpuenv kb refresh --from snapshot/ -o new.json   # air-gapped
-    """
+    """Propose a new knowledge base from the upstream indexes (or a snapshot) and show what changed."""
     indexes = ("pypi", "pypi_files", "pytorch", "dockerhub", "cuda_redist", "nvidia_drivers")
     bases = with_bases(**{index: opts[f"{index}_url"] for index in indexes})
     request = RefreshRequest(opts["output"], settings.data, snapshot, record, bases, opts["timeout"], opts["retries"])

@@ -40,12 +40,12 @@ def shortened(text: str, limit: int) -> str:
     return cut.rstrip(" ,;:") + "…"
 
 
-def console(*, stderr: bool = False) -> Any:
+def console(*, stderr: bool = False, log_width: int = 200) -> Any:
     from rich.console import Console  # start-up: rich loads only when something is drawn
 
     stream = sys.stderr if stderr else sys.stdout
-    # Off a terminal rich would wrap at 80 columns; a pipe or a log file reads better unwrapped.
-    return Console(stderr=stderr, highlight=False, width=None if stream.isatty() else 200)
+    # Off a terminal rich would wrap at 80 columns; a pipe or a log file reads better at log_width.
+    return Console(stderr=stderr, highlight=False, width=None if stream.isatty() else log_width)
 
 
 def say(out: Any, text: str, style: str = "") -> None:

@@ -40,6 +40,21 @@ def checked(check: Callable[[Any], Any]) -> Callable[[click.Context, click.Param
     return callback
 
 
+# ctx.meta key: `gpuenv config show` parses a command only to show its settings
+SHOWING_SETTINGS = "gpuenv.showing-settings"
+
+
+def on_disk(callback: Callable[[click.Context, click.Parameter, Any], Any]) -> Callable[..., Any]:
+    """A callback that looks at this machine's disk (a folder exists, an output can be written): it
+    checks when the command runs, not while `gpuenv config show` parses the command to show its
+    settings, where a default such as /etc/slurm need not exist."""
+
+    def looking(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        return value if ctx.meta.get(SHOWING_SETTINGS) else callback(ctx, param, value)
+
+    return looking
+
+
 def version_of(what: str, *, strip: str = "") -> Callable[[click.Context, click.Parameter, Any], Any]:
     """A callback checking a version; strip: leading characters to drop first ("R580" -> "580")."""
     return checked(lambda v: validate.version(v.lstrip(strip), what))
@@ -66,7 +81,8 @@ def _output_path(ctx: click.Context, param: click.Parameter, value: Path | None)
 def output_option(name: str, help_text: str, *, short: str | None = None) -> Callable[[F], F]:
     """An output file option (- for stdout), checked before any work starts."""
     names = (short, name) if short else (name,)
-    return click.option(*names, type=click.Path(path_type=Path), metavar="FILE", callback=_output_path, help=help_text)
+    path = click.Path(path_type=Path)
+    return click.option(*names, type=path, metavar="FILE", callback=on_disk(_output_path), help=help_text)
 
 
 def gpu_indices(text: str) -> tuple[int, ...]:

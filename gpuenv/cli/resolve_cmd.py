@@ -50,6 +50,8 @@ def resolve(ctx: click.Context, /, as_json: bool, fmt: str, purpose: Purpose, **
       gpuenv resolve --driver 535.104.05 --gpu H100 --json > stack.json
       gpuenv resolve --torch 2.4 --format requirements > requirements.txt
       gpuenv resolve --torch 2.4 --os ubuntu24.04 --for host
+    Exit codes: 0 the stack, 2 bad or impossible request (the nearest valid choices are named),
+    3 --driver auto cannot read this machine's driver (no NVIDIA driver or NVML here), gpuenv crashed.
     """
     if as_json and fmt not in ("text", "json"):
         raise BadRequest(f"--json and --format {fmt} exclude each other", hint="use one of them")
@@ -89,6 +91,8 @@ def matrix(
       gpuenv matrix --gpu H100
       gpuenv matrix --drivers
       gpuenv matrix --rocm
+    Exit codes: 0 the tables, 2 bad request (a version or GPU the knowledge base does not know), 3
+    gpuenv crashed.
     """
     kb = load_kb(settings(ctx).data)
     if drivers:

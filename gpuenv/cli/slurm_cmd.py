@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from gpuenv import validate
-from gpuenv.cli.params import checked
+from gpuenv.cli.params import checked, grammar, on_disk
 from gpuenv.errors import BadRequest
 from gpuenv.slurm import core
 from gpuenv.slurm.install import install_hooks
@@ -26,6 +26,39 @@ Examples:
 \b
 Each script is written atomically; a file of that name that gpuenv did not write is left alone and
 the install refused (exit 2). Add the lines it prints to slurm.conf, then `scontrol reconfigure`.
+Exit codes: 0 installed, 2 bad request (DIR is not a folder, a file there is not gpuenv's, paths
+with spaces), 3 a script could not be written there (not root?) or gpuenv crashed.
+"""
+GROUP_EPILOG = """\b
+Examples:
+  sudo gpuenv slurm install                 # the three hook scripts in /etc/slurm, and the slurm.conf lines
+  gpuenv slurm config                       # only print the slurm.conf lines
+  gpuenv slurm health-check --max-time 50   # what HealthCheckProgram runs
+
+\b
+Exit codes: 0 ok, 1 the node is not healthy (drained), 2 bad request, 3 could not run (each
+command's --help says which).
+"""
+HOOK_EPILOG = """\b
+Examples:
+  {example}
+  gpuenv slurm install   # writes the script slurm.conf runs, /etc/slurm/gpuenv-{hook}
+
+\b
+Exit codes: 0 healthy{resumes} or nothing to check (no GPU: skip), 1 not healthy: the node is drained
+with a `gpuenv:` reason, 2 bad request (nothing drained), 3 verify could not run: the node is drained
+unless --no-drain-on-error (then left as it is).
+"""
+HOOK_EXAMPLES = {
+    "health-check": "gpuenv slurm health-check --max-time 50 --expect-gpus 8",
+    "prolog": "gpuenv slurm prolog --reports-dir /var/log/gpuenv   # keeps NODE-prolog-JOBID.json there",
+    "epilog": "gpuenv slurm epilog --reports-dir /var/log/gpuenv",
+}
+CONFIG_EPILOG = """\b
+Examples:
+  gpuenv slurm config >> /etc/slurm/slurm.conf.d/gpuenv.conf
+  gpuenv slurm config --script prolog > /etc/slurm/gpuenv-prolog   # one hook's script
+Exit codes: 0 printed, 2 bad request (a path with spaces, --interval under 60), 3 gpuenv crashed.
 """
 # hook -> (default level, default checks, default --max-time, help)
 HOOKS = {
@@ -45,7 +78,7 @@ HOOKS = {
 }
 
 
-@click.group("slurm")
+@click.group("slurm", epilog=GROUP_EPILOG)
 def slurm() -> None:
     """Slurm hooks that drain a bad node with a `gpuenv:` reason and resume only gpuenv's drains."""
 
@@ -54,7 +87,7 @@ def slurm() -> None:
 SHARED_HOOK_OPTIONS = [
     click.option(
         "--reports-dir",
-        type=click.Path(file_okay=False, exists=True, path_type=Path),
+        callback=on_disk(grammar(validate.existing_dir, "--reports-dir")),
         metavar="DIR",
         help="Keep verify's report here as NODE-HOOK[-JOBID].json [default: none kept].",
     ),
@@ -112,14 +145,16 @@ def _hook_command(hook: str) -> click.Command:
 
     command.__doc__ = doc
     decorated = functools.reduce(lambda f, option: option(f), reversed(_hook_options(hook)), command)
-    return slurm.command(hook)(decorated)
+    resumes = " (a node gpuenv drained is resumed)" if hook == "health-check" else ""
+    epilog = HOOK_EPILOG.format(example=HOOK_EXAMPLES[hook], hook=hook, resumes=resumes)
+    return slurm.command(hook, epilog=epilog)(decorated)
 
 
 for _hook in HOOKS:
     _hook_command(_hook)
 
 
-@slurm.command("config")
+@slurm.command("config", epilog=CONFIG_EPILOG)
 @click.option("--scripts-dir", default="/etc/slurm", show_default=True, help="Where the hook scripts go.")
 @click.option("--reports-dir", default="/var/log/gpuenv", show_default=True, help="Where verify reports go.")
 @click.option(
@@ -151,7 +186,7 @@ def config(scripts_dir: str, reports_dir: str, interval: int, node_state: str, s
     "--dest",
     default="/etc/slurm",
     show_default=True,
-    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    callback=on_disk(grammar(validate.existing_dir, "--dest")),
     help="The folder the three scripts go into (slurm.conf names them there).",
 )
 @click.option("--reports-dir", default="/var/log/gpuenv", show_default=True, help="Where the hooks keep reports.")

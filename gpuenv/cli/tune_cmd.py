@@ -27,8 +27,13 @@ limit could not be put back, 2 bad request (also: a state file says a limit is s
 root), 3 could not run (no NVML, no CUDA torch, interrupted — the limits are put back first).
 """
 
+DEVICE_HELP = (
+    "Where the NLP step runs. cpu: on the CPU, for a GPU node whose torch has no CUDA (tries the caps, "
+    "measures no efficiency); the GPUs' limits are stepped all the same, so a GPU is needed."
+)
 
-@click.group("tune")
+
+@click.group("tune", epilog=EPILOG)
 def tune() -> None:
     """Tune this node's GPUs for efficiency (see docs/power.md)."""
 
@@ -38,7 +43,7 @@ def tune() -> None:
               help="Throughput the chosen cap may give up against the fastest cap.")  # fmt: skip
 @click.option("--steps", type=click.IntRange(2, 20), default=5, show_default=True, help="Caps tried per GPU.")
 @click.option("--level", **choice(LEVELS, "standard"), help="How long the NLP step runs at each cap.")
-@click.option("--device", **choice(DEVICE_CHOICES, "auto"), help="cpu: run the step on the CPU (mechanism only).")
+@click.option("--device", **choice(DEVICE_CHOICES, "auto"), help=DEVICE_HELP)
 @click.option("--gpu", "gpus", type=click.IntRange(min=0), multiple=True, metavar="INDEX",
               help="Only this GPU, by NVML index (repeatable).")  # fmt: skip
 @click.option("--timeout", type=float, default=300.0, show_default=True, callback=checked(validate.seconds),

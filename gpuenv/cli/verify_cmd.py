@@ -12,10 +12,11 @@ import click
 from gpuenv import interrupt, output, validate
 from gpuenv.cli import settings as settings_of
 from gpuenv.cli.output import console, emit_json, say, warn
-from gpuenv.cli.params import checked, gpu_indices, output_option, verify_option
-from gpuenv.cli.verify_view import RunView, header, present, show_checks
+from gpuenv.cli.params import checked, gpu_indices, on_disk, output_option, verify_option
+from gpuenv.cli.verify_view import RunView, present, show_checks
 from gpuenv.errors import BadRequest
 from gpuenv.files import STDOUT
+from gpuenv.output.verify import LOG_WIDTH
 from gpuenv.verify.launch import LAUNCHER_CHOICES, Explicit
 from gpuenv.verify.prices import price_rows
 from gpuenv.verify.service import VerifyOutcome, VerifyRequest, preview
@@ -39,9 +40,10 @@ Across nodes (--check allreduce; the launcher is recognised from its environment
 \b
 Levels: quick (Slurm prolog, <= 30 s on 8 GPUs), standard (epilog, after provisioning, <= 3 min),
 deep (acceptance, <= 15 min).
-Exit codes: 0 certified (warn/skip allowed; --strict makes warn 1), 1 not certified (a check
-failed, timed out or crashed), 2 bad request, 3 could not run (no torch on a CPU-only machine,
-interrupted, gpuenv crashed).
+Exit codes: 0 certified (warnings, and skips beside a pass, allowed; --strict makes a warning 1),
+1 not certified (a check failed, timed out or crashed), 2 bad request, 3 could not run: no check
+could (every one skipped, e.g. --check nvml --passive on a machine without a GPU), one could not
+(no torch: pip install 'gpuenv[verify]'), interrupted, or gpuenv crashed.
 """
 
 
@@ -109,7 +111,7 @@ def multi_node_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.option(
     "--passive",
     is_flag=True,
-    help="With --check nvml: read NVML in this process, without load, torch or a worker (the Slurm epilog).",
+    help="Read NVML in this process, without load, torch or a worker (the Slurm epilog); implies --check nvml.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @output_option("--report", "Write the JSON report here (atomically, also when interrupted; - for stdout).")
@@ -122,10 +124,13 @@ def multi_node_options(func: Callable[..., Any]) -> Callable[..., Any]:
     help="Folder for artifacts (profiler trace); default: beside --report.",
 )
 @click.option(
-    "--baseline", metavar="FILE", callback=_in_file, help="Expected busbw/TFLOP/s table (see docs/verify.md)."
+    "--baseline", metavar="FILE", callback=on_disk(_in_file), help="Expected busbw/TFLOP/s table (see docs/verify.md)."
 )
 @click.option(
-    "--policy", metavar="FILE", callback=_in_file, help="NVML policy: severities, XID lists (see docs/verify.md)."
+    "--policy",
+    metavar="FILE",
+    callback=on_disk(_in_file),
+    help="NVML policy: severities, XID lists (see docs/verify.md).",
 )
 @verify_option("timeout", "Seconds allowed to each check (default: per check and level).")
 @verify_option("image", "Run the same verify inside this Docker image instead.")
@@ -152,16 +157,17 @@ def verify(ctx: click.Context, /, as_json: bool, list_checks: bool, **options: A
     on_stdout = _one_stdout(as_json=as_json, **{k: options[k] for k in ("report", "junit", "prometheus")})
     explicit = Explicit(**{k: options.pop(k) for k in EXPLICIT_KEYS})
     options["gpus"] = options["gpus"] or ()
+    options["checks"] = options["checks"] or (("nvml",) if options["passive"] else ())
     request = VerifyRequest(kb=settings.data, explicit=explicit, prices=price_rows(settings.config), **options)
     # the header, the checks as they run, the report: one stream (none with --json: nothing is drawn)
-    out = None if as_json else console(stderr=on_stdout)
+    out = None if as_json else console(stderr=on_stdout, log_width=LOG_WIDTH)
     shown = not (as_json or settings.quiet or request.image)
     # The engine turns the first SIGINT/SIGTERM into a partial report; any signal after it is only
     # noted, so a second Ctrl-C cannot stop the report the run promised from being written.
     with interrupt.Deferred() as late:
-        outcome = _run_shown(request, out) if shown else run(request)
+        outcome, view = _run_shown(request, out) if shown else (run(request), None)
         if outcome.report is not None:
-            _present(outcome, as_json=as_json, quiet=settings.quiet, out=out, headed=shown)
+            _present(outcome, as_json=as_json, quiet=settings.quiet, out=out, view=view)
         elif outcome.image_report is not None:
             _present_image(str(request.image), outcome.image_report, outcome.exit_code, as_json=as_json)
     for note in outcome.notes:
@@ -169,19 +175,19 @@ def verify(ctx: click.Context, /, as_json: bool, list_checks: bool, **options: A
     for problem in outcome.unwritten:  # named after the verdict, which is shown in any case
         click.echo(f"gpuenv: error: {problem}", err=True)
     if late.signal and outcome.report is not None and not outcome.report.interrupted:
-        click.echo(f"gpuenv: error: interrupted by {late.signal} after the checks (outputs written)", err=True)
-        return 3
+        # every check had finished: the signal cut nothing short, so the verdict, the exit code and
+        # the report written meanwhile say the same
+        click.echo(f"gpuenv: {late.signal} came after the checks had finished: the verdict and report stand", err=True)
     return outcome.exit_code
 
 
-def _run_shown(request: VerifyRequest, out: Any) -> VerifyOutcome:
-    """The run with its header first and each check shown while it runs."""
+def _run_shown(request: VerifyRequest, out: Any) -> tuple[VerifyOutcome, RunView | None]:
+    """The run, its header shown once it starts and each check while it runs (by the view returned)."""
     found = preview(request)
     if not found.leads_node:  # another process of this node's ranks shows the run
-        return run(request)
-    say(out, header(found), "bold")
+        return run(request), None
     with RunView(out, found) as view:
-        return run(request, on_result=view.finished, on_start=view.started)
+        return run(request, on_result=view.finished, on_start=view.started), view
 
 
 def _one_stdout(*, as_json: bool, **outputs: Path | None) -> bool:
@@ -201,7 +207,7 @@ def _is_stdout(path: Path) -> bool:
     return str(path) in STDOUT_NAMES
 
 
-def _present(outcome: VerifyOutcome, *, as_json: bool, quiet: bool, out: Any, headed: bool) -> None:
+def _present(outcome: VerifyOutcome, *, as_json: bool, quiet: bool, out: Any, view: RunView | None) -> None:
     report = outcome.report
     assert report is not None
     if as_json:
@@ -211,8 +217,10 @@ def _present(outcome: VerifyOutcome, *, as_json: bool, quiet: bool, out: Any, he
             click.echo(report.verdict.summary, err=True)
     elif quiet:
         say(out, report.verdict.summary)
+    elif view is not None:
+        view.present(report)
     else:
-        present(report, out, headed=headed)
+        present(report, out, headed=False)
 
 
 def _present_image(tag: str, data: dict[str, Any], code: int, *, as_json: bool) -> None:

@@ -1,15 +1,17 @@
-"""A verify report's renderers: the terminal's screen, JSON, the job summary and a Prometheus
-textfile (registered in gpuenv.output.FORMATS; gpuenv.files writes them). JUnit XML is junit.py's,
-so that a report written as JSON never loads the XML library."""
+"""A verify report's renderers: the terminal's screen (and a log's lines, off a terminal), JSON, the
+job summary and a Prometheus textfile (registered in gpuenv.output.FORMATS; gpuenv.files writes
+them). JUnit XML is junit.py's, so that a report written as JSON never loads the XML library."""
 
 from __future__ import annotations
 
+import textwrap
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
 from gpuenv.output.jsontext import json_text
-from gpuenv.output.screen import Block, Screen, Span, line, table
-from gpuenv.verify.model import STATUSES, Report
+from gpuenv.output.screen import Block, Screen, Span, escaped, line, table
+from gpuenv.verify.model import STATUSES, CheckResult, Finding, Report
 
 STYLE = {
     "pass": "green",
@@ -145,9 +147,7 @@ def screen(report: Report) -> Screen:
         table(("check", "status", "time", "result"), rows, title=title, title_left=True, right_aligned=("time",))
     ]
     for check in report.checks:
-        for finding in check.findings:
-            if finding.severity == "info":
-                continue
+        for finding in worth_a_look(check):
             style = "bold red" if finding.severity == "fail" else "yellow"
             blocks.append(line(Span(finding.severity, style), f" {check.name}: {finding.message}"))
             if finding.remediation:
@@ -155,6 +155,48 @@ def screen(report: Report) -> Screen:
     blocks += [line(text) for text in cost_lines(report.cost)]
     blocks.append(line(Span(report.verdict.summary, "bold green" if report.verdict.certified else "bold red")))
     return tuple(blocks)
+
+
+LOG_WIDTH = 100  # a log's lines (off a terminal) fit 100 columns
+CHECK_INDENT = 29  # where a check's result starts on its log line: what wraps, and its findings, go under it
+
+
+def check_log(check: CheckResult) -> str:
+    """A finished check as a log shows it (off a terminal, as it finishes): its line, then each
+    finding worth a look (what the line does not say already) and each fix, within LOG_WIDTH."""
+    lines = wrapped(f"  {check.name:<10} {check.status:<7} {check.duration_s:5.1f}s  {check.summary}", CHECK_INDENT)
+    pad = " " * CHECK_INDENT
+    for finding in worth_a_look(check):
+        if finding.message != check.summary:
+            lines += wrapped(f"{pad}{finding.severity}: {finding.message}", CHECK_INDENT + len(finding.severity) + 2)
+        if finding.remediation:
+            lines += wrapped(f"{pad}fix: {finding.remediation} ({finding.action})", CHECK_INDENT + 5)
+    return "\n".join(lines)
+
+
+def log_tail(report: Report, logged: Collection[tuple[str, str]]) -> str:
+    """What follows a run's check lines in a log: the findings worth a look that were not logged
+    with their check (`logged`: (check, message); XIDs seen after it finished), the cost figures
+    and the verdict."""
+    lines: list[str] = []
+    for check in report.checks:
+        for finding in worth_a_look(check):
+            if (check.name, finding.message) not in logged:
+                lines += wrapped(f"{finding.severity} {check.name}: {finding.message}", 5)
+                if finding.remediation:
+                    lines += wrapped(f"     fix: {finding.remediation} ({finding.action})", 10)
+    for text in [*cost_lines(report.cost), report.verdict.summary]:
+        lines += wrapped(text, 2)
+    return "\n".join(lines)
+
+
+def worth_a_look(check: CheckResult) -> list[Finding]:
+    return [finding for finding in check.findings if finding.severity != "info"]
+
+
+def wrapped(text: str, indent: int) -> list[str]:
+    """Text (control characters escaped) as lines within LOG_WIDTH; what wraps starts `indent` in."""
+    return textwrap.wrap(escaped(text), LOG_WIDTH, subsequent_indent=" " * indent) or [""]
 
 
 def cost_lines(cost: dict[str, Any] | None) -> list[str]:

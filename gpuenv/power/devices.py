@@ -3,7 +3,8 @@ AMD SMI's power cap on an AMD one, behind one face (the functions of gpuenv.adap
 power part), with the words each vendor's tools use in a hint.
 
 NVML first; AMD SMI where NVML cannot be used and AMD SMI can (as verify's probe prefers them).
-Neither: CannotRun (exit 3) with both reasons.
+Neither: CannotRun (exit 3) with the reason of the vendor whose GPUs are on the PCI bus, and the
+install that vendor needs (never the other's); with no GPU on the bus, that there is nothing to tune.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any
 from gpuenv.adapters import amdsmi
 from gpuenv.adapters import nvml as nvml_adapter
 from gpuenv.errors import CannotRun
+from gpuenv.extras import install_hint
+from gpuenv.verify.pci import amd_on_pci, nvidia_on_pci
 
 # Where AMD SMI names no floor (min_power_cap 0, as MI300X gives it), the lowest cap tried is this
 # share of the default (375 W of MI300X's 750 W). gpuenv's choice, not AMD's: NVML's floors sit
@@ -61,10 +64,13 @@ def open_control() -> PowerControl:
     amd_problem = amdsmi.init()
     if not amd_problem:
         return PowerControl("AMD SMI", "amdsmi", amdsmi, amdsmi.AmdSmiCallFailed, **AMD)
-    if not amdsmi.missing(amd_problem):  # AMD SMI is here but refuses: that is this node's reason
+    if not amdsmi.missing(amd_problem) or amd_on_pci():  # this node's reason is AMD SMI's
         hint = "tune power needs the amdgpu driver and a GPU"
         raise CannotRun(f"AMD SMI cannot be used here: {amd_problem}", hint=hint)
+    if nvidia_on_pci():  # an NVIDIA node: NVML's reason, never the other vendor's install
+        hint = install_hint("verify") if nvml_problem == nvml_adapter.NOT_INSTALLED else "install the NVIDIA driver"
+        raise CannotRun(f"NVML cannot be used here: {nvml_problem}", hint=hint)
     raise CannotRun(
-        f"neither NVML nor AMD SMI can be used here (NVML: {nvml_problem}; AMD SMI: {amd_problem})",
-        hint="tune power needs the NVIDIA driver, or AMD's amdgpu driver and amd-smi-lib, and a GPU",
+        f"this node has no GPU to tune: none on the PCI bus (NVML: {nvml_problem})",
+        hint="run it on a GPU node: it steps GPUs' power limits (--device cpu moves only its workload to the CPU)",
     )

@@ -29,7 +29,7 @@ from gpuenv.provision.perhost import HostPlan
 from gpuenv.provision.plan import Project, ProvisionResult, plan_from_gathered
 from gpuenv.provision.variables import kb_facts, render_variables
 from gpuenv.provision.wheelhouse import check_wheelhouse
-from gpuenv.selfwheel import build_own_wheel
+from gpuenv.selfwheel import own_wheel
 from gpuenv.verify import reportfile
 
 
@@ -37,7 +37,7 @@ def write_project(project: Project, dest: Path) -> Path:
     """The static playbooks, the two rendered files, and gpuenv's own wheel under files/."""
     lay_playbooks(dest, project.files)
     if project.wheel is None:
-        build_own_wheel(dest / WHEEL_DIR)
+        own_wheel(dest / WHEEL_DIR)
     else:
         (dest / WHEEL_DIR).mkdir(parents=True, exist_ok=True)
         shutil.copy2(project.wheel, dest / WHEEL_DIR / project.wheel.name)

@@ -18,7 +18,7 @@ from packaging.version import Version
 from gpuenv.errors import BadRequest, CannotRun
 from gpuenv.files import check_tree, replace_owned, wheelhouse_files, write_manifest
 from gpuenv.render.dockerfile import RenderedImage
-from gpuenv.selfwheel import build_own_wheel
+from gpuenv.selfwheel import own_wheel
 
 WHEEL_DIR = "gpuenv-wheel"
 WHEELS_DIR = "wheels"
@@ -81,7 +81,7 @@ def write_context(
         dest.mkdir(parents=True, exist_ok=True)
         for name, text in rendered.files.items():
             (dest / name).write_text(text, encoding="utf-8")
-        build_own_wheel(dest / WHEEL_DIR)
+        own_wheel(dest / WHEEL_DIR)
         written = [*rendered.files, WHEEL_DIR]
         if wheelhouse is not None:
             _copy_wheels(wheelhouse, dest / WHEELS_DIR)

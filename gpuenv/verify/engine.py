@@ -39,7 +39,11 @@ def run_verify(
     interrupted = run.execute(specs)
     if not interrupted:
         own = run_findings(
-            expect_gpus=opts.expect_gpus, baseline=opts.baseline, checks=[s.name for s in specs], host=run.host
+            expect_gpus=opts.expect_gpus,
+            baseline=opts.baseline,
+            checks=[s.name for s in specs],
+            host=run.host,
+            no_gpu=run.no_gpu,
         )
         if own is not None:
             run.results.insert(0, own)

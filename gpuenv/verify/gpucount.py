@@ -1,6 +1,6 @@
-"""The run's own checks, whatever checks run: `--expect-gpus N` against the GPUs this process can
-use (NVML's count, else torch's), and options that have no effect in this run (a warning, never
-silence). Their findings (verify.*) form a result named "verify", first in the report."""
+"""The run's own checks, whatever checks run: a GPU for a run on the GPUs, `--expect-gpus N` against
+the GPUs this process can use (NVML's count, else torch's), and options that have no effect in this
+run (a warning, never silence). Their findings (verify.*) form a result named "verify", first in the report."""
 
 from __future__ import annotations
 
@@ -19,12 +19,13 @@ BASELINE_READERS = frozenset({"amp", "allreduce", "models", "fp8", "compile", "o
 
 
 def run_findings(
-    *, expect_gpus: int | None, baseline: str | None, checks: Sequence[str], host: HostFacts
+    *, expect_gpus: int | None, baseline: str | None, checks: Sequence[str], host: HostFacts, no_gpu: str | None = None
 ) -> CheckResult | None:
-    """The "verify" result: the GPU count (where the nvml check, which counts them itself, does not
-    run) and the options without effect; None when there is nothing to say."""
-    findings: list[Finding] = []
-    if expect_gpus is not None and "nvml" not in checks:
+    """The "verify" result: a run on the GPUs without one (`no_gpu`: why; every check was skipped),
+    the GPU count (where the nvml check, which counts them itself, does not run) and the options
+    without effect; None when there is nothing to say."""
+    findings = [finding("verify.no-gpu", no_gpu)] if no_gpu else []
+    if expect_gpus is not None and "nvml" not in checks and not no_gpu:
         counted, source = count_gpus(host)
         findings.append(count_finding(expect_gpus, counted, source))
     if baseline is not None and not BASELINE_READERS & set(checks):

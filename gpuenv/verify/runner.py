@@ -26,6 +26,7 @@ from gpuenv.verify.facts import HostFacts, gpu_node_note, host_facts, prefer
 from gpuenv.verify.model import CheckResult, status_from_findings
 from gpuenv.verify.options import OnStart, VerifyOptions
 from gpuenv.verify.pci import amd_on_pci, driver_gpus, nvidia_on_pci, pci_scope
+from gpuenv.verify.preconditions import missing_gpu, skipped, torch_unusable
 from gpuenv.verify.worker_handle import Worker, WorkerDied, WorkerTimeout
 
 START_TIMEOUT = 20.0  # a fresh worker answers its first request (Python's start, gpuenv's imports)
@@ -101,6 +102,8 @@ class Run:
         self.timings: dict[str, float] = {}
         self.xid_unwatched: list[str] = []  # GPUs NVML would not register for XID events
         self.probe_timeout: str | None = None  # the NVML probe gave no answer in time: why, for the nvml check
+        self.no_gpu: str | None = None  # a run on the GPUs that has none: why (every check is skipped)
+        self.no_torch: str | None = None  # a check found torch cannot run here: the torch checks after it skip
 
     def start_worker(self, *, forkserver: bool) -> Worker:
         started = time.monotonic()
@@ -296,6 +299,12 @@ class Run:
         self.stderr.seek(0, os.SEEK_END)
         return data[-STDERR_TAIL:].decode(errors="replace")
 
+    def unmet(self, spec: registry.CheckSpec) -> str | None:
+        """The precondition this check would fail from, already found missing (gpuenv.verify.preconditions)."""
+        if self.no_gpu:
+            return "no GPU on this node (--device cuda)"
+        return self.no_torch if spec.needs_torch else None
+
     def execute(self, specs: list[registry.CheckSpec]) -> str | None:
         """Run the checks; returns the name of the signal that interrupted the run, if any."""
         try:
@@ -304,12 +313,19 @@ class Run:
             deferred: list[int] | None = [] if self.opts.placement else None
             with signals_interrupt(deferred):
                 self.decide_device()
+                self.no_gpu = missing_gpu(self.device, self.host)
                 for i, spec in enumerate(specs):
                     if deferred:
                         raise Interrupted(deferred[0])
+                    unmet = self.unmet(spec)
+                    if unmet:
+                        self.results.append(skipped(spec.name, unmet))
+                        self.on_result(self.results[-1])
+                        continue
                     torch_follows = any(s.needs_torch for s in specs[i:])
                     self.on_start(spec.name, self.limit(spec))
                     result = self.run_check(spec, torch_follows)
+                    self.no_torch = self.no_torch or torch_unusable(result)
                     self.results.append(result)
                     self.note_unwatched(result)
                     self.drain_xids(result)

@@ -25,6 +25,7 @@ from importlib import import_module
 from typing import Any
 
 from gpuenv.adapters import nvml as adapter
+from gpuenv.extras import EXTRAS, install_hint, missing
 from gpuenv.verify import faults
 from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks.common import CudaUnusable, unusable_finding
@@ -32,6 +33,7 @@ from gpuenv.verify.checks.nvml import amd
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.facts import HostFacts
 from gpuenv.verify.model import CheckResult
+from gpuenv.verify.preconditions import IMPORT_FAILED
 from gpuenv.verify.procs import die_with_parent
 from gpuenv.verify.ranks import RanksCrashed, start_forkserver
 from gpuenv.verify.worker_handle import FD_ENV, PARENT_ENV
@@ -74,10 +76,17 @@ def _run(name: str, ctx: CheckContext) -> CheckResult:
 
 
 def _import_failed(name: str, ctx: CheckContext, exc: ImportError) -> CheckResult:
-    what = f"cannot import {exc.name or 'a module'}: {exc}"
+    """A library the check needs cannot be imported: one an extra installs names that extra."""
+    module = (exc.name or "").split(".")[0]
+    if isinstance(exc, ModuleNotFoundError) and exc.name in EXTRAS:
+        absent = missing(exc.name, f"the {name} check")
+        what = f"{absent.message}: {absent.hint}"
+    else:
+        what = f"cannot import {exc.name or 'a module'}: {exc}"
+    detail = {IMPORT_FAILED: module} if module else {}
     if ctx.device == "cuda":
-        return CheckResult(name, "fail", summary=what, findings=[finding("verify.import-failed", what)])
-    return CheckResult(name, "error", summary=what, detail={"hint": "install torch (pip install 'gpuenv[verify]')"})
+        return CheckResult(name, "fail", summary=what, findings=[finding("verify.import-failed", what)], detail=detail)
+    return CheckResult(name, "error", summary=what, detail={"hint": install_hint("verify"), **detail})
 
 
 def _classify(name: str, exc: BaseException) -> CheckResult:

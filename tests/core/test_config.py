@@ -56,6 +56,7 @@ def _verify(group_args: list[str], env: dict[str, str], *args: str) -> subproces
     return subprocess.Popen(command, env={**__import__("os").environ, **env}, stdout=subprocess.PIPE, text=True)
 
 
+@pytest.mark.torch  # runs verify's stack check, which imports torch
 def test_done_when_the_variable_and_the_flag_beat_the_files_level(tmp_path: Path) -> None:
     file = _write(tmp_path / "config.toml", '# the team\'s settings\n[verify]\nlevel = "deep"\n')
     env = {"GPUENV_VERIFY_LEVEL": "standard"}

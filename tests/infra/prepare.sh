@@ -44,3 +44,30 @@ if [ ! -d "$NVML_DIR/root" ] && command -v apt-get >/dev/null && command -v dpkg
   mv "$NVML_DIR/root.tmp" "$NVML_DIR/root"
   rm -rf "$apt_tmp"
 fi
+
+# Debian 13's Python 3.13 (trixie: the newest Python gpuenv claims), in a rootfs of its own with gcc
+# (the fake GPU libraries are compiled) and a venv of gpuenv's dependencies and the test tools,
+# editable over the checkout tests/infra/py313.sh mounts at /src. No torch: PyPI's torch for 3.13 is a
+# multi-GB CUDA build, so `nox -s py313` runs the unit tests not marked torch. The rootfs is made
+# again when its package list changes, its venv when pyproject.toml, the constraints or py313.sh do.
+PY313="$CACHE/python3.13"
+PY313_PACKAGES="python3,python3-venv,ca-certificates,gcc,libc6-dev"
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+made_for=$(cat "$REPO/pyproject.toml" "$REPO/tests/constraints.txt" "$REPO/tests/infra/py313.sh" | sha256sum | cut -c1-16)
+if [ "$(id -u)" = 0 ] && command -v debootstrap >/dev/null \
+    && [ "$(cat "$PY313/made-for" 2>/dev/null)" != "$PY313_PACKAGES $made_for" ]; then
+  if [ "$(cat "$PY313/root.made-for" 2>/dev/null)" != "$PY313_PACKAGES" ]; then
+    rm -rf "$PY313/root.tmp" "$PY313/root" && mkdir -p "$PY313"
+    debootstrap --variant=minbase --include="$PY313_PACKAGES" \
+      trixie "$PY313/root.tmp" "$MIRROR" >"$PY313/debootstrap.log" 2>&1 || { tail -20 "$PY313/debootstrap.log"; exit 1; }
+    rm -rf "$PY313/root.tmp/var/cache/apt/archives/"*.deb "$PY313/root.tmp/var/lib/apt/lists/"*
+    mkdir -p "$PY313/root.tmp/src"
+    mv "$PY313/root.tmp" "$PY313/root"
+    printf '%s' "$PY313_PACKAGES" >"$PY313/root.made-for"
+  fi
+  # pip reaches the package index from inside, through this machine's name servers and trust store
+  cp /etc/resolv.conf "$PY313/root/etc/resolv.conf"
+  cp /etc/ssl/certs/ca-certificates.crt "$PY313/root/etc/ssl/certs/ca-certificates.crt"
+  GPUENV_PY313_SETUP=1 bash "$REPO/tests/infra/py313.sh"
+  printf '%s' "$PY313_PACKAGES $made_for" >"$PY313/made-for"
+fi

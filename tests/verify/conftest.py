@@ -4,6 +4,7 @@ C with gcc) and Debian's real libnvidia-ml1 unpacked by tests/infra/prepare.sh."
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -61,6 +62,20 @@ def fake_sysfs(root: Path, devices: dict[str, tuple[str, str]]) -> Path:
         (root / bus / "vendor").write_text(vendor + "\n")
         (root / bus / "class").write_text(klass + "\n")
     return root
+
+
+def nvidia_bus(root: Path) -> dict[str, str]:
+    """The environment of a node whose PCI bus shows one NVIDIA GPU (a GPU node, whatever NVML says)."""
+    sysfs = fake_sysfs(root / "sysfs-nvidia", {"0000:18:00.0": ("0x10de", "0x030200")})
+    return {TEST_SYSFS_ENV: str(sysfs)}
+
+
+def shadow_torch(tmp_path: Path) -> dict[str, str]:
+    """An environment in which `import torch` fails, as on a machine without torch."""
+    package = tmp_path / "shadow" / "torch"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n")
+    return {"PYTHONPATH": os.pathsep.join([str(tmp_path / "shadow"), os.environ.get("PYTHONPATH", "")])}
 
 
 def amd_env(rocm: Path, sysfs: Path, scenario: str, **extra: str) -> dict[str, str]:

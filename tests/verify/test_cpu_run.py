@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import stat
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 
 from gpuenv.resources import data_file
 from tests.conftest import run_gpuenv
-from tests.verify.conftest import check, verify_json
+from tests.verify.conftest import check, nvidia_bus, shadow_torch, verify_json
 
 pytestmark = pytest.mark.cpu  # real torch in child processes: nox -s cpu
 SCHEMA = json.loads(data_file("report.schema.json").read_text())
@@ -122,34 +121,34 @@ def test_bad_baseline_file_is_a_bad_request(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "schema" in proc.stderr and "hint:" in proc.stderr
 
 
-def shadow_torch(tmp_path: Path) -> dict[str, str]:
-    """An environment in which `import torch` fails, as on a machine without torch."""
-    package = tmp_path / "shadow" / "torch"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n")
-    return {"PYTHONPATH": os.pathsep.join([str(tmp_path / "shadow"), os.environ.get("PYTHONPATH", "")])}
-
-
-def test_no_torch_on_a_cpu_machine_exits_3(tmp_path: Path) -> None:
+def test_no_torch_on_a_cpu_machine_exits_3_naming_the_extra_once(tmp_path: Path) -> None:
+    """A base install (no torch): the first check says which extra installs it, the next is skipped naming it."""
     code, report, _ = verify_json(
         "--device", "cpu", "--check", "stack", "--check", "allreduce", env=shadow_torch(tmp_path)
     )
     assert code == 3 and report["verdict"]["outcome"] == "could not run"
-    assert {c["status"] for c in report["checks"]} == {"error"}
-    assert "torch" in check(report, "stack")["summary"]
+    stack = check(report, "stack")
+    assert stack["status"] == "error"
+    assert stack["summary"] == "the stack check needs torch, which is not installed: pip install 'gpuenv[verify]'"
+    assert check(report, "allreduce")["status"] == "skip"
+    assert check(report, "allreduce")["summary"] == "not run: stack found that torch cannot run here"
 
 
 def test_no_torch_on_a_gpu_node_is_a_failure(tmp_path: Path) -> None:
-    code, report, _ = verify_json("--device", "cuda", "--check", "stack", env=shadow_torch(tmp_path))
+    env = {**shadow_torch(tmp_path), **nvidia_bus(tmp_path)}
+    code, report, _ = verify_json("--device", "cuda", "--check", "stack", env=env)
     assert code == 1 and check(report, "stack")["status"] == "fail"
 
 
-def test_cpu_only_torch_on_a_gpu_node_fails_every_workload() -> None:
-    code, report, _ = verify_json("--device", "cuda", "--check", "allreduce", "--check", "amp")
+def test_cpu_only_torch_on_a_gpu_node_fails_once_and_skips_the_workloads_after_it(tmp_path: Path) -> None:
+    code, report, _ = verify_json(
+        "--device", "cuda", "--check", "allreduce", "--check", "amp", env=nvidia_bus(tmp_path)
+    )
     assert code == 1
-    for name in ("allreduce", "amp"):
-        result = check(report, name)
-        assert result["status"] == "fail" and "CPU-only build" in result["summary"]
+    allreduce, amp = check(report, "allreduce"), check(report, "amp")
+    assert allreduce["status"] == "fail" and "CPU-only build" in allreduce["summary"]
+    assert (amp["status"], amp["summary"]) == ("skip", "not run: allreduce found that torch cannot run here")
+    assert report["verdict"]["summary"] == "not certified: allreduce (1 fail, 1 skip)"
 
 
 def test_image_needs_a_valid_reference_and_a_docker_engine(tmp_path: Path) -> None:

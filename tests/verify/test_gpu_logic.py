@@ -19,6 +19,7 @@ from gpuenv.verify.facts import GpuInfo, HostFacts
 from gpuenv.verify.model import GpuRef
 
 
+@pytest.mark.torch  # imports torch in this process
 def test_sync_waits_for_the_device_it_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
@@ -52,6 +53,7 @@ def test_matmul_baselines_are_keyed_by_shape_and_part() -> None:
     assert base.expected_busbw("NVIDIA H200", 8, "allreduce", 1 << 30) == 366
 
 
+@pytest.mark.torch  # imports torch in this process
 def test_cpu_matmul_figure_and_work_count() -> None:
     import torch
 
@@ -84,6 +86,7 @@ def test_ranks_that_disagree_after_a_ddp_step_fail() -> None:
     assert found.code == "allreduce.ddp-disagree" and "rank 1=1.25" in found.message
 
 
+@pytest.mark.torch  # imports torch in this process
 def test_one_device_repeats_the_seeded_step() -> None:
     import torch
 
@@ -128,6 +131,7 @@ def test_compatibility_rules() -> None:
     assert runs_as_ptx("compute_80", 12, 0) and not runs_as_ptx("compute_90a", 10, 0)
 
 
+@pytest.mark.torch  # imports torch in this process
 def test_full_fp32_uses_the_precision_setting_and_restores_it() -> None:
     import torch
 

@@ -14,7 +14,7 @@ from gpuenv.verify.checks.nvml.policy import load_policy
 from gpuenv.verify.checks.nvml.rules import evaluate, gpu_findings
 from gpuenv.verify.facts import HostFacts, NvmlSnapshot, visible
 from gpuenv.verify.pci import nvidia_on_pci
-from tests.verify.conftest import check, fake_sysfs, scenario_env, verify_json
+from tests.verify.conftest import check, fake_sysfs, nvidia_bus, scenario_env, verify_json
 
 
 def run_nvml(lib: Path, scenario: str, *args: str) -> tuple[int, dict[str, Any]]:
@@ -143,8 +143,8 @@ def test_bad_policy_is_a_bad_request(tmp_path: Path) -> None:
         load_policy(policy)
 
 
-def test_driver_not_loaded_fails_on_a_gpu_node(debian_nvml_dir: Path) -> None:
-    env = {"LD_LIBRARY_PATH": str(debian_nvml_dir)}
+def test_driver_not_loaded_fails_on_a_gpu_node(debian_nvml_dir: Path, tmp_path: Path) -> None:
+    env = {"LD_LIBRARY_PATH": str(debian_nvml_dir), **nvidia_bus(tmp_path)}
     code, report, _ = verify_json("--check", "nvml", "--device", "cuda", env=env)
     result = check(report, "nvml")
     assert code == 1 and result["status"] == "fail" and "driver-not-loaded" in result["summary"]

@@ -59,13 +59,7 @@ def run(ctx: CheckContext) -> CheckResult:
     expectations = load_expectations()
     if spread is not None:
         judge = Judge(world=world, device=ctx.device, gpu_name=gpu_name, baselines=baselines, expectations=expectations)
-        plan["localise"] = localise.plan(
-            level=ctx.level,
-            device=ctx.device,
-            limit_s=ctx.limit_s or 90.0,
-            expected=judge.expected(max(plan["sizes"])),
-            judge_pairs=ctx.device == "cuda",
-        )
+        plan["localise"] = _localise_plan(ctx, judge, max(plan["sizes"]))
     try:
         results = ranks.launch(
             "gpuenv.verify.checks.allreduce.workload:rank_workload",
@@ -119,6 +113,22 @@ def pair_plan(level: str, world: int, *, across_nodes: bool) -> dict[str, Any]:
     return {"bisect": world >= 3, "pairs": "ring" if level == "quick" else "all"}
 
 
+def _localise_plan(ctx: CheckContext, judge: Judge, nbytes: int) -> dict[str, Any]:
+    """The localisation's plan for the ranks: the level's budget, and what the whole collective
+    (its allreduce of nbytes) is expected to reach."""
+    return localise.plan(
+        level=ctx.level,
+        device=ctx.device,
+        limit_s=_limit(ctx),
+        expected=judge.expected(nbytes),
+        judge_pairs=ctx.device == "cuda",
+    )
+
+
+def _limit(ctx: CheckContext) -> float:
+    return ctx.limit_s or 90.0
+
+
 def spread_of(ctx: CheckContext, here: int) -> Spread:
     """This node's share of a run across nodes: explicit flags start one rank per local device;
     a launcher (srun, torchrun) started this process as one rank."""
@@ -129,7 +139,7 @@ def spread_of(ctx: CheckContext, here: int) -> Spread:
     else:
         ranks_here, world = (p["rank"],), p["world"]
         devices = (p["local_rank"] if ctx.device == "cuda" and here > 1 else 0,)
-    limit = ctx.limit_s or 90.0
+    limit = _limit(ctx)
     return Spread(
         ranks=ranks_here,
         devices=devices,

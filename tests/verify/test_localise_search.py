@@ -68,6 +68,17 @@ def test_a_healthy_fleet_names_nothing_through_the_schedulers_noise(count: int) 
         assert len(rounds) <= (4 if count == 3 else 2)  # the whole and its halves (three nodes: their pairs)
 
 
+def test_slow_groups_lie_below_a_wide_step_and_a_fluke_among_healthy_groups_moves_nothing() -> None:
+    search = Search([[n] for n in range(8)], 0.25)
+    pairs = itertools.combinations(range(8), 2)
+    healthy = [0.37, 0.32, 0.25, 0.22, 0.41, 0.19, 0.22, 0.56]  # a 2-core machine's spread, measured
+    flukes = [1.5, 0.09]  # one group far faster than the rest, one twice slower than the slowest
+    search.record(1, "pairs", [(search.group(p), 0.01, b) for p, b in zip(pairs, healthy + flukes, strict=False)])
+    assert {search.verdict(m) for m in search.measured} == {"fine"}
+    search.record(2, "pairs", [(search.group((2, 5)), 0.3, 0.0137)])  # the seam's slow link: 7x below the fluke
+    assert [m.group.nodes for m in search.measured if search.verdict(m) == "slow"] == [(2, 5)]
+
+
 def test_four_nodes_take_two_rounds_for_a_node_and_three_for_a_link_within_standards_budget() -> None:
     _, rounds = simulate(4, 1, slow=2)
     assert rounds == [[(0, 1, 2, 3)], [(0, 1), (2, 3)], [(0, 2), (1, 3)]]  # n3 and n4 each with a witness

@@ -24,8 +24,9 @@ from gpuenv.verify.checks.allreduce.search import Group, Search
 # enough to be quick, large enough that a median of five rides out the scheduler's noise.
 BYTES = {"cpu": 4 * MiB, "cuda": 256 * MiB}
 WARMUP, ITERS = 1, 5
-# A group under this share of the best busbw of its kind is slow; the CPU's gloo ranks share the
-# host's cores with everything else, so its margin is wider.
+# How wide a step in the groups' sorted busbw must be (lower over higher, at most) to part slow
+# groups from fine: 2x on GPUs; 4x on the CPU, whose gloo ranks share the host's cores with
+# everything else (healthy groups there spread by up to 3x, in small steps).
 SHARE = {"cpu": 0.25, "cuda": 0.5}
 
 

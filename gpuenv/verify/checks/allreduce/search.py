@@ -2,12 +2,13 @@
 figures name — a slow node, a slow link, or nothing that can be named.
 
 A group is a set of whole nodes (every rank of each), measured with one allreduce of the same size;
-its busbw is compared with the best group of its kind measured so far (groups across nodes with each
-other, a node alone with the other nodes alone), never with a figure for another message or count.
+its busbw is compared with the groups of its kind measured so far (groups across nodes with each
+other, a node alone with the other nodes alone), never with a figure for another message or count:
+the slow ones lie below the widest step in their sorted busbw, when that step is wide enough.
 
 - Round 0, the whole: every rank. Its slowness is the reason to search: below its expectation (the
   caller says so), or far below the groups the search measures after it.
-- Halves, measured at once: a half far slower than the best is searched the same way; a half of one
+- Halves, measured at once: a half far slower than the other is searched the same way; a half of one
   node takes a witness, a node already seen fine (one rank alone measures nothing, and a node with a
   witness measures its own link to a good one). Two halves that cannot be compared (a node alone
   against a group across nodes: three nodes) end the halving: every pair of the segment is measured.
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Literal
 
 Kind = Literal["whole", "cross", "node"]
@@ -72,7 +74,7 @@ class Search:
     """The search over nodes given as their ranks (`node_ranks[i]`: node i's global ranks)."""
 
     node_ranks: Sequence[Sequence[int]]
-    share: float  # a group under this share of the best busbw of its kind is slow
+    share: float  # a step in busbw this wide (the lower over the higher, at most) parts slow groups from fine
     whole_below: bool = False  # the whole collective was under its expectation
     measured: list[Measured] = field(default_factory=list)
 
@@ -157,15 +159,19 @@ class Search:
         return bool(found) and self.verdict(found[-1]) == "slow"
 
     def verdict(self, m: Measured) -> Literal["slow", "fine", "unjudged"]:
-        """Against the best busbw of its kind (the whole and groups across nodes together; a node
-        alone with nodes alone): a group with nothing to compare with is unjudged, neither slow nor fine."""
+        """Among the groups of its kind measured so far (the whole and groups across nodes together; a
+        node alone with nodes alone), sorted by busbw: the slow ones lie below the widest step between
+        neighbours, when that step is at least 1/share. A healthy run's groups spread without such a
+        step (on the CPU by up to 3x, in small steps), so one fast or slow fluke moves nothing. A group
+        with nothing to compare with is unjudged, neither slow nor fine."""
         if m.group.kind == "whole" and self.whole_below:
             return "slow"
         kinds = ("whole", "cross") if m.group.kind != "node" else ("node",)
-        peers = [x.busbw for x in self.measured if x.group.kind in kinds]
-        if len(peers) < 2:
+        values = sorted(x.busbw for x in self.measured if x.group.kind in kinds)
+        if len(values) < 2:
             return "unjudged"
-        return "slow" if m.busbw < self.share * max(peers) else "fine"
+        step, below = max((high / low if low > 0 else float("inf"), low) for low, high in pairwise(values))
+        return "slow" if step * self.share >= 1 and m.busbw <= below else "fine"
 
     def decide(self, halves: tuple[Group, Group], parent: Group) -> Decision:
         left, right = (self.slow(h) for h in halves)

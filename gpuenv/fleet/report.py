@@ -14,6 +14,7 @@ from gpuenv.errors import BadRequest
 from gpuenv.fleet import stats
 from gpuenv.fleet.history import gpu_events, report_count
 from gpuenv.fleet.report_compare import compare, failures_by_code
+from gpuenv.fleet.report_localisation import runs
 from gpuenv.fleet.report_model import DEFAULT_CLOCK_SKEW_S, FleetReport, HostReport, Recorded
 from gpuenv.fleet.report_reading import load, report_files, workers_for
 from gpuenv.verify.cost import GroupCost, PriceRow, fleet_costs
@@ -62,6 +63,7 @@ def fleet_report(request: ReportRequest) -> FleetReport:
             _costs(hosts, request.prices),
             _recorded(request.history, held, created=created),
             request.strict,
+            tuple(runs(hosts)),
         )
 
 

@@ -69,6 +69,7 @@ class HostReport:
     cost_basis: NodeFigures | None = None  # the throughput figures costs come from (read with [prices] only)
     flags: tuple[str, ...] = ()  # what the reader doubts about this host (a report dated ahead of the clock)
     matmul_at: tuple[str, str] | None = None  # (dtype, shape) of the amp check's matmul_tflops
+    localisation: tuple[str, dict[str, Any]] | None = None  # a run across nodes that localised: (job, its rounds)
 
     @property
     def certified(self) -> bool:
@@ -234,6 +235,7 @@ class FleetReport:
     costs: tuple[GroupCost, ...] = ()  # per node kind, over the certified hosts (with [prices] only)
     recorded: Recorded | None = None  # what reading added to the GPU history (None: no history)
     strict: bool = False  # a warning, or a group not judged, fails the report (exit 1)
+    localisations: tuple[dict[str, Any], ...] = ()  # each run across nodes that localised, once (report_localisation)
 
     def outcomes(self) -> dict[str, int]:
         counts = Counter(h.outcome for h in self.hosts)
@@ -316,6 +318,7 @@ class FleetReport:
             "below_expected": [b.to_dict() for b in self.below_expected],
             "events": list(self.events),
             "costs": [c.to_dict() for c in self.costs],
+            "localisations": list(self.localisations),
         }
 
 

@@ -131,7 +131,15 @@ def host_report(report: VerifyReport, path: str, *, matmul: bool = False, costs:
         matmul=tuple(_matmul(report.checks)) if matmul and not cpu else (),
         cost_basis=_cost_basis(report, plain) if costs else None,
         matmul_at=_matmul_at(report.checks),
+        localisation=_localisation(report.multi_node),
     )
+
+
+def _localisation(multi: reportfile.MultiNode | None) -> tuple[str, dict[str, Any]] | None:
+    """A run across nodes that localised: (its job, the localisation), as every node of it reports."""
+    if multi is None or not multi.localisation or not multi.localisation.get("ran"):
+        return None
+    return multi.job or "", multi.localisation
 
 
 def _model(gpus: tuple[Gpu, ...], *, amd: bool = False) -> str:

@@ -150,6 +150,29 @@ def _codes(host: HostReport) -> list[str]:
 
 
 HOST_COLUMNS = ("host", "outcome", "GPU model", "GPUs", "failing findings", "outliers", "started", "report")
+LOCALISATION_COLUMNS = ("round", "measured", "nodes", "witnesses", "ranks", "busbw GB/s", "verdict")
+
+
+def localisation_runs(report: FleetReport) -> list[dict[str, Any]]:
+    """Each run across nodes that localised: a headline (what it named, why it searched, what stopped
+    it, which hosts' reports hold it) and a row per group of every round."""
+    found = []
+    for run in report.localisations:
+        named = {"slow node": " " + "".join(run["nodes"]), "slow link": " " + "-".join(run["nodes"])}
+        stopped = f"; stopped: {run['exceeded']}" if run.get("exceeded") else ""
+        headline = (
+            f"job {run['job']}: {run['outcome']}{named.get(run['outcome'], '')} after {len(run['rounds']) - 1} "
+            f"round(s) ({run['why']}{stopped}); reported by {', '.join(run['hosts'])}"
+        )
+        rows = [_group_row(r, g) for r in run["rounds"] for g in r["groups"]]
+        found.append({"headline": headline, "bad": run["outcome"] != "nothing slow", "rows": rows})
+    return found
+
+
+def _group_row(measured: dict[str, Any], group: dict[str, Any]) -> tuple[str, ...]:
+    nodes, witnesses = "+".join(group["nodes"]), ", ".join(group["witnesses"])
+    busbw = f"{group['busbw_gbps']:.3g}"
+    return (str(measured["round"]), measured["label"], nodes, witnesses, str(group["ranks"]), busbw, group["verdict"])
 
 
 def _page() -> jinja2.Template:
@@ -184,4 +207,6 @@ def to_html(report: FleetReport) -> str:
         cost_columns=cost_columns,
         costs=costs,
         cost_notes=cost_notes(report),
+        localisation_columns=LOCALISATION_COLUMNS,
+        localisations=localisation_runs(report),
     )

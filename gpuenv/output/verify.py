@@ -33,7 +33,8 @@ JOB_SCHEMA = "gpuenv.verify-job/1"
 
 def to_job_summary(report: Report) -> str:
     """What rank 0 writes for a run across nodes: the job's nodes, intra- and inter-node busbw, the
-    suspect or hung nodes, and the collective check's verdict (each node's own report has the rest)."""
+    suspect or hung nodes, the localisation's rounds, and the collective check's verdict (each node's
+    own report has the rest)."""
     check = next((c for c in report.checks if c.name == "allreduce"), None)
     multi = report.multi_node or {}
     summary = {
@@ -43,6 +44,7 @@ def to_job_summary(report: Report) -> str:
         **{k: multi.get(k) for k in ("launcher", "job", "nnodes", "master", "comm_env")},
         "world": check.metrics.get("world") if check else None,
         **{k: multi.get(k) for k in ("nodes", "intra_node", "inter_node", "node_pairs", "suspect_nodes", "hung")},
+        "localisation": multi.get("localisation"),
         "check": check.to_dict() if check else None,
         "verdict": report.to_dict()["verdict"],
     }

@@ -4,7 +4,9 @@ Definitions are nccl-tests': algbw = bytes / time, busbw = algbw x 2(n-1)/n for 
 busbw is each node's own ranks reducing among themselves (n = ranks on that node); inter-node busbw
 is one rank per node reducing across the nodes (n = nodes), so the figure is the network's, not
 NVLink's. A collective is as slow as its slowest rank. Node pairs (each node with the next, in a
-ring, from three nodes on) find the node at fault: a node in two bad or slow pairs is the suspect.
+ring, from three nodes on) find the node at fault: a node in two pairs with wrong elements is the
+suspect; a pair over twice the median pair sets the localisation off (checks/allreduce/localise.py),
+which names the slow node or link.
 """
 
 from __future__ import annotations
@@ -66,9 +68,10 @@ def _row(ranks: int, nbytes: int, seconds: float, algbw: float, bus: float) -> d
 
 
 def node_findings(table: dict[str, Any], *, judge_speed: bool = True) -> list[Finding]:
-    """A node whose intra-node busbw is well under the others'; the node two bad or slow pairs share."""
+    """A node whose intra-node busbw is well under the others' (judging speed); the node two pairs
+    with wrong elements share."""
     slow = _slow_nodes(table["intra"]) if judge_speed else []
-    return slow + _pair_suspects(table["pairs"], judge_speed=judge_speed)
+    return slow + _pair_suspects(table["pairs"])
 
 
 def _slow_nodes(intra: dict[str, dict[str, Any]]) -> list[Finding]:
@@ -88,27 +91,32 @@ def _slow_nodes(intra: dict[str, dict[str, Any]]) -> list[Finding]:
     return found
 
 
-def suspects(pairs: list[dict[str, Any]], *, judge_speed: bool = True) -> tuple[list[str], list[tuple[str, str]]]:
-    """(suspect nodes, flagged pairs): pairs with wrong elements or (judging speed) over SLOW_PAIR x
-    the median time."""
-    if not pairs:
-        return [], []
-    limit = SLOW_PAIR * statistics.median(p["time"] for p in pairs) if judge_speed else float("inf")
-    flagged = [tuple(p["pair"]) for p in pairs if p["wrong"] or p["time"] > limit]
+def suspects(pairs: list[dict[str, Any]]) -> tuple[list[str], list[tuple[str, str]]]:
+    """(suspect nodes, flagged pairs): pairs with wrong elements; the node two of them share, else
+    both nodes of each. A slow pair is the localisation's to place (checks/allreduce/localise.py)."""
+    flagged = [(p["pair"][0], p["pair"][1]) for p in pairs if p["wrong"]]
     counts: dict[str, int] = {}
     for pair in flagged:
         for node in pair:
             counts[node] = counts.get(node, 0) + 1
     named = [n for n, c in counts.items() if c > 1] or sorted(counts)
-    return sorted(named), [(a, b) for a, b in flagged]
+    return sorted(named), flagged
 
 
-def _pair_suspects(pairs: list[dict[str, Any]], *, judge_speed: bool) -> list[Finding]:
-    named, flagged = suspects(pairs, judge_speed=judge_speed)
+def slow_pairs(pairs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The node pairs over SLOW_PAIR x the median pair's time."""
+    if not pairs:
+        return []
+    limit = SLOW_PAIR * statistics.median(p["time"] for p in pairs)
+    return [(p["pair"][0], p["pair"][1]) for p in pairs if p["time"] > limit]
+
+
+def _pair_suspects(pairs: list[dict[str, Any]]) -> list[Finding]:
+    named, flagged = suspects(pairs)
     if not flagged:
         return []
     what = ", ".join(f"{a}-{b}" for a, b in flagged)
-    message = f"node pairs {what} are wrong or slow: suspect node {', '.join(named)}"
+    message = f"node pairs {what} got wrong elements: suspect node {', '.join(named)}"
     return [finding("allreduce.node-pair-suspect", message, item=",".join(named))]
 
 

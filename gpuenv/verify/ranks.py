@@ -109,8 +109,12 @@ class RankRun:
             self.server = None  # the store closes when its last reference goes
 
     def _hung(self, spread: Spread, exc: Exception | None) -> None:
-        """Read the board; raise Hung naming the ranks that hold the run up, else RanksCrashed."""
+        """Read the board; raise Hung naming the ranks that hold the run up, else RanksCrashed. The
+        store's host keeps it up until every node's worker has read it too (bounded): the nodes'
+        deadlines differ by their start, and a store gone mid-look would name its host instead."""
         who = board.diagnose(spread)
+        if self.server is not None:
+            board.wait_for_exits(self.server, spread, count="diagnosed")
         for process in self.context.processes:
             if process.is_alive():
                 process.kill()
@@ -202,8 +206,9 @@ def rank_main(local: int, job: RankJob) -> None:
     try:
         params = {**job.params, "device_index": index}
         if spread is not None:
-            params["rank_nodes"] = _gather(spread.node, world)
+            params["rank_nodes"] = gather(spread.node, world)
         params["fault"] = faults.inject(job.check, rank)
+        params["slow"] = faults.slowdown(job.check, rank)
         module, name = job.target.split(":")
         result = getattr(import_module(module), name)(rank, world, job.device, params)
         _write(job, local, rank, result)
@@ -247,7 +252,8 @@ def _device_option(job: RankJob, index: int) -> dict[str, Any]:
     return {}
 
 
-def _gather(item: Any, world: int) -> list[Any]:
+def gather(item: Any, world: int) -> list[Any]:
+    """Every rank's `item` (a small JSON-able value), in rank order, on every rank."""
     import torch.distributed as dist  # torch: heavy, loaded only where the check runs
 
     found: list[Any] = [None] * world
@@ -262,7 +268,7 @@ def _write(job: RankJob, local: int, rank: int, result: dict[str, Any]) -> None:
         return
     BOARD.store.set(f"done/{rank}", "1")
     BOARD.stop()
-    every = _gather(result, job.spread.world)
+    every = gather(result, job.spread.world)
     if local == 0:
         (Path(job.outdir) / "all.json").write_text(json.dumps(every))
 

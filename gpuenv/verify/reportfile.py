@@ -104,6 +104,13 @@ class Verdict(msgspec.Struct, frozen=True, gc=False):
     summary: str = ""
 
 
+class MultiNode(msgspec.Struct, frozen=True, gc=False):
+    """Of a run across nodes: its job, and the localisation's rounds (open: read by the fleet report)."""
+
+    job: str | None = None
+    localisation: dict[str, Any] | None = None
+
+
 class VerifyReport(msgspec.Struct, frozen=True, gc=False, tag_field="schema", tag=SCHEMA_V2):
     """A verify report, as far as gpuenv's readers look into it."""
 
@@ -113,6 +120,7 @@ class VerifyReport(msgspec.Struct, frozen=True, gc=False, tag_field="schema", ta
     host: Host = Host()
     checks: tuple[Check, ...] = ()
     verdict: Verdict | None = None
+    multi_node: MultiNode | None = None
 
     @property
     def schema(self) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 BEAT_S = 0.5
 LOOK_S = 2.0  # how long the board is watched for heartbeats when a peer seems hung
 STORE_TIMEOUT_S = 5.0  # any one store operation of the worker's (a frozen store host must not hang it)
-EXIT_WAIT_S = 5.0  # the store's host waits this long for every rank to leave before closing it
+EXIT_WAIT_S = 5.0  # the store's host waits this long for every rank to leave (or be diagnosed) before closing it
 
 
 @dataclass(frozen=True)
@@ -91,13 +91,14 @@ def local_client(port: int, timeout: timedelta) -> Any:
     return _dist().TCPStore("127.0.0.1", port, is_master=False, timeout=timeout)
 
 
-def wait_for_exits(server: Any, spread: Spread) -> None:
-    """Keep the store up until every rank has left (bounded), then the caller drops it."""
+def wait_for_exits(server: Any, spread: Spread, *, count: str = "exited") -> None:
+    """Keep the store up until every rank has left (bounded), then the caller drops it; with
+    count="diagnosed", until every node's worker has read the board after a hang."""
     dist = _dist()
 
     store = dist.PrefixStore(spread.prefix, server)
     deadline = time.monotonic() + EXIT_WAIT_S
-    while time.monotonic() < deadline and store.add("exited", 0) < spread.world:
+    while time.monotonic() < deadline and store.add(count, 0) < spread.world:
         time.sleep(0.05)
 
 
@@ -143,12 +144,14 @@ def read(store: Any, key: str) -> str | None:
 
 def diagnose(spread: Spread) -> list[tuple[int | None, str, str]]:
     """Which ranks hold the run up, read from the board: (rank, node, why); the store's host when
-    the store itself does not answer (its node is frozen or gone)."""
+    the store itself does not answer (its node is frozen or gone). This worker's ranks are then
+    counted as diagnosed: the store's host waits for every node's (wait_for_exits)."""
     try:
         store = client(spread, STORE_TIMEOUT_S)
         first = _snapshot(store, spread.world)
         time.sleep(LOOK_S)
         second = _snapshot(store, spread.world)
+        store.add("diagnosed", len(spread.ranks))
     except Exception as exc:
         why = f"the rendezvous store at {spread.addr}:{spread.port} does not answer ({type(exc).__name__})"
         return [(None, spread.addr, why)]

@@ -1,6 +1,6 @@
 """gpuenv fleet verify --multi-node against the two provisioned SSH test hosts (distinct loopback
-addresses): one gloo allreduce across both, every host's report with its multi_node object, and a
-corrupted element on one host that names that host."""
+addresses): one gloo allreduce across both, every host's report with its multi_node object, a
+corrupted element on one host that names that host, and a slow host that alone is not certified."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import pytest
 from gpuenv.resources import data_file
 from tests.conftest import REPO, free_port, run_gpuenv
 from tests.provision.fixtures import Provisioned
+from tests.verify.spread_nodes import baseline
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]
 SCHEMA = json.loads(data_file("report.schema.json").read_text())
@@ -88,3 +89,23 @@ def test_a_corrupted_element_on_one_host_names_that_host(provisioned: Provisione
         assert report["multi_node"]["suspect_nodes"] == ["h2"]
         wrong = [f for f in report["checks"][0]["findings"] if f["code"] == "allreduce.wrong-result"]
         assert wrong and all(f["message"].startswith("rank 3 on node h2 ") for f in wrong)
+
+
+def test_a_slow_host_is_named_and_only_it_is_not_certified(provisioned: Provisioned, tmp_path: Path) -> None:
+    """Each host's exit code is its own: the host the localisation names fails, the other is
+    certified with a note (the seam's slow node; a baseline no CPU meets sets the search off)."""
+    expect = baseline(tmp_path, ranks=4)
+    with fault_on(provisioned, 1, "allreduce:slow:rank2"):  # h2's first rank: every collective it joins
+        result = fleet_multi_node(provisioned, tmp_path, "--baseline", str(expect))
+    assert result.returncode == 1, result.stderr[-3000:]
+    outcomes = {h["host"]: h["outcome"] for h in json.loads(result.stdout)["hosts"]}
+    assert outcomes == {"h1": "certified", "h2": "not certified"}
+    reports = node_reports(tmp_path)
+    for report in reports.values():
+        loc = report["multi_node"]["localisation"]
+        assert loc["outcome"] == "slow node" and loc["nodes"] == ["h2"]
+        assert [[g["nodes"] for g in r["groups"]] for r in loc["rounds"]] == [[["h1", "h2"]], [["h1"], ["h2"]]]
+    codes = {name: {f["code"]: f for f in r["checks"][0]["findings"]} for name, r in reports.items()}
+    assert codes["h1"]["allreduce.slow-node-elsewhere"]["severity"] == "info"
+    slow = codes["h2"]["allreduce.slow-node"]
+    assert slow["severity"] == "fail" and "its own ranks are slow among themselves too" in slow["message"]

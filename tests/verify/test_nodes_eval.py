@@ -62,21 +62,22 @@ def test_on_cpus_speeds_are_reported_not_judged_but_wrong_elements_are() -> None
         {"pair": ["b", "c"], "wrong": 0, "time": 0.05},  # slow: not judged
         {"pair": ["c", "a"], "wrong": 3, "time": 0.01},  # wrong: judged
     ]
-    assert nodes.suspects(pairs, judge_speed=False) == (["a", "c"], [("c", "a")])
+    assert nodes.suspects(pairs) == (["a", "c"], [("c", "a")])
 
 
-def test_node_pairs_name_the_node_two_bad_pairs_share() -> None:
+def test_node_pairs_name_the_node_two_wrong_pairs_share_and_leave_slow_pairs_to_the_localisation() -> None:
     pairs = [
-        {"pair": ["a", "b"], "wrong": 0, "time": 0.01},
-        {"pair": ["b", "c"], "wrong": 0, "time": 0.05},  # slow
+        {"pair": ["a", "b"], "wrong": 2, "time": 0.01},  # wrong
+        {"pair": ["b", "c"], "wrong": 0, "time": 0.05},  # slow: the localisation's to place
         {"pair": ["c", "a"], "wrong": 3, "time": 0.01},  # wrong
     ]
-    assert nodes.suspects(pairs) == (["c"], [("b", "c"), ("c", "a")])
+    assert nodes.suspects(pairs) == (["a"], [("a", "b"), ("c", "a")])
+    assert nodes.slow_pairs(pairs) == [("b", "c")]
     one_bad = [{"pair": ["a", "b"], "wrong": 0, "time": 0.01}, {"pair": ["b", "c"], "wrong": 1, "time": 0.01}]
     assert nodes.suspects(one_bad)[0] == ["b", "c"]  # one bad pair: both its nodes
     results = [rank(0, "a", pairs=pairs[:1] + pairs[2:]), rank(1, "b", pairs=pairs[:2]), rank(2, "c", pairs=pairs[1:])]
     [found] = nodes.node_findings(nodes.figures(results, ["a", "b", "c"]))
-    assert found.code == "allreduce.node-pair-suspect" and "suspect node c" in found.message
+    assert found.code == "allreduce.node-pair-suspect" and "suspect node a" in found.message
 
 
 def test_one_node_has_no_inter_node_figure() -> None:

@@ -8,8 +8,9 @@ from typing import Any
 from gpuenv.verify import nodes, ranks
 from gpuenv.verify.baselines import load_baselines
 from gpuenv.verify.checks import common
+from gpuenv.verify.checks.allreduce import localise
 from gpuenv.verify.checks.allreduce.collectives import MiB
-from gpuenv.verify.checks.allreduce.judging import across_nodes, evaluate
+from gpuenv.verify.checks.allreduce.judging import Judge, across_nodes, evaluate
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.expectations import load_expectations
 from gpuenv.verify.model import CheckResult, GpuRef, status_from_findings
@@ -53,6 +54,12 @@ def run(ctx: CheckContext) -> CheckResult:
     spread = spread_of(ctx, here) if ctx.placement else None
     world = spread.world if spread else here
     plan = {**PLANS[(ctx.device, ctx.level)], **pair_plan(ctx.level, world, across_nodes=spread is not None)}
+    baselines = load_baselines(common.path_or_none(ctx.baseline))
+    gpu_name = common.gpu_model(ctx) if ctx.device == "cuda" else "cpu"
+    expectations = load_expectations()
+    if spread is not None:
+        judge = Judge(world=world, device=ctx.device, gpu_name=gpu_name, baselines=baselines, expectations=expectations)
+        plan["localise"] = _localise_plan(ctx, judge, max(plan["sizes"]))
     try:
         results = ranks.launch(
             "gpuenv.verify.checks.allreduce.workload:rank_workload",
@@ -65,8 +72,6 @@ def run(ctx: CheckContext) -> CheckResult:
     except Hung as exc:
         ctx.provided["multi_node"] = {"hung": [{"rank": r, "node": n, "why": w} for r, n, w in exc.who]}
         return CheckResult("allreduce", "timeout", summary=str(exc), findings=nodes.hung_finding(exc.who))
-    baselines = load_baselines(common.path_or_none(ctx.baseline))
-    gpu_name = common.gpu_model(ctx) if ctx.device == "cuda" else "cpu"
     refs = [_ref(ctx, spread, r) for r in range(world)]
     findings, metrics = evaluate(
         results,
@@ -75,7 +80,7 @@ def run(ctx: CheckContext) -> CheckResult:
         gpu_name=gpu_name,
         baselines=baselines,
         refs=refs,
-        expectations=load_expectations(),
+        expectations=expectations,
     )
     summary_nodes = ""
     if spread is not None:
@@ -108,6 +113,22 @@ def pair_plan(level: str, world: int, *, across_nodes: bool) -> dict[str, Any]:
     return {"bisect": world >= 3, "pairs": "ring" if level == "quick" else "all"}
 
 
+def _localise_plan(ctx: CheckContext, judge: Judge, nbytes: int) -> dict[str, Any]:
+    """The localisation's plan for the ranks: the level's budget, and what the whole collective
+    (its allreduce of nbytes) is expected to reach."""
+    return localise.plan(
+        level=ctx.level,
+        device=ctx.device,
+        limit_s=_limit(ctx),
+        expected=judge.expected(nbytes),
+        judge_pairs=ctx.device == "cuda",
+    )
+
+
+def _limit(ctx: CheckContext) -> float:
+    return ctx.limit_s or 90.0
+
+
 def spread_of(ctx: CheckContext, here: int) -> Spread:
     """This node's share of a run across nodes: explicit flags start one rank per local device;
     a launcher (srun, torchrun) started this process as one rank."""
@@ -118,7 +139,7 @@ def spread_of(ctx: CheckContext, here: int) -> Spread:
     else:
         ranks_here, world = (p["rank"],), p["world"]
         devices = (p["local_rank"] if ctx.device == "cuda" and here > 1 else 0,)
-    limit = ctx.limit_s or 90.0
+    limit = _limit(ctx)
     return Spread(
         ranks=ranks_here,
         devices=devices,

@@ -50,13 +50,12 @@ def timed_collective(
         full, result = torch.empty_like(base), torch.empty(chunk, device=dev)
         mine = base[rank * chunk : (rank + 1) * chunk]
     times = []
+    late = _lateness(params.get("slow"), group)
     for it in range(params["warmup"] + params["iters"]):
         # Each collective's result minus its exact expectation must be zero everywhere.
         if coll == "allreduce":
             torch.add(base, (rank + 1) * (it + 1), out=result)
-            dist.barrier(group=group)
-            common.sync(dev)
-            t0 = time.perf_counter()
+            t0 = _start(dev, group, late)
             dist.all_reduce(result, group=group)
             common.sync(dev)
             elapsed = time.perf_counter() - t0
@@ -64,9 +63,7 @@ def timed_collective(
             subtract = partial(_minus_times, part=base, times=world)
         elif coll == "allgather":
             torch.add(base, rank + it, out=mine_in)
-            dist.barrier(group=group)
-            common.sync(dev)
-            t0 = time.perf_counter()
+            t0 = _start(dev, group, late)
             gather_into(gathered, mine_in, group=group)
             common.sync(dev)
             elapsed = time.perf_counter() - t0
@@ -75,9 +72,7 @@ def timed_collective(
             subtract = partial(_minus_times, part=base, times=1)
         else:
             torch.add(base, rank + it, out=full)
-            dist.barrier(group=group)
-            common.sync(dev)
-            t0 = time.perf_counter()
+            t0 = _start(dev, group, late)
             scatter_from(result, full, group=group)
             common.sync(dev)
             elapsed = time.perf_counter() - t0
@@ -89,6 +84,31 @@ def timed_collective(
         if it >= params["warmup"]:
             times.append(elapsed)
     return times
+
+
+def _start(dev: Any, group: Any, late: float) -> float:
+    """Every member at the start line (a barrier, the device idle), then the clock starts; a rank
+    behind a slow node or link (the test seam's) enters `late` seconds after it."""
+    import torch.distributed as dist  # torch: heavy, needed in the rank processes only
+
+    dist.barrier(group=group)
+    common.sync(dev)
+    t0 = time.perf_counter()
+    if late:
+        time.sleep(late)
+    return t0
+
+
+def _lateness(slow: dict[str, Any] | None, group: Any) -> float:
+    """The seconds GPUENV_TEST_FAULT's slow or slowlink adds to this rank's collectives in `group`."""
+    import torch.distributed as dist  # torch: heavy, needed in the rank processes only
+
+    if not slow:
+        return 0.0
+    if slow["peer"] is None:
+        return float(slow["seconds"])
+    members = dist.get_process_group_ranks(group) if group is not None else range(dist.get_world_size())
+    return float(slow["seconds"]) if slow["peer"] in members else 0.0
 
 
 def gather_into(output: Any, mine: Any, *, group: Any) -> None:
@@ -130,6 +150,11 @@ def _compare(residual: Any, want: int, errors: list[dict[str, Any]], *, coll: st
         )
 
 
+def faulty(params: dict[str, Any]) -> dict[str, Any]:
+    """The test seam's faults of this rank, for a collective run with its own iterations."""
+    return {"fault": params.get("fault"), "slow": params.get("slow")}
+
+
 def torch_count(mask: Any) -> int:
     import torch  # torch: heavy, needed in the rank processes only
 
@@ -143,7 +168,7 @@ def node_collectives(rank: int, dev: Any, params: dict[str, Any], errors: list[d
 
     placed = nodes.layout(params["rank_nodes"])
     nbytes = params["sizes"][-1]
-    small = {"warmup": params["warmup"], "iters": params["iters"], "fault": params.get("fault")}
+    small = {**faulty(params), "warmup": params["warmup"], "iters": params["iters"]}
     intra_groups = [dist.new_group(members) for _node, members in placed]
     leaders = [members[0] for _node, members in placed]
     inter_group = dist.new_group(leaders) if len(placed) >= 2 else None

@@ -9,6 +9,7 @@ from typing import Any
 from gpuenv.verify import nodes
 from gpuenv.verify.baselines import Baselines
 from gpuenv.verify.catalogue import finding
+from gpuenv.verify.checks.allreduce import blame
 from gpuenv.verify.checks.allreduce.collectives import PAIR_BYTES, MiB
 from gpuenv.verify.expectations import SATURATES, Expectations, Expected
 from gpuenv.verify.model import Finding, GpuRef
@@ -163,6 +164,17 @@ class Judge:
             findings.append(finding("allreduce.no-baseline", message))
         return findings
 
+    def expected(self, nbytes: int) -> dict[str, Any] | None:
+        """The allreduce of nbytes' expected busbw, as bandwidth() takes it (the GPU model's figure,
+        else the recorded baseline, on the CPU too): gbps, the share under which it warns, its source."""
+        model = self._model({"collective": "allreduce", "bytes": nbytes}) if self.device == "cuda" else None
+        if model is not None:
+            return {"gbps": model.value, "below": model.warn_below, "source": f"{model.model}: {model.source}"}
+        found = self.baselines.expected_busbw(self.gpu_name, self.world, "allreduce", nbytes)
+        if found is None:
+            return None
+        return {"gbps": found, "below": self.baselines.warn_below, "source": f"baseline {self.baselines.origin}"}
+
     def _model(self, row: dict[str, Any]) -> Expected | None:
         if self.expectations is None or row["collective"] != "allreduce" or row["bytes"] < SATURATES:
             return None
@@ -212,11 +224,17 @@ def across_nodes(
     *,
     judge_speed: bool,
 ) -> str:
-    """The node figures (intra, inter, pairs) into metrics and findings; a summary tail."""
+    """The node figures (intra, inter, pairs) and the localisation into metrics and findings (this
+    node's: a slow node found elsewhere is a note here); a summary tail."""
     rank_nodes = [r["node"] for r in results]
     table = nodes.figures(results, rank_nodes)
+    loc = results[0].get("localisation")
+    findings[:] = blame.cleared(findings, loc, me=spread.node)
+    findings += blame.findings(loc, me=spread.node, intra=table["intra"])
     findings += nodes.node_findings(table, judge_speed=judge_speed)
-    named, _flagged = nodes.suspects(table["pairs"], judge_speed=judge_speed)
+    named, _flagged = nodes.suspects(table["pairs"])
+    if loc and loc.get("outcome") == "slow node":
+        named += loc["nodes"]
     wrong = sorted({rank_nodes[res["rank"]] for res in results if res["errors"]})
     mine = table["intra"].get(spread.node, {}).get("busbw_gbps")
     inter = (table["inter"] or {}).get("busbw_gbps")
@@ -230,10 +248,11 @@ def across_nodes(
         "inter_node": table["inter"],
         "node_pairs": table["pairs"],
         "suspect_nodes": sorted(set(named) | set(wrong)),
+        "localisation": loc,
     }
     nnodes = len(table["intra"])
     tail = f"; {nnodes} node(s)"
     tail += f", inter-node busbw {inter:.2f} GB/s" if inter is not None else ", one node: nothing crosses nodes"
     if mine is not None:
         tail += f", intra-node busbw on {spread.node} {mine:.2f} GB/s"
-    return tail
+    return tail + blame.summary(loc)

@@ -8,7 +8,7 @@ import itertools
 import statistics
 from typing import Any
 
-from gpuenv.verify.checks.allreduce.collectives import PAIR_BYTES, timed_collective
+from gpuenv.verify.checks.allreduce.collectives import PAIR_BYTES, faulty, timed_collective
 
 PAIR_ITERS = 5
 
@@ -31,7 +31,7 @@ def pair_allreduces(rank: int, world: int, dev: Any, params: dict[str, Any]) -> 
         if rank not in pair:
             continue
         errors: list[dict[str, Any]] = []
-        small = {"warmup": 1, "iters": PAIR_ITERS, "fault": params.get("fault")}
+        small = {**faulty(params), "warmup": 1, "iters": PAIR_ITERS}
         times = timed_collective(
             "allreduce",
             PAIR_BYTES,

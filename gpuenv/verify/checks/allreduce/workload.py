@@ -1,5 +1,6 @@
 """What each rank of the allreduce check runs (`rank_workload`, started by name through
-gpuenv.verify.ranks): every collective at every size, the pairs, the node collectives, one DDP step."""
+gpuenv.verify.ranks): every collective at every size, the pairs, the node collectives, the
+localisation across nodes (its groups created first), one DDP step."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from gpuenv.verify.checks import common
 from gpuenv.verify.checks.allreduce.collectives import node_collectives, timed_collective
+from gpuenv.verify.checks.allreduce.localise import localise, prepare
 from gpuenv.verify.checks.allreduce.pairs import pair_allreduces
 from gpuenv.verify.checks.amp import PlainSGD, model_for
 
@@ -17,8 +19,10 @@ def rank_workload(rank: int, world: int, device: str, params: dict[str, Any]) ->
 
     dev = torch.device("cuda", params.get("device_index", rank)) if device == "cuda" else torch.device("cpu")
     out: dict[str, Any] = {"rank": rank, "device": str(dev), "errors": [], "times": {}, "skipped": {}, "pairs": []}
-    if params.get("rank_nodes"):
+    across = bool(params.get("rank_nodes"))
+    if across:
         out["node"] = params["rank_nodes"][rank]
+    prepared = prepare(params) if across else "one node"  # before any collective: new_group needs every rank
     for coll in params["collectives"]:
         for nbytes in params["sizes"]:
             try:
@@ -31,8 +35,9 @@ def rank_workload(rank: int, world: int, device: str, params: dict[str, Any]) ->
             out["times"][f"{coll}:{nbytes}"] = times
     if params.get("bisect"):
         out["pairs"] = pair_allreduces(rank, world, dev, params)
-    if params.get("rank_nodes"):
+    if across:
         out["nodes"] = node_collectives(rank, dev, params, out["errors"])
+        out["localisation"] = localise(prepared, rank, world, dev, params, out)
     if world >= 2:  # DDP rides on this job's process group: one NCCL initialisation for both
         out["ddp"] = ddp_step(rank, dev)
     dist.barrier()

@@ -124,9 +124,8 @@ def verify(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
     request = FleetVerifyRequest(hosts=hosts_request(params), history=history_path(params), site=site, **params)
     plan = prepare(request, prompt=become_prompt)
     board = FleetBoard(total=len(plan.targets))
-    quiet = settings(ctx).quiet
     click.echo(f"fleet verify: {board.total} hosts, reports in {plan.reports_dir}", err=True)
-    result = run(plan, on_host=lambda h: _progress(board, h, quiet=quiet))
+    result = run(plan, on_host=lambda h: _progress(board, h, quiet=settings(ctx).quiet))
     for note in result.history_notes:
         warn(f"not recorded in the history: {note}")
     if as_json:

@@ -15,8 +15,8 @@ from typing import Any
 from gpuenv.errors import GpuenvError
 from gpuenv.files import write_atomic
 from gpuenv.fleet import stats
-from gpuenv.fleet.history import gpu_events, ingest, records_of
-from gpuenv.fleet.history_records import ReportRecord
+from gpuenv.fleet.history import gpu_events, ingest
+from gpuenv.fleet.history_records import ReportRecord, records_of
 from gpuenv.fleet.onhost import Answer, judge
 from gpuenv.fleet.report_compare import compare, failures_by_code
 from gpuenv.fleet.report_model import Entry, FleetReport, HostReport, Skipped

@@ -27,7 +27,7 @@ from typing import Any
 from gpuenv.errors import BadRequest, CannotRun
 from gpuenv.files import check_file_or_absent
 from gpuenv.fleet import history_records
-from gpuenv.fleet.history_records import GpuEvent, NotAReport, ReportRecord, Sighting, events_of, record_from_report
+from gpuenv.fleet.history_records import GpuEvent, ReportRecord, Sighting, events_of, records_of
 from gpuenv.fleet.report_model import DEFAULT_CLOCK_SKEW_S
 from gpuenv.verify import reportfile
 
@@ -437,21 +437,3 @@ def ingest_read(
     """Ingest files already read (each with its host name or None); the ones that are no report are named."""
     records, skipped = records_of(reads)
     return ingest(path, records), skipped
-
-
-def records_of(
-    reads: Iterable[tuple[reportfile.ReportFile | reportfile.Skipped, str | None]],
-) -> tuple[list[ReportRecord], list[str]]:
-    """What the history keeps of files already read, and the files that are no report, each named with why."""
-    records, skipped = [], []
-    for found, host in reads:
-        if isinstance(found, reportfile.Skipped):
-            skipped.append(f"{found.path}: {found.reason}")
-        elif not isinstance(found.document, reportfile.VerifyReport):
-            skipped.append(f"{found.path}: not a gpuenv verify report")
-        else:
-            try:
-                records.append(record_from_report(found.document, raw=found.raw, host=host, source=found.path))
-            except NotAReport as exc:
-                skipped.append(f"{found.path}: {exc}")
-    return records, skipped

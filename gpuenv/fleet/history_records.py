@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Literal, NamedTuple
 
-from gpuenv.verify.reportfile import Check, FindingGpu, HostGpu, VerifyReport
+from gpuenv.verify.reportfile import Check, FindingGpu, HostGpu, ReportFile, Skipped, VerifyReport
 
 
 class NotAReport(ValueError):
@@ -180,3 +180,21 @@ def events_of(sightings: Iterable[Sighting]) -> list[GpuEvent]:
             prev = before[-1]
             events.append(GpuEvent("moved", uuid, now.serial, now.host, now.started, prev.host, prev.started, ()))
     return events
+
+
+def records_of(
+    reads: Iterable[tuple[ReportFile | Skipped, str | None]],
+) -> tuple[list[ReportRecord], list[str]]:
+    """What the history keeps of files already read, and the files that are no report, each named with why."""
+    records, skipped = [], []
+    for found, host in reads:
+        if isinstance(found, Skipped):
+            skipped.append(f"{found.path}: {found.reason}")
+        elif not isinstance(found.document, VerifyReport):
+            skipped.append(f"{found.path}: not a gpuenv verify report")
+        else:
+            try:
+                records.append(record_from_report(found.document, raw=found.raw, host=host, source=found.path))
+            except NotAReport as exc:
+                skipped.append(f"{found.path}: {exc}")
+    return records, skipped

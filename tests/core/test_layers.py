@@ -78,7 +78,7 @@ VENDOR_BRANCHES_ALLOWED: dict[str, tuple[int, str]] = {
     "verify/gpucount.py": (2, NODE_HALF),
     "verify/gpuload.py": (1, NODE_HALF),
     "verify/passive.py": (3, NODE_HALF),
-    "verify/runner.py": (7, NODE_HALF),
+    "verify/runner.py": (6, NODE_HALF),
     "verify/service.py": (1, NODE_HALF),
 }
 

@@ -15,7 +15,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from gpuenv.fleet.run import HostOutcome, fleet_report_of
+from gpuenv.fleet.collect import HostOutcome, fleet_report_of
+from gpuenv.fleet.report_reading import entry_of
 from gpuenv.output import fleet as formats
 from gpuenv.resources import data_file
 from gpuenv.verify import reportfile
@@ -212,9 +213,9 @@ def test_fleet_verifys_summary_uses_the_same_words(tmp_path: Path) -> None:
     """What fleet verify shows of the reports its hosts sent back (the run itself is Ansible's)."""
     folder = write(tmp_path / "r", h100s(slow=0.3))
     outcomes = tuple(HostOutcome(p.stem, "certified", str(p), None) for p in sorted(folder.glob("*.json")))
-    fleet = fleet_report_of(outcomes, {h.host: reportfile.read(str(h.report)) for h in outcomes}, None)
+    fleet = fleet_report_of(outcomes, {h.host: entry_of(reportfile.read(str(h.report))) for h in outcomes}, None)
     assert formats.outcome_line(fleet).endswith("fleet NOT healthy")
     assert [(b.host, b.severity) for b in fleet.below_expected][:1] == [("gpu0003", "fail")]
     healthy = tuple(h for h in outcomes if h.host != "gpu0003")
-    fleet = fleet_report_of(healthy, {h.host: reportfile.read(str(h.report)) for h in healthy}, None)
+    fleet = fleet_report_of(healthy, {h.host: entry_of(reportfile.read(str(h.report))) for h in healthy}, None)
     assert fleet.healthy is None and formats.outcome_line(fleet).endswith("fleet not judged")

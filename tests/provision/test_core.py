@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from gpuenv.ansible.events import HostTally, Progress, progress_from_event
-from gpuenv.ansible.runner import BECOME_PROMPT, RunRequest, runner_arguments
+from gpuenv.ansible.runner import BECOME_PROMPT, RESULT_LIMIT, RunRequest, runner_arguments
 from gpuenv.compat import load_kb
 from gpuenv.errors import BadRequest
 from gpuenv.provision.variables import ProvisionOptions, kb_facts, render_variables
@@ -93,6 +93,7 @@ def test_runner_arguments_are_a_plain_dict() -> None:
             "ANSIBLE_CONFIG": "/w/project/ansible.cfg",
             "ANSIBLE_NOCOLOR": "1",
             "ANSIBLE_RETRY_FILES_ENABLED": "0",
+            "MAX_EVENT_RES": str(RESULT_LIMIT),
         },
         "quiet": True,
         "suppress_env_files": True,

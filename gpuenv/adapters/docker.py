@@ -406,15 +406,26 @@ def _on_gpus(client: Any, tag: str, command: list[str], *, platform: str, timeou
 
 def _labels(client: Any, tag: str) -> dict[str, str]:
     """The image's labels, pulling it first when the daemon does not have it."""
+    return dict((_inspected(client, tag).get("Config") or {}).get("Labels") or {})
+
+
+def image_config(tag: str) -> tuple[dict[str, str], str | None]:
+    """An image's labels and its CPU architecture as Docker names it (amd64), pulling it first when missing."""
+    info = _inspected(connect(), tag)
+    architecture = info.get("Architecture")
+    return dict((info.get("Config") or {}).get("Labels") or {}), architecture if isinstance(architecture, str) else None
+
+
+def _inspected(client: Any, tag: str) -> dict[str, Any]:
     import docker.errors  # the Docker SDK (extra docker): loaded when a call is made
 
     with _daemon_errors(f"inspecting {tag}"):
         try:
-            info = client.api.inspect_image(tag)
+            info: dict[str, Any] = client.api.inspect_image(tag)
         except docker.errors.ImageNotFound:
             _pull(client, tag)
             info = client.api.inspect_image(tag)
-    return dict((info.get("Config") or {}).get("Labels") or {})
+    return info
 
 
 def _no_gpuenv(exc: BadResult, tag: str) -> None:

@@ -9,6 +9,7 @@ import click
 
 from gpuenv import config, output, validate
 from gpuenv.cli import settings
+from gpuenv.cli.fleet_compat_cmd import compat
 from gpuenv.cli.fleet_report_cmd import baseline, report
 from gpuenv.cli.host_params import become_prompt, host_options, hosts_request
 from gpuenv.cli.output import console, draw, emit_json, printable, shortened, table, warn
@@ -37,7 +38,6 @@ Exit codes: 0 every host certified, 1 a host was not, 2 bad request, 3 Ansible (
 DEFAULT = FleetVerifyRequest()
 FILE = click.Path(dir_okay=False, path_type=Path)
 DIR = click.Path(file_okay=False, path_type=Path)
-
 
 FLEET_EPILOG = """\b
 Examples:
@@ -168,8 +168,8 @@ def _why(outcome: str, message: str | None, hints: dict[str, str] = HINTS) -> st
     return f"{text} ({hint})" if hint and hint not in text else text
 
 
-fleet.add_command(report)
-fleet.add_command(baseline)
+for command in (report, baseline, compat):
+    fleet.add_command(command)
 
 
 @fleet.command("history")

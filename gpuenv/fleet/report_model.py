@@ -29,6 +29,7 @@ class Gpu(NamedTuple):  # a tuple: ten thousand reports make eighty thousand of 
     uuid: str | None = None
     serial: str | None = None
     name: str | None = None
+    code: str | None = None  # its GPU code as --gpu spells it: "sm_90" (compute capability 9.0), "gfx942"
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.cuda_index, "uuid": self.uuid, "serial": self.serial}
@@ -70,6 +71,8 @@ class HostReport:
     flags: tuple[str, ...] = ()  # what the reader doubts about this host (a report dated ahead of the clock)
     matmul_at: tuple[str, str] | None = None  # (dtype, shape) of the amp check's matmul_tflops
     localisation: tuple[str, dict[str, Any]] | None = None  # a run across nodes that localised: (job, its rounds)
+    driver: str | None = None  # the loaded GPU driver, as the report found it
+    cpu_arch: str | None = None  # as uname names it; None: a report from before gpuenv recorded it
 
     @property
     def certified(self) -> bool:

@@ -115,7 +115,7 @@ def run_summary(summary: FleetVerifySummary, found: ReportFile) -> RunSummary:
 def host_report(report: VerifyReport, path: str, *, matmul: bool = False, costs: bool = False) -> HostReport:
     """What the comparison keeps of one report (with matmul: every shape's TFLOP/s, for baselines;
     with costs: the figures a cost is computed from)."""
-    gpus = tuple(Gpu(g.cuda_index, g.uuid, g.serial, g.name) for g in report.host.gpus)
+    gpus = tuple(Gpu(g.cuda_index, g.uuid, g.serial, g.name, _code(g)) for g in report.host.gpus)
     cpu = report.device == "cpu"
     plain = [c.plain() for c in report.checks]  # what figures reads
     return HostReport(
@@ -132,7 +132,21 @@ def host_report(report: VerifyReport, path: str, *, matmul: bool = False, costs:
         cost_basis=_cost_basis(report, plain) if costs else None,
         matmul_at=_matmul_at(report.checks),
         localisation=_localisation(report.multi_node),
+        driver=report.stack.driver or _nvml_driver(report.checks),
+        cpu_arch=report.host.cpu_arch,
     )
+
+
+def _code(gpu: reportfile.HostGpu) -> str | None:
+    """The GPU's code as --gpu spells it: its compute capability as sm_NN, else its gfx target."""
+    cc = gpu.compute_capability
+    return f"sm_{cc.replace('.', '')}" if cc else gpu.gfx
+
+
+def _nvml_driver(checks: tuple[Check, ...]) -> str | None:
+    """The driver the health check read (the stack check, which also names it, runs from the standard level)."""
+    driver = next((c.metrics.get("driver") for c in checks if c.name == "nvml"), None)
+    return driver if isinstance(driver, str) else None
 
 
 def _localisation(multi: reportfile.MultiNode | None) -> tuple[str, dict[str, Any]] | None:

@@ -22,7 +22,7 @@ from gpuenv.extras import install_hint
 from gpuenv.files import Output, write_output
 from gpuenv.output.screen import Screen
 
-Subject = Literal["verify", "fleet"]
+Subject = Literal["verify", "fleet", "fleet-compat"]
 
 # subject -> format name -> "module:function"
 FORMATS: dict[Subject, dict[str, str]] = {
@@ -39,6 +39,11 @@ FORMATS: dict[Subject, dict[str, str]] = {
         "markdown": "gpuenv.output.fleet:to_markdown",
         "prometheus": "gpuenv.output.fleet:to_prometheus",
         "html": "gpuenv.output.html:to_html",
+    },
+    "fleet-compat": {
+        "table": "gpuenv.output.fleet_compat:screen",
+        "json": "gpuenv.output.fleet_compat:to_json",
+        "markdown": "gpuenv.output.fleet_compat:to_markdown",
     },
 }
 

@@ -57,6 +57,7 @@ def run_verify(
     verdict = decide(run.results, strict=opts.strict, cpu_only=run.cpu_only, interrupted=interrupted)
     host = {
         "hostname": hostname(),
+        "cpu_arch": os.uname().machine,
         "device_decision": run.device_note,
         "gpus": [asdict(g) for g in run.host.gpus],
         "pci_nvidia": list(run.host.pci_nvidia),

@@ -50,6 +50,7 @@ def run_passive(opts: VerifyOptions) -> Report:
         gpuenv_version=__version__,
         host={
             "hostname": hostname(),
+            "cpu_arch": os.uname().machine,
             "device_decision": _decision(host),
             "gpus": [asdict(g) for g in host.gpus],
             "pci_nvidia": list(host.pci_nvidia),

@@ -89,12 +89,21 @@ class HostGpu(msgspec.Struct, frozen=True, gc=False):
     uuid: str | None = None
     serial: str | None = None
     pci_bus_id: str | None = None
+    compute_capability: str | None = None  # NVIDIA's "9.0"
+    gfx: str | None = None  # AMD's target, "gfx942"
 
 
 class Host(msgspec.Struct, frozen=True, gc=False):
     hostname: str | None = None
     gpus: tuple[HostGpu, ...] = ()
     instance_type: str | None = None
+    cpu_arch: str | None = None  # platform.machine(); reports before gpuenv recorded it have none
+
+
+class FoundStack(msgspec.Struct, frozen=True, gc=False):
+    """What the stack check found, as far as readers look: the loaded driver."""
+
+    driver: str | None = None
 
 
 class Verdict(msgspec.Struct, frozen=True, gc=False):
@@ -118,6 +127,7 @@ class VerifyReport(msgspec.Struct, frozen=True, gc=False, tag_field="schema", ta
     device: Device | None = None
     cpu_only: bool = False
     host: Host = Host()
+    stack: FoundStack = FoundStack()
     checks: tuple[Check, ...] = ()
     verdict: Verdict | None = None
     multi_node: MultiNode | None = None

@@ -82,6 +82,11 @@ def warnings(
     if arch is not None and arch.provenance.unconfirmed and arch.min_cuda and V(cuda.version) < V(arch.min_cuda):
         # what is unconfirmed about an architecture is how builds older than its first nvcc run on it
         out.append(f"unconfirmed fact: {arch.family} sm {arch.sm} {', '.join(arch.provenance.unconfirmed)}")
+    if arch is not None and gpu_code_for(torch.arch[cuda.build], arch.sm) == "ptx":
+        out.append(
+            f"{arch.family} sm_{arch.sm.replace('.', '')} runs torch {torch.version}+{cuda.build} only through PTX "
+            "JIT: the driver compiles every kernel at first use (minutes; cached after), and none is tuned for it"
+        )
     if request.driver:
         compat = driver_runs_cuda(kb, request.driver, cuda.build)
         if compat.mode == "minor-version":

@@ -1,0 +1,158 @@
+"""`gpuenv fleet compat`: which hosts of a fleet run a stack, which with a caveat, which not, and why.
+
+The fleet is read as `fleet report` reads it (gpuenv.fleet.fleet_hosts); each host is judged by the resolver's
+own rules (gpuenv.fleet.compat_rules), hosts alike once. The result groups the hosts by reason, each group's
+hosts as a host list (python-hostlist, where installed: `gpu[001-012]`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from gpuenv.compat import KnowledgeBase, load_kb, staleness_warning
+from gpuenv.fleet.compat_rules import STATES, WORDS, HostKind, Judge, State, Verdict
+from gpuenv.fleet.fleet_hosts import Fleet, FleetHost, FleetSource, read_fleet
+from gpuenv.fleet.report_model import HostReport, Skipped
+from gpuenv.fleet.rollout import Rollout, rolled_out
+from gpuenv.platforms.registry import for_stack
+from gpuenv.stack import Stack
+
+SCHEMA = "gpuenv.fleet-compat/1"
+
+
+@dataclass(frozen=True)
+class CompatRequest:
+    fleet: FleetSource
+    rollout: Rollout = field(default_factory=Rollout)
+    strict: bool = False  # a caveat fails too
+
+
+@dataclass(frozen=True)
+class HostVerdict:
+    host: str
+    verdict: Verdict
+    report: str | None  # the report judged
+    started: str | None
+
+
+@dataclass(frozen=True)
+class Group:
+    state: State
+    reason: str
+    hosts: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"state": self.state, "reason": self.reason, "count": len(self.hosts), "hosts": compressed(self.hosts)}
+
+
+@dataclass(frozen=True)
+class CompatResult:
+    stack: Stack
+    hosts: tuple[HostVerdict, ...]
+    skipped: tuple[Skipped, ...]
+    strict: bool
+    warnings: tuple[str, ...] = ()  # about the check itself (a stale knowledge base)
+
+    @property
+    def title(self) -> str:
+        software = for_stack(self.stack).resolver.software(self.stack)
+        return f"torch {self.stack.torch}+{self.stack.build} ({software}, {self.stack.cpu_arch})"
+
+    def counts(self) -> dict[State, int]:
+        return {s: sum(h.verdict.state == s for h in self.hosts) for s in reversed(STATES)}
+
+    def groups(self) -> list[Group]:
+        """Hosts by (state, reason), worst state first, then the most hosts; the hosts that run, last."""
+        by: dict[tuple[State, str], list[str]] = {}
+        for h in self.hosts:
+            for reason in h.verdict.reasons or ("",):
+                by.setdefault((h.verdict.state, reason), []).append(h.host)
+        ordered = sorted(by.items(), key=lambda item: (STATES.index(item[0][0]), -len(item[1]), item[0][1]))
+        return [Group(state, reason, tuple(hosts)) for (state, reason), hosts in ordered]
+
+    @property
+    def exit_code(self) -> int:
+        counts = self.counts()
+        bad = counts["no"] + counts["unknown"] + (counts["caveat"] if self.strict else 0)
+        return 1 if bad else 0
+
+    def summary(self) -> str:
+        counts = self.counts()
+        said = ", ".join(f"{n} {WORDS[s]}" for s, n in counts.items() if n)
+        return f"{self.title} on {len(self.hosts)} host(s): {said}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "stack": self.stack.to_dict(),
+            "summary": self.summary(),
+            "strict": self.strict,
+            "counts": self.counts(),
+            "groups": [g.to_dict() for g in self.groups()],
+            "hosts": [
+                {
+                    "host": h.host,
+                    "state": h.verdict.state,
+                    "verdict": WORDS[h.verdict.state],
+                    "reasons": list(h.verdict.reasons),
+                    "report": h.report,
+                    "started": h.started,
+                }
+                for h in self.hosts
+            ],
+            "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
+            "warnings": list(self.warnings),
+        }
+
+
+def fleet_compat(request: CompatRequest, *, kb_path: Path | None = None) -> CompatResult:
+    """The service: the stack rolled out, the fleet read, every host judged."""
+    kb = load_kb(kb_path)
+    stack = rolled_out(request.rollout, kb, kb_path=kb_path)
+    judge = Judge(kb, stack)  # refuses a stack the knowledge base does not know before the fleet is read
+    fleet = read_fleet(request.fleet)
+    stale = staleness_warning(kb, date.today())
+    return judged(judge, fleet, strict=request.strict, warnings=(stale,) if stale else ())
+
+
+def judged(judge: Judge, fleet: Fleet, *, strict: bool, warnings: tuple[str, ...] = ()) -> CompatResult:
+    hosts = tuple(_verdict(judge, h) for h in fleet.hosts)
+    return CompatResult(judge.stack, hosts, fleet.skipped, strict, warnings)
+
+
+def judge_fleet(kb: KnowledgeBase, stack: Stack, source: FleetSource, *, strict: bool) -> CompatResult:
+    """A stack already resolved, against a fleet (build-image and provision, before they act)."""
+    return judged(Judge(kb, stack), read_fleet(source), strict=strict)
+
+
+def _verdict(judge: Judge, host: FleetHost) -> HostVerdict:
+    report = host.report
+    if host.doubt is not None or report is None:
+        return HostVerdict(host.host, Verdict("unknown", (host.doubt or "no report",)), _path(report), _when(report))
+    return HostVerdict(host.host, judge.host(kind_of(report)), report.path, report.started)
+
+
+def kind_of(report: HostReport) -> HostKind:
+    gpus = tuple(dict.fromkeys((g.name or "unnamed GPU", g.code) for g in report.gpus))
+    return HostKind(gpus, report.driver, report.cpu_arch)
+
+
+def _path(report: HostReport | None) -> str | None:
+    return report.path if report else None
+
+
+def _when(report: HostReport | None) -> str | None:
+    return report.started if report else None
+
+
+def compressed(hosts: tuple[str, ...] | list[str]) -> str:
+    """Host names as one host list (`gpu[001-012],v100-003`), by python-hostlist where installed."""
+    try:
+        import hostlist  # extra slurm: where installed, host lists are compressed
+    except ImportError:
+        return ",".join(sorted(hosts))
+    text: str = hostlist.collect_hostlist(list(hosts))
+    return text

@@ -1,0 +1,167 @@
+"""Whether a host runs a stack, judged by the resolver's own rules (pure).
+
+A host is what its newest verify report says of it: its GPUs (each one's code as `--gpu` spells it, sm_90 or
+gfx942), its driver and its CPU architecture. Its verdict is the one `resolve` gives: the stack's platform's
+resolution of `--torch VERSION+BUILD --gpu CODE --driver DRIVER` on the stack's OS, whose `why_not` rules the
+build out (no GPU code for the device, a driver that cannot run its CUDA), and whose pinned stack's warnings,
+beyond those of the same stack for no host in particular, are the caveats (PTX JIT, minor-version
+compatibility). No second table: `tests/fleet/test_compat_rules.py` holds this equal to `resolve` over every
+GPU model and build of the knowledge base. A fact the report lacks makes the host unknown, never "runs".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
+
+from gpuenv.compat import KnowledgeBase, TorchRelease
+from gpuenv.errors import BadRequest
+from gpuenv.platforms.arch import cpu_arch as arch_named
+from gpuenv.platforms.base import Platform
+from gpuenv.platforms.registry import for_build, for_request, for_stack
+from gpuenv.provision.hostfacts import HostFacts, HostGpu
+from gpuenv.resolve.candidates import Candidate, Resolution
+from gpuenv.resolve.request import Request
+from gpuenv.stack import Stack
+
+State = Literal["runs", "caveat", "no", "unknown"]
+STATES: tuple[State, ...] = ("no", "unknown", "caveat", "runs")  # worst first
+WORDS: dict[State, str] = {
+    "runs": "runs",
+    "caveat": "runs with a caveat",
+    "no": "does not run",
+    "unknown": "unknown",
+}
+NO_ARCH = "its report does not record the CPU architecture (written by an older gpuenv): not checked"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    state: State
+    reasons: tuple[str, ...] = ()  # why not, why unknown, or the caveats
+
+
+RUNS = Verdict("runs")
+
+
+class HostKind(NamedTuple):
+    """What decides a host's verdict: hosts alike are judged once."""
+
+    gpus: tuple[tuple[str, str | None], ...]  # each distinct (GPU name, its code: sm_90, gfx942; None: unread)
+    driver: str | None
+    cpu_arch: str | None
+
+
+def worst(verdicts: list[Verdict]) -> Verdict:
+    """The worst state among the verdicts, with every reason given for it."""
+    if not verdicts:
+        return RUNS
+    state = min((v.state for v in verdicts), key=STATES.index)
+    reasons = [r for v in verdicts if v.state == state for r in v.reasons]
+    return Verdict(state, tuple(dict.fromkeys(reasons)))
+
+
+class Judge:
+    """One stack's verdicts, each kind of host judged once."""
+
+    def __init__(self, kb: KnowledgeBase, stack: Stack) -> None:
+        self.kb, self.stack = kb, stack
+        self.platform = for_stack(stack)
+        self.torch = _release(kb, stack)
+        self.os_info = kb.os_by_name.get(stack.os)
+        if self.os_info is None:
+            raise BadRequest(f"the stack's OS {stack.os} is not in the knowledge base", hint="resolve the stack again")
+        baseline = self._resolution(Request())
+        if stack.build not in baseline.builds(self.torch)[0]:
+            raise _not_known(stack)
+        self.baseline = set(self._warnings(baseline))
+        self._known: dict[HostKind, Verdict] = {}
+
+    def host(self, kind: HostKind) -> Verdict:
+        found = self._known.get(kind)
+        if found is None:
+            found = self._known[kind] = self._judge(kind)
+        return found
+
+    def _judge(self, kind: HostKind) -> Verdict:
+        verdicts = [self._arch(kind.cpu_arch)]
+        if self.platform.host.pci_vendor is None:  # a build that needs no GPU runs beside any
+            unused = f"a {self.platform.label} build: the host's GPUs go unused"
+            verdicts.append(Verdict("caveat", (unused,)) if kind.gpus else RUNS)
+        elif not kind.gpus:
+            verdicts.append(Verdict("unknown", ("its report names no GPU",)))
+        else:
+            verdicts += [self._gpu(name, code, kind.driver) for name, code in kind.gpus]
+        return worst(verdicts)
+
+    def _arch(self, name: str | None) -> Verdict:
+        if name is None:
+            return Verdict("caveat", (NO_ARCH,))
+        facts = arch_named(name)
+        if facts is None:
+            return Verdict("unknown", (f"its CPU architecture {name} is not one gpuenv knows",))
+        if facts.name != self.stack.cpu_arch:
+            return Verdict("no", (f"the stack is built for {self.stack.cpu_arch}, the host is {facts.name}",))
+        return RUNS
+
+    def _gpu(self, name: str, code: str | None, driver: str | None) -> Verdict:
+        label = f"{name} ({code})" if code else name
+        if code is None:
+            return Verdict("unknown", (f"its report gives no compute capability or gfx target for {name}",))
+        try:
+            mine = for_request(self.kb, Request(gpu=code))
+        except BadRequest as exc:
+            return Verdict("unknown", (f"{label}: {exc.message}",))
+        if mine.name != self.platform.name:
+            wanted = self.platform.host.gpus_wanted
+            return Verdict("no", (f"a {self.platform.label} build needs {wanted}; {label} is {mine.host.vendor}'s",))
+        if driver is None and _driver(mine, name, code, "0") is not None:
+            return Verdict("unknown", ("its report does not give the driver version",))
+        try:
+            resolution = self._resolution(Request(gpu=code, driver=_driver(mine, name, code, driver)))
+        except BadRequest as exc:
+            return Verdict("unknown", (f"{label}: {exc.message}",))
+        refused = resolution.why_not(self.torch, self.stack.build)
+        if refused is not None:
+            return Verdict("no", (refused[1],))
+        caveats = [w for w in self._warnings(resolution) if w not in self.baseline]
+        return Verdict("caveat", tuple(caveats)) if caveats else RUNS
+
+    def _resolution(self, host: Request) -> Resolution:
+        """The stack's own resolution, as `resolve --torch VERSION+BUILD` with the host's constraints makes it."""
+        stack = self.stack
+        asked = Request(
+            torch=f"{stack.torch}+{stack.build}",
+            gpu=host.gpu,
+            driver=host.driver,
+            os=stack.os,
+            python=stack.python,
+            cpu_arch=stack.cpu_arch,
+        )
+        assert self.os_info is not None
+        return self.platform.resolver.start(self.kb, for_build(self.kb, asked), self.os_info)
+
+    def _warnings(self, resolution: Resolution) -> tuple[str, ...]:
+        chosen = Candidate(self.torch, self.stack.build, self.stack.python)
+        return resolution.stack(chosen, [chosen], ()).warnings
+
+
+def _release(kb: KnowledgeBase, stack: Stack) -> TorchRelease:
+    found = next((t for t in kb.torch if t.version == stack.torch), None)
+    if found is None:
+        raise _not_known(stack)
+    return found
+
+
+def _not_known(stack: Stack) -> BadRequest:
+    return BadRequest(
+        f"torch {stack.torch}+{stack.build} is not in the knowledge base",
+        hint="give the knowledge base that knows it with --data, or resolve the stack again",
+    )
+
+
+def _driver(platform: Platform, name: str, code: str, driver: str) -> str | None:
+    """The host's driver as a constraint of its platform's builds (through the host half), or None: no constraint."""
+    gpu = HostGpu("", name, None, code, platform.name, name)
+    facts = HostFacts("", "", "", None, "", "", False, gpus=(gpu,), driver=driver)
+    return platform.host.kept_driver(facts)

@@ -1,0 +1,34 @@
+"""`gpuenv fleet compat`'s renderers: the hosts grouped by verdict and reason, each group's hosts as a host list."""
+
+from __future__ import annotations
+
+from gpuenv.fleet.compat import CompatResult, compressed
+from gpuenv.fleet.compat_rules import WORDS
+from gpuenv.output.fleet import _md_table
+from gpuenv.output.jsontext import json_text
+from gpuenv.output.screen import Block, Screen, line, table
+
+COLUMNS = ("verdict", "why", "hosts", "host list")
+
+
+def rows(result: CompatResult) -> list[tuple[str, str, str, str]]:
+    return [(WORDS[g.state], g.reason or "-", str(len(g.hosts)), compressed(g.hosts)) for g in result.groups()]
+
+
+def screen(result: CompatResult) -> Screen:
+    blocks: list[Block] = [line(result.summary())]
+    blocks.append(table(COLUMNS, rows(result), title="Hosts by verdict and reason", title_left=True))
+    blocks += [line(f"skipped {s.path}: {s.reason}") for s in result.skipped]
+    blocks += [line(f"warning: {w}") for w in result.warnings]
+    return tuple(blocks)
+
+
+def to_json(result: CompatResult) -> str:
+    return json_text(result.to_dict())
+
+
+def to_markdown(result: CompatResult) -> str:
+    lines = ["# Fleet compatibility", "", result.summary(), "", *_md_table(COLUMNS, rows(result)), ""]
+    lines += [f"- skipped `{s.path}`: {s.reason}" for s in result.skipped]
+    lines += [f"- warning: {w}" for w in result.warnings]
+    return "\n".join(lines).rstrip("\n") + "\n"

@@ -236,8 +236,16 @@ class KnowledgeBase:
         return next((t for t in self.torch_rocm if t.torch == torch), None)
 
     def find_amd_gpu(self, name: str) -> AmdGpu | None:
-        key = _amd_key(name)
-        return next((g for g in self.amd_gpus if key in {_amd_key(n) for n in (g.name, *g.aliases)}), None)
+        return self._amd_gpu_keys.get(_amd_key(name))
+
+    @cached_property
+    def _amd_gpu_keys(self) -> dict[str, AmdGpu]:
+        """Each AMD GPU by the key of each of its names (the first GPU to claim a key keeps it)."""
+        keys: dict[str, AmdGpu] = {}
+        for gpu in self.amd_gpus:
+            for name in (gpu.name, *gpu.aliases):
+                keys.setdefault(_amd_key(name), gpu)
+        return keys
 
     @cached_property
     def cuda_by_build(self) -> dict[str, CudaRelease]:
@@ -260,11 +268,16 @@ class KnowledgeBase:
         return next((a for a in self.architectures if a.sm == sm), None)
 
     def find_gpu(self, name: str) -> Gpu | None:
-        key = _gpu_key(name)
+        return self._gpu_keys.get(_gpu_key(name))
+
+    @cached_property
+    def _gpu_keys(self) -> dict[str, Gpu]:
+        """Each GPU by the key of each of its names (the first GPU to claim a key keeps it)."""
+        keys: dict[str, Gpu] = {}
         for gpu in self.gpus:
-            if key in {_gpu_key(n) for n in (gpu.name, *gpu.aliases)}:
-                return gpu
-        return None
+            for name in (gpu.name, *gpu.aliases):
+                keys.setdefault(_gpu_key(name), gpu)
+        return keys
 
     def index_url(self, build: str) -> str:
         return self.wheel_index.format(build=build)

@@ -117,8 +117,9 @@ class Judge:
             return Verdict("no", (f"a {self.platform.label} build needs {wanted}; {label} is {mine.host.vendor}'s",))
         if driver is None and _driver(mine, name, code, "0") is not None:
             return Verdict("unknown", ("its report does not give the driver version",))
+        spelled = name if self._knows(mine, name) else code  # a model may know more than its code (ROCm's floor)
         try:
-            resolution = self._resolution(Request(gpu=code, driver=_driver(mine, name, code, driver)))
+            resolution = self._resolution(Request(gpu=spelled, driver=_driver(mine, name, code, driver)))
         except BadRequest as exc:
             return Verdict("unknown", (f"{label}: {exc.message}",))
         refused = resolution.why_not(self.torch, self.stack.build)
@@ -126,6 +127,15 @@ class Judge:
             return Verdict("no", (refused[1],))
         caveats = [w for w in self._warnings(resolution) if w not in self.baseline]
         return Verdict("caveat", tuple(caveats)) if caveats else RUNS
+
+    def _knows(self, platform: Platform, name: str) -> bool:
+        """Whether the knowledge base knows the GPU by the name its report gives."""
+        assert self.os_info is not None
+        try:
+            platform.resolver.start(self.kb, Request(gpu=name), self.os_info)
+        except BadRequest:
+            return False
+        return True
 
     def _resolution(self, host: Request) -> Resolution:
         """The stack's own resolution, as `resolve --torch VERSION+BUILD` with the host's constraints makes it."""

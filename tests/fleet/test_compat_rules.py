@@ -1,0 +1,135 @@
+"""fleet compat's verdicts are resolve's: a sweep over every GPU model and every build of the knowledge base,
+and one over every driver branch; then each rule's warn, fail and healthy control on the pure judge."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from gpuenv.compat import KnowledgeBase, load_kb, parse_kb
+from gpuenv.errors import BadRequest
+from gpuenv.fleet.compat_rules import HostKind, Judge
+from gpuenv.resolve.request import Request
+from gpuenv.resolve.service import _resolve, resolve
+from gpuenv.resources import data_file
+from gpuenv.stack import Stack
+
+KB = load_kb(None)
+NEWEST_DRIVER = max((b.latest for b in KB.driver_branches if b.latest), key=lambda d: tuple(map(int, d.split("."))))
+
+
+def builds(kb: KnowledgeBase) -> list[tuple[str, Stack]]:
+    """Every (torch release, build) of the knowledge base that resolves for a host, with its stack."""
+    out = []
+    for torch in kb.torch:
+        made = kb.rocm_builds(torch.version)
+        for build in (*torch.builds, *(made.arch if made else ())):
+            try:
+                out.append((f"{torch.version}+{build}", resolve(kb, Request(torch=f"{torch.version}+{build}"))))
+            except BadRequest:
+                continue
+    return out
+
+
+def resolves(stack: Stack, gpu: str, driver: str | None) -> bool:
+    asked = Request(torch=f"{stack.torch}+{stack.build}", gpu=gpu, driver=driver, os=stack.os, python=stack.python)
+    try:
+        _resolve(KB, asked, explain=False)  # resolve's own rules, without working out the hints of a refusal
+    except BadRequest:
+        return False
+    return True
+
+
+def models(kb: KnowledgeBase) -> list[tuple[str, str, bool]]:
+    """Every GPU model: (name, its code as --gpu spells it, whether it takes an NVIDIA driver)."""
+    nvidia = [(g.name, f"sm_{g.sm.replace('.', '')}", True) for g in kb.gpus]
+    return nvidia + [(g.name, g.gfx, False) for g in kb.amd_gpus]
+
+
+def test_every_gpu_model_and_build_gets_the_verdict_resolve_gives() -> None:
+    compared = 0
+    for pinned, stack in builds(KB):
+        judge = Judge(KB, stack)
+        for name, code, takes_driver in models(KB):
+            verdict = judge.host(HostKind(((name, code),), NEWEST_DRIVER, "x86_64"))
+            expected = resolves(stack, name, NEWEST_DRIVER if takes_driver else None)
+            assert (verdict.state in ("runs", "caveat")) == expected, (pinned, name, verdict)
+            compared += 1
+    assert compared > 1000
+
+
+def test_every_driver_branch_and_cuda_build_gets_the_verdict_resolve_gives() -> None:
+    drivers = [b.latest for b in KB.driver_branches if b.latest] + ["450.80.02", "525.60.13"]
+    for pinned, stack in builds(KB):
+        if stack.platform != "cuda":
+            continue
+        judge = Judge(KB, stack)
+        for driver in drivers:
+            verdict = judge.host(HostKind((("H100", "sm_90"),), driver, "x86_64"))
+            expected = resolves(stack, "H100", driver) if resolves(stack, "H100", None) else False
+            assert (verdict.state in ("runs", "caveat")) == expected, (pinned, driver, verdict)
+
+
+def judge(torch: str = "2.7.0+cu128", kb: KnowledgeBase = KB) -> Judge:
+    return Judge(kb, resolve(kb, Request(torch=torch)))
+
+
+H100 = (("NVIDIA H100", "sm_90"),)
+
+
+@pytest.mark.parametrize(
+    ("kind", "state", "said"),
+    [
+        (HostKind(H100, "570.124.06", "x86_64"), "runs", None),  # control
+        (HostKind(H100, "535.104.05", "x86_64"), "caveat", "minor-version compatibility in use"),
+        (HostKind(H100, "470.256.02", "x86_64"), "no", "below 525.60.13"),
+        (HostKind(H100, None, "x86_64"), "unknown", "does not give the driver"),
+    ],
+)
+def test_the_driver_rule(kind: HostKind, state: str, said: str | None) -> None:
+    verdict = judge().host(kind)
+    assert verdict.state == state and (said is None or said in verdict.reasons[0])
+
+
+@pytest.mark.parametrize(
+    ("gpus", "state", "said"),
+    [
+        ((("B200", "sm_100"),), "runs", None),  # control
+        ((("V100", "sm_70"),), "no", "no kernel for Volta sm_70"),
+        ((("B200", "sm_100"), ("V100", "sm_70")), "no", "no kernel for Volta sm_70"),  # a mixed node: every GPU
+        ((("MI300X", "gfx942"),), "no", "needs NVIDIA GPUs"),
+        ((("future", "sm_130"),), "unknown", "unknown compute capability"),
+        ((), "unknown", "names no GPU"),
+    ],
+)
+def test_the_gpu_code_rule(gpus: tuple[tuple[str, str], ...], state: str, said: str | None) -> None:
+    verdict = judge().host(HostKind(gpus, "580.65.06", "x86_64"))
+    assert verdict.state == state and (said is None or said in verdict.reasons[0])
+
+
+def test_ptx_jit_is_a_caveat_with_its_cost() -> None:
+    """No build of the shipped knowledge base reaches a GPU only through PTX: one edited to do so."""
+    data = json.loads(data_file("compat.json").read_text())
+    row = next(t for t in data["torch"] if t["version"] == "2.7.0")
+    row["arch"]["cu128"] = "7.5;8.0;8.6;8.9+PTX"
+    kb = parse_kb(data)
+    verdict = judge(kb=kb).host(HostKind(H100, "570.124.06", "x86_64"))
+    assert verdict.state == "caveat" and "only through PTX JIT" in verdict.reasons[0]
+    assert judge(kb=kb).host(HostKind((("L4", "sm_89"),), "570.124.06", "x86_64")).state == "runs"
+
+
+def test_a_cpu_build_runs_beside_any_gpu_with_a_caveat() -> None:
+    cpu = judge("2.7.0+cpu")
+    assert cpu.host(HostKind(H100, "470.256.02", "x86_64")).state == "caveat"
+    assert cpu.host(HostKind((), None, "x86_64")).state == "runs"
+    assert cpu.host(HostKind((), None, "riscv64")).state == "unknown"
+
+
+def test_a_stack_the_knowledge_base_does_not_know_is_a_bad_request() -> None:
+    stack = resolve(KB, Request(torch="2.7.0+cu128"))
+    with pytest.raises(BadRequest, match="not in the knowledge base"):
+        Judge(KB, replace(stack, torch="9.9.9"))
+    with pytest.raises(BadRequest, match="not in the knowledge base"):
+        Judge(KB, replace(stack, build="cu130"))

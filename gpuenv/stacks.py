@@ -105,6 +105,6 @@ def describe(stack: Stack, *, quiet: bool) -> list[str]:
         why = "" if quiet or reason is None else f"  {stack.reasons.get(reason, '')}"
         lines.append(f"  {label:<20} {value:<{width}}{why}".rstrip())
     if not quiet:
-        lines += [f"  {key}: {stack.reasons[key]}" for key in ("driver", "gpu") if key in stack.reasons]
+        lines += [f"  {key}: {stack.reasons[key]}" for key in ("driver", "gpu", "fleet") if key in stack.reasons]
         lines += [f"  rejected {rejected.choice}: {rejected.why}" for rejected in stack.rejected]
     return lines

@@ -10,11 +10,13 @@ import click
 
 from gpuenv import validate
 from gpuenv.cli import settings
+from gpuenv.cli.fleet_params import fleet_options, fleet_source
 from gpuenv.cli.output import console, emit_json, table, warn
 from gpuenv.cli.params import checked
 from gpuenv.cli.stack_params import stack_options, stack_request
 from gpuenv.compat import KnowledgeBase, kb_age_line, load_kb
 from gpuenv.errors import BadRequest
+from gpuenv.fleet.fleet_resolve import resolve_for_fleet
 from gpuenv.matrix import (
     AMD_GPU_COLUMNS,
     CUDA_COLUMNS,
@@ -34,6 +36,7 @@ from gpuenv.stacks import describe, stack_for
 
 @click.command()
 @stack_options
+@fleet_options
 @click.option("--json", "as_json", is_flag=True, help="Print the stack as one JSON object (schema gpuenv.stack/2).")
 @click.option(
     "--format",
@@ -61,13 +64,19 @@ def resolve(ctx: click.Context, /, as_json: bool, fmt: str, purpose: Purpose, **
       gpuenv resolve --torch 2.4 --format requirements > requirements.txt
       gpuenv resolve --torch 2.4 --os ubuntu24.04 --for host
       gpuenv resolve --platform cpu
+      gpuenv resolve --fleet reports/ --json > stack.json   # the newest stack every host runs
     Exit codes: 0 the stack, 2 bad or impossible request (the nearest valid choices are named),
     3 --driver auto cannot read this machine's driver (no NVIDIA driver or NVML here), gpuenv crashed.
     """
     if as_json and fmt not in ("text", "json"):
         raise BadRequest(f"--json and --format {fmt} exclude each other", hint="use one of them")
-    request, quiet = replace(stack_request(options), purpose=purpose), settings(ctx).quiet
-    stack = stack_for(request, kb_path=settings(ctx).data, on_warning=warn)
+    fleet, request, quiet = fleet_source(options), replace(stack_request(options), purpose=purpose), settings(ctx).quiet
+    if fleet is not None and (request.stack_file or request.constraints.driver):
+        raise BadRequest("--fleet resolves from each host's driver: it takes no --stack or --driver", hint="drop them")
+    if fleet is None:
+        stack = stack_for(request, kb_path=settings(ctx).data, on_warning=warn)
+    else:
+        stack = resolve_for_fleet(settings(ctx).data, replace(request.constraints, purpose=purpose), fleet)
     if as_json or fmt == "json":
         emit_json(stack.to_dict())
     elif fmt == "requirements":

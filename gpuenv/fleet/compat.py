@@ -43,9 +43,11 @@ class Group:
     state: State
     reason: str
     hosts: tuple[str, ...]
+    constraint: str = "host"  # of a "no": what rules it out ("driver": upgrading it would do; else the host)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"state": self.state, "reason": self.reason, "count": len(self.hosts), "hosts": compressed(self.hosts)}
+        said = {"state": self.state, "reason": self.reason, "count": len(self.hosts), "hosts": compressed(self.hosts)}
+        return said | ({"constraint": self.constraint} if self.state == "no" else {})
 
 
 @dataclass(frozen=True)
@@ -66,12 +68,12 @@ class CompatResult:
 
     def groups(self) -> list[Group]:
         """Hosts by (state, reason), worst state first, then the most hosts; the hosts that run, last."""
-        by: dict[tuple[State, str], list[str]] = {}
+        by: dict[tuple[State, str, str], list[str]] = {}
         for h in self.hosts:
             for reason in h.verdict.reasons or ("",):
-                by.setdefault((h.verdict.state, reason), []).append(h.host)
+                by.setdefault((h.verdict.state, reason, h.verdict.constraint(reason)), []).append(h.host)
         ordered = sorted(by.items(), key=lambda item: (STATES.index(item[0][0]), -len(item[1]), item[0][1]))
-        return [Group(state, reason, tuple(hosts)) for (state, reason), hosts in ordered]
+        return [Group(state, reason, tuple(hosts), on) for (state, reason, on), hosts in ordered]
 
     @property
     def exit_code(self) -> int:

@@ -39,6 +39,12 @@ NO_ARCH = "its report does not record the CPU architecture (written by an older 
 class Verdict:
     state: State
     reasons: tuple[str, ...] = ()  # why not, why unknown, or the caveats
+    # of a "no": what ruled it out, per reason, as the resolver names its constraints ("driver", "gpu"), or "host"
+    constraints: tuple[str, ...] = ()
+
+    def constraint(self, reason: str) -> str:
+        found = dict(zip(self.reasons, self.constraints, strict=False))  # only a no's has constraints
+        return found.get(reason, "host")
 
 
 RUNS = Verdict("runs")
@@ -57,8 +63,8 @@ def worst(verdicts: list[Verdict]) -> Verdict:
     if not verdicts:
         return RUNS
     state = min((v.state for v in verdicts), key=STATES.index)
-    reasons = [r for v in verdicts if v.state == state for r in v.reasons]
-    return Verdict(state, tuple(dict.fromkeys(reasons)))
+    said = {r: v.constraint(r) for v in verdicts if v.state == state for r in v.reasons}
+    return Verdict(state, tuple(said), tuple(said.values()))
 
 
 class Judge:
@@ -124,7 +130,7 @@ class Judge:
             return Verdict("unknown", (f"{label}: {exc.message}",))
         refused = resolution.why_not(self.torch, self.stack.build)
         if refused is not None:
-            return Verdict("no", (refused[1],))
+            return Verdict("no", (refused[1],), (refused[0],))
         caveats = [w for w in self._warnings(resolution) if w not in self.baseline]
         return Verdict("caveat", tuple(caveats)) if caveats else RUNS
 

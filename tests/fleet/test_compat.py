@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -146,7 +145,8 @@ def test_a_uv_lock_and_a_plain_pypi_pin(tmp_path) -> None:
     kb = load_kb(None)
     uv = tmp_path / "uv.lock"
     uv.write_text(
-        'version = 1\n[[package]]\nname = "torch"\nversion = "2.6.0+cu126"\nsource = { registry = "https://download.pytorch.org/whl/cu126" }\n'
+        'version = 1\n[[package]]\nname = "torch"\nversion = "2.6.0+cu126"\n'
+        'source = { registry = "https://download.pytorch.org/whl/cu126" }\n'
     )
     assert lock_request(kb, uv).torch == "2.6.0+cu126"
     plain = tmp_path / "requirements.txt"

@@ -1,0 +1,80 @@
+"""`gpuenv resolve --fleet DIR` / `--fleet-history DB` through the CLI, over generated fleets."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpuenv.stacks import load_stack
+from tests.conftest import gpuenv_main
+from tests.fleet.compat_fleet import FLEET, Spec, write_fleet
+
+# The fleet less the R470 A100 (CUDA 11 only) and the MI300X (ROCm): one CUDA stack runs on all the rest.
+CUDA_FLEET = tuple(s for s in FLEET if s.host not in ("a100-001", "mi300x-001"))
+
+
+def resolved(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
+    assert gpuenv_main("resolve", *args, "--json") == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_the_newest_stack_every_host_runs_with_the_binding_hosts_named(tmp_path, capsys) -> None:
+    folder = str(write_fleet(tmp_path / "fleet", CUDA_FLEET))
+    alone = resolved(capsys)
+    stack = resolved(capsys, "--fleet", folder)
+    assert (stack["torch"], stack["build"]) == ("2.10.0", "cu128") != (alone["torch"], alone["build"])
+    binding = stack["reasons"]["fleet"]
+    assert binding.startswith(f"torch {alone['torch']}+{alone['build']}, resolve's choice without the fleet, needs:")
+    assert "the driver ≥ 580.65.06 on a100-002,h100-[001-004],rtx5090-001" in binding
+    assert (
+        "to leave out v100-[001-002] (its GPU code is sm_75…sm_120 (+PTX 12.0): no kernel for Volta sm_70)" in binding
+    )
+    assert stack["rejected"] and all(r["why"].startswith("needs: ") for r in stack["rejected"])
+    assert any("minor-version compatibility in use" in w and w.endswith("a100-002") for w in stack["warnings"])
+    # what it chose, fleet compat finds every host runs
+    chosen = tmp_path / "stack.json"
+    chosen.write_text(json.dumps(stack))
+    load_stack(chosen)  # still a stack file build-image and provision take
+    assert gpuenv_main("fleet", "compat", folder, "--stack", str(chosen), "--json") == 0
+    assert json.loads(capsys.readouterr().out)["counts"]["no"] == 0
+
+
+def test_a_fleet_that_binds_nothing_gets_what_resolve_gives(tmp_path, capsys) -> None:
+    fleet = tuple(Spec(f"h100-{i}", "NVIDIA H100", "9.0", "580.65.06") for i in range(3))
+    stack = resolved(capsys, "--fleet", str(write_fleet(tmp_path, fleet)))
+    alone = resolved(capsys)
+    assert (stack["torch"], stack["build"]) == (alone["torch"], alone["build"])
+    assert stack["reasons"]["fleet"] == "every host of the fleet runs what resolve gives without it (3 host(s))"
+
+
+def test_no_one_stack_for_the_whole_fleet_names_the_hosts(tmp_path, capsys) -> None:
+    folder = str(write_fleet(tmp_path))
+    assert gpuenv_main("resolve", "--fleet", folder) == 2
+    err = capsys.readouterr().err
+    assert "need stacks of different platforms" in err and "rocm: mi300x-001" in err and "--platform" in err
+    assert gpuenv_main("resolve", "--fleet", folder, "--platform", "cuda") == 2
+    err = capsys.readouterr().err
+    assert "no stack runs on every host of the fleet (11 host(s))" in err and "a100-[001-002]" in err
+    stack = resolved(capsys, "--fleet", folder, "--platform", "rocm")
+    assert stack["platform"] == "rocm" and any(
+        w.startswith("left out, their GPUs take another") for w in stack["warnings"]
+    )
+
+
+def test_the_history_names_the_fleet_too(tmp_path, capsys) -> None:
+    history = tmp_path / "history.sqlite"
+    gpuenv_main(
+        "fleet", "report", str(write_fleet(tmp_path / "fleet", CUDA_FLEET)), "--history", str(history), "--json"
+    )
+    capsys.readouterr()
+    assert resolved(capsys, "--fleet-history", str(history))["torch"] == "2.10.0"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("--driver", "570.124.06"), ("--stack", "stack.json"), ("--fleet-history", "h.sqlite")],
+)
+def test_bad_requests(tmp_path, capsys, args: tuple[str, ...]) -> None:
+    assert gpuenv_main("resolve", "--fleet", str(write_fleet(tmp_path, CUDA_FLEET)), *args) == 2
+    assert "Traceback" not in capsys.readouterr().err

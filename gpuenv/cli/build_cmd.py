@@ -14,6 +14,7 @@ from click.core import ParameterSource
 
 from gpuenv import validate
 from gpuenv.cli import settings
+from gpuenv.cli.fleet_params import rollout_gate, rollout_options
 from gpuenv.cli.output import console, emit_json, printable, warn
 from gpuenv.cli.params import checked, choice, grammar, on_disk
 from gpuenv.cli.stack_params import stack_options, stack_request
@@ -90,6 +91,7 @@ HELP = {
 @click.option("--push", is_flag=True, help="Push every tag after the build and report the digests.")
 @click.option("--verify", is_flag=True, help=HELP["verify"])
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@rollout_options
 @click.pass_context
 def build_image(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
     """Render a Dockerfile matched to the stack and build the image through Docker.
@@ -101,6 +103,7 @@ def build_image(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
       gpuenv build-image --cuda 12.8 --flavor devel --gpu H100 --render-only ./ctx
       gpuenv build-image --rocm 6.4 --gpu MI300X --flavor devel --render-only ./ctx
       gpuenv build-image --stack stack.json --wheelhouse ./wheels --app . --verify
+      gpuenv build-image --torch 2.7.0+cu128 --fleet reports/ --strict   # refused if a host cannot run it
 
     Exit codes: 0 built, 1 a build step, push or verification failed, 2 bad request,
     3 Docker unreachable.
@@ -108,9 +111,11 @@ def build_image(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
     for name in SPEC_OVERRIDABLE:  # flag > environment > config file > spec > default
         if ctx.get_parameter_source(name) == ParameterSource.DEFAULT:
             params[name] = None
+    fleet_check, quiet, verbose = rollout_gate(params, settings(ctx).data), settings(ctx).quiet, settings(ctx).verbose
     request = BuildRequest(stack=stack_request(params), **params)
-    quiet, verbose = settings(ctx).quiet, settings(ctx).verbose
-    prepared = prepare(plan_image(request, kb_path=settings(ctx).data, on_warning=warn))
+    plan = plan_image(request, kb_path=settings(ctx).data, on_warning=warn)
+    fleet_check(lambda: plan.stack)  # before anything is written or built
+    prepared = prepare(plan)
     say = _sayer(quiet)
     for line in prepared.messages():
         say(line)

@@ -4,19 +4,25 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
 from gpuenv import validate
+from gpuenv.cli.output import warn
 from gpuenv.cli.params import F
+from gpuenv.fleet.compat import check_rollout
 from gpuenv.fleet.fleet_hosts import DEFAULT_MAX_AGE_DAYS, FleetSource
+from gpuenv.stack import Stack
+
+Gate = Callable[[Callable[[], Stack]], object]  # judges the stack it is handed the making of
 
 MAX_AGE_HELP = "A host whose newest report is older than this is unknown, never 'runs'."
 
 
-def max_age_option(name: str) -> Any:
+def max_age_option(name: str) -> Callable[[F], F]:
     return click.option(
         name,
         "max_age",
@@ -47,6 +53,26 @@ def fleet_options(func: F) -> F:
         max_age_option("--fleet-max-age"),
     ]
     return functools.reduce(lambda f, opt: opt(f), reversed(options), func)
+
+
+def rollout_options(func: F) -> F:
+    """The fleet options, and --strict: refuse what part of the fleet cannot run (build-image, provision)."""
+    strict = click.option(
+        "--strict",
+        is_flag=True,
+        help="With --fleet: refuse (exit 2) when a host cannot run the stack, is unknown, or runs it with a caveat.",
+    )
+    return fleet_options(strict(func))
+
+
+def rollout_gate(params: dict[str, Any], kb_path: Path | None) -> Gate:
+    """Take the fleet options and --strict out of the parameters: what checks a stack against the fleet."""
+    source, strict = fleet_source(params), params.pop("strict")
+    if source is None:
+        if strict:
+            raise click.UsageError("--strict judges the stack against a fleet: give --fleet or --fleet-history")
+        return lambda stack: None  # no fleet: the stack is not worked out for it
+    return lambda stack: check_rollout(stack(), source, kb_path=kb_path, strict=strict, on_warning=warn)
 
 
 def fleet_source(params: dict[str, Any]) -> FleetSource | None:

@@ -12,6 +12,7 @@ import click
 from gpuenv import validate
 from gpuenv.ansible.events import Progress, ProgressBoard
 from gpuenv.cli import settings
+from gpuenv.cli.fleet_params import rollout_gate, rollout_options
 from gpuenv.cli.host_params import become_prompt, host_options, hosts_request
 from gpuenv.cli.output import console, emit_json, printable, table, warn
 from gpuenv.cli.params import (
@@ -22,7 +23,7 @@ from gpuenv.cli.params import (
 from gpuenv.cli.stack_params import stack_options, stack_request
 from gpuenv.image.plan import os_line
 from gpuenv.provision.apply import render_project, run_project
-from gpuenv.provision.plan import SCHEMA, ProvisionRequest, prepare_project
+from gpuenv.provision.plan import SCHEMA, ProvisionRequest, one_stack, prepare_project
 from gpuenv.provision.plantext import plan_lines, stack_label
 from gpuenv.provision.variables import DRIVER_SOURCES, KERNEL_MODULES
 
@@ -33,6 +34,7 @@ Examples:
   gpuenv provision -i hosts.ini --stack stack.json   # one stack; hosts it cannot serve are refused
   gpuenv provision -i hosts.yml --dry-run            # Ansible check mode, with diffs
   gpuenv provision -i hosts.yml --plan --json        # each host's facts, stack and driver plan
+  gpuenv provision -i hosts.ini --stack s.json --fleet reports/   # warns of hosts that cannot run it
   gpuenv provision gpu01 --render-only ./project     # a project for plain ansible-playbook
   gpuenv provision -i hosts.ini --wheelhouse ./wheels   # air-gapped: torch from the wheelhouse
 
@@ -116,11 +118,14 @@ HELP = {
 @click.option("--render-only", type=DIR, help="Write the Ansible project to this directory and run nothing.")
 @click.option("--artifacts-dir", type=DIR, help=HELP["artifacts_dir"])
 @click.option("--json", "as_json", is_flag=True, help="The summary as JSON on stdout.")
+@rollout_options
 @click.pass_context
 def provision(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
     """Install the NVIDIA driver, PyTorch and gpuenv on HOSTS, then certify them."""
+    fleet_check = rollout_gate(params, settings(ctx).data)
     request = ProvisionRequest(hosts=hosts_request(params), stack=stack_request(params), **params)
     project = prepare_project(request, kb_path=settings(ctx).data, prompt=become_prompt, on_warning=warn)
+    fleet_check(lambda: project.stack or one_stack(project))  # before anything is rendered or run
     if request.render_only is not None:
         dest = render_project(project, request.render_only)
         if as_json:

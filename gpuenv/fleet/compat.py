@@ -7,12 +7,14 @@ hosts as a host list (python-hostlist, where installed: `gpu[001-012]`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 from typing import Any
 
-from gpuenv.compat import KnowledgeBase, load_kb, staleness_warning
+from gpuenv.compat import load_kb, staleness_warning
+from gpuenv.errors import BadRequest
 from gpuenv.fleet.compat_rules import STATES, WORDS, HostKind, Judge, State, Verdict
 from gpuenv.fleet.fleet_hosts import Fleet, FleetHost, FleetSource, read_fleet
 from gpuenv.fleet.report_model import HostReport, Skipped
@@ -125,9 +127,21 @@ def judged(judge: Judge, fleet: Fleet, *, strict: bool, warnings: tuple[str, ...
     return CompatResult(judge.stack, hosts, fleet.skipped, strict, warnings)
 
 
-def judge_fleet(kb: KnowledgeBase, stack: Stack, source: FleetSource, *, strict: bool) -> CompatResult:
-    """A stack already resolved, against a fleet (build-image and provision, before they act)."""
-    return judged(Judge(kb, stack), read_fleet(source), strict=strict)
+def check_rollout(
+    stack: Stack, source: FleetSource, *, kb_path: Path | None, strict: bool, on_warning: Callable[[str], None]
+) -> CompatResult:
+    """build-image --fleet and provision --fleet, before they act: a warning naming the hosts that cannot run
+    the stack (or are unknown); with strict, a refusal, which a caveat earns too."""
+    result = judged(Judge(load_kb(kb_path), stack), read_fleet(source), strict=strict)
+    if result.exit_code == 0:
+        return result
+    failing = [g for g in result.groups() if g.state != "runs" and (strict or g.state != "caveat")]
+    said = "; ".join(f"{WORDS[g.state]}: {compressed(g.hosts)} ({g.reason})" for g in failing)
+    message = f"the fleet ({source.named()}) cannot all run {result.title}: {said}"
+    if strict:
+        raise BadRequest(message, hint="gpuenv resolve --fleet gives the newest stack every host runs")
+    on_warning(message)
+    return result
 
 
 def _verdict(judge: Judge, host: FleetHost) -> HostVerdict:

@@ -125,7 +125,7 @@ class Judge:
             return Verdict("unknown", ("its report does not give the driver version",))
         spelled = name if self._knows(mine, name) else code  # a model may know more than its code (ROCm's floor)
         try:
-            resolution = self._resolution(Request(gpu=spelled, driver=_driver(mine, name, code, driver)))
+            resolution = self._resolution(Request(gpu=spelled, driver=driver and _driver(mine, name, code, driver)))
         except BadRequest as exc:
             return Verdict("unknown", (f"{label}: {exc.message}",))
         refused = resolution.why_not(self.torch, self.stack.build)

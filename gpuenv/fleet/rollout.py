@@ -117,14 +117,14 @@ def _from_lock(kb: KnowledgeBase, data: Any, path: Path) -> Request:
         raise BadRequest(f"{path} holds torch {len(torch)} times, not once", hint=LOCK_HINT)
     row = torch[0]
     version, _, build = str(row.get("version", "")).partition("+")
-    source = row.get("source") if isinstance(row.get("source"), dict) else {}
+    source: dict[str, Any] = row["source"] if isinstance(row.get("source"), dict) else {}
     index = row.get("index") or source.get("registry")
     wheels = [w for w in row.get("wheels") or [] if isinstance(w, dict)]
     found = [m for w in wheels if (m := _WHEEL.search(str(w.get("url") or w.get("name") or "")))]
-    build = build or (found[0].group(1) if found and found[0].group(1) else "") or _index_build([str(index or "")])
+    named = build or (found[0].group(1) if found and found[0].group(1) else "") or _index_build([str(index or "")])
     python = f"3.{found[0].group(2)[3:]}" if len(found) == 1 else None
     arch = found[0].group(3) if len({m.group(3) for m in found}) == 1 and found else None
-    return _pinned(kb, version, build, path, python, arch)
+    return _pinned(kb, version, named, path, python, arch)
 
 
 def _index_build(indexes: list[str]) -> str | None:

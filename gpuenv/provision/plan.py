@@ -196,9 +196,25 @@ def _pinned(request: StackRequest) -> Stack | None:
 def _with_one_stack(project: Project) -> Project:
     """--render-only contacts no host: one stack from the flags (the default OS unless --os), rendered."""
     hr, kb = project.host_request, project.kb
-    stack = hr.pinned or resolve(kb, replace(hr.constraints, os=hr.os_check, gpu=hr.gpu_check))
+    stack = _flags_stack(hr, kb)
     files = {**project.files, VARS_FILE: render_variables(stack, project.options, kb_facts(kb, stack))}
     return replace(project, files=files, stack=stack)
+
+
+def one_stack(project: Project) -> Stack:
+    """The one stack every host is given (--stack's, or the stack options'), for --fleet to judge before anything
+    runs; BadRequest when none is given, since each host then gets a stack resolved for its own GPUs."""
+    hr = project.host_request
+    if hr.pinned is None and not hr.constraints.given():
+        raise BadRequest(
+            "--fleet judges the stack provision installs: give --stack or the stack options (--torch …)",
+            hint="without them each host gets a stack resolved for its own GPUs, which provision checks itself",
+        )
+    return _flags_stack(hr, project.kb)
+
+
+def _flags_stack(hr: HostRequest, kb: KnowledgeBase) -> Stack:
+    return hr.pinned or resolve(kb, replace(hr.constraints, os=hr.os_check, gpu=hr.gpu_check))
 
 
 def _gpuenv_wheel(value: Path | None) -> Path | None:

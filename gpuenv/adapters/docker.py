@@ -365,7 +365,7 @@ def run_verify_in_image(
     command = ["gpuenv", "verify", "--level", level, "--json"]
     result: RunResult | None = None
     if device in ("auto", "cuda"):
-        platform = platform or gpu_access.platform_of(_labels(client, tag))
+        platform = platform or gpu_access.platform_of(image_config(tag, client)[0])
         gpus = _on_gpus(client, tag, [*command, "--device", device, *extra_args], platform=platform, timeout=timeout)
         if isinstance(gpus, str) and device == "cuda":
             raise CannotRun(f"Docker cannot give containers GPUs here: {gpus}", hint=gpu_access.no_gpu_hint(platform))
@@ -404,28 +404,19 @@ def _on_gpus(client: Any, tag: str, command: list[str], *, platform: str, timeou
         return exc.message
 
 
-def _labels(client: Any, tag: str) -> dict[str, str]:
-    """The image's labels, pulling it first when the daemon does not have it."""
-    return dict((_inspected(client, tag).get("Config") or {}).get("Labels") or {})
-
-
-def image_config(tag: str) -> tuple[dict[str, str], str | None]:
-    """An image's labels and its CPU architecture as Docker names it (amd64), pulling it first when missing."""
-    info = _inspected(connect(), tag)
-    architecture = info.get("Architecture")
-    return dict((info.get("Config") or {}).get("Labels") or {}), architecture if isinstance(architecture, str) else None
-
-
-def _inspected(client: Any, tag: str) -> dict[str, Any]:
+def image_config(tag: str, client: Any = None) -> tuple[dict[str, str], str | None]:
+    """An image's labels and CPU architecture (Docker's name: amd64), pulling it first when the daemon lacks it."""
     import docker.errors  # the Docker SDK (extra docker): loaded when a call is made
 
+    client = client or connect()
     with _daemon_errors(f"inspecting {tag}"):
         try:
             info: dict[str, Any] = client.api.inspect_image(tag)
         except docker.errors.ImageNotFound:
             _pull(client, tag)
             info = client.api.inspect_image(tag)
-    return info
+    architecture = info.get("Architecture")
+    return dict((info.get("Config") or {}).get("Labels") or {}), architecture if isinstance(architecture, str) else None
 
 
 def _no_gpuenv(exc: BadResult, tag: str) -> None:

@@ -103,7 +103,6 @@ def build_image(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
       gpuenv build-image --cuda 12.8 --flavor devel --gpu H100 --render-only ./ctx
       gpuenv build-image --rocm 6.4 --gpu MI300X --flavor devel --render-only ./ctx
       gpuenv build-image --stack stack.json --wheelhouse ./wheels --app . --verify
-      gpuenv build-image --torch 2.7.0+cu128 --fleet reports/ --strict   # refused if a host cannot run it
 
     Exit codes: 0 built, 1 a build step, push or verification failed, 2 bad request,
     3 Docker unreachable.
@@ -115,8 +114,7 @@ def build_image(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
     request = BuildRequest(stack=stack_request(params), **params)
     plan = plan_image(request, kb_path=settings(ctx).data, on_warning=warn)
     fleet_check(lambda: plan.stack)  # before anything is written or built
-    prepared = prepare(plan)
-    say = _sayer(quiet)
+    prepared, say = prepare(plan), _sayer(quiet)
     for line in prepared.messages():
         say(line)
     if request.render_dir is not None:

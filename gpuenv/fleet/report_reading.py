@@ -132,7 +132,7 @@ def host_report(report: VerifyReport, path: str, *, matmul: bool = False, costs:
         cost_basis=_cost_basis(report, plain) if costs else None,
         matmul_at=_matmul_at(report.checks),
         localisation=_localisation(report.multi_node),
-        driver=report.stack.driver or _nvml_driver(report.checks),
+        driver=report.stack.driver or _read_driver(report.checks),
         cpu_arch=report.host.cpu_arch,
     )
 
@@ -143,10 +143,9 @@ def _code(gpu: reportfile.HostGpu) -> str | None:
     return f"sm_{cc.replace('.', '')}" if cc else gpu.gfx
 
 
-def _nvml_driver(checks: tuple[Check, ...]) -> str | None:
-    """The driver the health check read (the stack check, which also names it, runs from the standard level)."""
-    driver = next((c.metrics.get("driver") for c in checks if c.name == "nvml"), None)
-    return driver if isinstance(driver, str) else None
+def _read_driver(checks: tuple[Check, ...]) -> str | None:
+    """The driver a check read (the health check does at every level; the stack check runs from standard)."""
+    return next((d for c in checks if isinstance(d := c.metrics.get("driver"), str)), None)
 
 
 def _localisation(multi: reportfile.MultiNode | None) -> tuple[str, dict[str, Any]] | None:

@@ -44,6 +44,7 @@ FORMATS: dict[Subject, dict[str, str]] = {
         "table": "gpuenv.output.fleet_compat:screen",
         "json": "gpuenv.output.fleet_compat:to_json",
         "markdown": "gpuenv.output.fleet_compat:to_markdown",
+        "prometheus": "gpuenv.output.fleet_compat:to_prometheus",
     },
 }
 

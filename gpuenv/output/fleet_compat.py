@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpuenv.fleet.compat import CompatResult, compressed
 from gpuenv.fleet.compat_rules import WORDS
-from gpuenv.output.fleet import _md_table
+from gpuenv.output.fleet import _gauge, _label, _md_table
 from gpuenv.output.jsontext import json_text
 from gpuenv.output.screen import Block, Screen, line, table
 
@@ -32,3 +32,16 @@ def to_markdown(result: CompatResult) -> str:
     lines += [f"- skipped `{s.path}`: {s.reason}" for s in result.skipped]
     lines += [f"- warning: {w}" for w in result.warnings]
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def to_prometheus(result: CompatResult) -> str:
+    """node_exporter textfile format: hosts by verdict, and each host's."""
+    lines = _gauge("gpuenv_fleet_compat_hosts", "Hosts by whether they run the stack: runs, caveat, no, unknown.")
+    lines += [f'gpuenv_fleet_compat_hosts{{state="{s}"}} {n}' for s, n in result.counts().items()]
+    lines += _gauge("gpuenv_fleet_compat_host_runs", "1 when the host runs the stack (a caveat allowed).")
+    lines += [
+        f'gpuenv_fleet_compat_host_runs{{host="{_label(h.host)}",state="{h.verdict.state}"}} '
+        f"{int(h.verdict.state in ('runs', 'caveat'))}"
+        for h in result.hosts
+    ]
+    return "\n".join(lines) + "\n"

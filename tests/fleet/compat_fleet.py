@@ -37,11 +37,11 @@ FLEET = (
 )
 
 
-def report(spec: Spec, now: datetime | None = None) -> dict[str, Any]:
+def report(spec: Spec, now: datetime | None = None, *, gpus: int = 2) -> dict[str, Any]:
     """The host's verify report, started `age_days` before now."""
     rng = random.Random(spec.host)
     amd = spec.code.startswith("gfx")
-    node = fr.healthy_node(spec.host, rng, gpus=2, model=spec.model)
+    node = fr.healthy_node(spec.host, rng, gpus=gpus, model=spec.model)
     doc = amd_reports.report(node) if amd else fr.report(node)
     for gpu in doc["host"]["gpus"]:
         gpu.update({"gfx": spec.code, "compute_capability": None} if amd else {"compute_capability": spec.code})

@@ -23,6 +23,7 @@ from gpuenv.platforms.registry import for_stack
 from gpuenv.stack import Stack
 
 SCHEMA = "gpuenv.fleet-compat/1"
+HOSTS_WORDS: dict[State, str] = {"runs": "run", "caveat": "run with a caveat", "no": "do not run", "unknown": "unknown"}
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class CompatResult:
 
     def summary(self) -> str:
         counts = self.counts()
-        said = ", ".join(f"{n} {WORDS[s]}" for s, n in counts.items() if n)
+        said = ", ".join(f"{n} {HOSTS_WORDS[s]}" for s, n in counts.items() if n)
         return f"{self.title} on {len(self.hosts)} host(s): {said}"
 
     def to_dict(self) -> dict[str, Any]:

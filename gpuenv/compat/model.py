@@ -7,8 +7,10 @@ are surfaced as warnings by whoever uses them. docs/knowledge-base.md describes 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache, cached_property
+from typing import TypeVar
 
 from packaging.version import Version
 
@@ -240,12 +242,7 @@ class KnowledgeBase:
 
     @cached_property
     def _amd_gpu_keys(self) -> dict[str, AmdGpu]:
-        """Each AMD GPU by the key of each of its names (the first GPU to claim a key keeps it)."""
-        keys: dict[str, AmdGpu] = {}
-        for gpu in self.amd_gpus:
-            for name in (gpu.name, *gpu.aliases):
-                keys.setdefault(_amd_key(name), gpu)
-        return keys
+        return _by_name_key(((g, (g.name, *g.aliases)) for g in self.amd_gpus), _amd_key)
 
     @cached_property
     def cuda_by_build(self) -> dict[str, CudaRelease]:
@@ -272,12 +269,7 @@ class KnowledgeBase:
 
     @cached_property
     def _gpu_keys(self) -> dict[str, Gpu]:
-        """Each GPU by the key of each of its names (the first GPU to claim a key keeps it)."""
-        keys: dict[str, Gpu] = {}
-        for gpu in self.gpus:
-            for name in (gpu.name, *gpu.aliases):
-                keys.setdefault(_gpu_key(name), gpu)
-        return keys
+        return _by_name_key(((g, (g.name, *g.aliases)) for g in self.gpus), _gpu_key)
 
     def index_url(self, build: str) -> str:
         return self.wheel_index.format(build=build)
@@ -285,6 +277,18 @@ class KnowledgeBase:
     @cached_property
     def pci_by_id(self) -> dict[str, PciDevice]:
         return {d.device_id: d for d in self.pci_devices}
+
+
+Row = TypeVar("Row")
+
+
+def _by_name_key(rows: Iterable[tuple[Row, tuple[str, ...]]], key: Callable[[str], str]) -> dict[str, Row]:
+    """Each row by the key of each of its names (the first row to claim a key keeps it)."""
+    keys: dict[str, Row] = {}
+    for row, names in rows:
+        for name in names:
+            keys.setdefault(key(name), row)
+    return keys
 
 
 def _gpu_key(name: str) -> str:

@@ -13,8 +13,7 @@ import click
 from gpuenv import validate
 from gpuenv.cli.output import warn
 from gpuenv.cli.params import F
-from gpuenv.fleet.compat import check_rollout
-from gpuenv.fleet.fleet_hosts import DEFAULT_MAX_AGE_DAYS, FleetSource
+from gpuenv.fleet.source import DEFAULT_MAX_AGE_DAYS, FleetSource, check_rollout
 from gpuenv.stack import Stack
 
 Gate = Callable[[Callable[[], Stack]], object]  # judges the stack it is handed the making of

@@ -16,7 +16,7 @@ from gpuenv.cli.params import checked
 from gpuenv.cli.stack_params import stack_options, stack_request
 from gpuenv.compat import KnowledgeBase, kb_age_line, load_kb
 from gpuenv.errors import BadRequest
-from gpuenv.fleet.fleet_resolve import resolve_for_fleet
+from gpuenv.fleet.source import resolve_for_fleet
 from gpuenv.matrix import (
     AMD_GPU_COLUMNS,
     CUDA_COLUMNS,

@@ -14,21 +14,7 @@ from gpuenv.errors import BadRequest
 from gpuenv.fleet.history import connect
 from gpuenv.fleet.report_model import DEFAULT_CLOCK_SKEW_S, FUTURE_DATED, HostReport, Skipped
 from gpuenv.fleet.report_reading import load, report_files, workers_for
-
-DEFAULT_MAX_AGE_DAYS = 30.0  # a host whose newest report is older says little about what it runs now
-
-
-@dataclass(frozen=True)
-class FleetSource:
-    """Where the fleet's reports are: folders or files of reports, or the GPU history; never both."""
-
-    paths: tuple[Path, ...] = ()
-    history: Path | None = None
-    max_age_days: float = DEFAULT_MAX_AGE_DAYS
-    clock_skew_s: float = DEFAULT_CLOCK_SKEW_S
-
-    def named(self) -> str:
-        return f"--fleet-history {self.history}" if self.history else ", ".join(map(str, self.paths))
+from gpuenv.fleet.source import FleetSource
 
 
 @dataclass(frozen=True)
@@ -56,7 +42,8 @@ def read_fleet(source: FleetSource, now: datetime | None = None) -> Fleet:
     named = _history_sources(source.history) if source.history is not None else {}
     files = list(named) if source.history is not None else list(report_files(source.paths))
     with workers_for(len(files)) as pool:
-        reports, skipped, _ = load(files, pool, clock_skew_s=source.clock_skew_s)
+        skew = DEFAULT_CLOCK_SKEW_S if source.clock_skew_s is None else source.clock_skew_s
+        reports, skipped, _ = load(files, pool, clock_skew_s=skew)
     hosts = [FleetHost(named.get(r.path, r.host), r, _doubt(r, now, source.max_age_days)) for r in reports]
     lost = {s.path: s.reason for s in skipped}
     hosts += [

@@ -229,7 +229,7 @@ class CudaResolution:
             numpy=numpy_requirement(torch.version),
             driver_min=cuda.bundled_driver,
             driver_floor=cuda.minor_compat_floor,
-            driver_branch=recommended_branch(kb, cuda).branch,
+            driver_branch=driver_branch(kb, cuda, self.request.driver),
             gpu_sm=arch.sm if arch else None,
             arch_list=arch_list(kb, torch, cuda, arch),
             base_image_eol=bool(images) and (cuda.eol or cuda.toolkit in cuda.deleted_tags),
@@ -261,6 +261,12 @@ class CudaResolution:
             else:
                 tried.append(f"no torch release is built for CUDA {named[0].version}")
         return tried
+
+
+def driver_branch(kb: KnowledgeBase, cuda: CudaRelease, driver: str | None) -> str:
+    """The branch a host of the stack keeps: the given driver's own (535.104.05 is R535), else the one recommended
+    for the CUDA."""
+    return f"R{driver.split('.')[0]}" if driver else recommended_branch(kb, cuda).branch
 
 
 def has_image(cuda: CudaRelease, os_info: OsInfo) -> bool:

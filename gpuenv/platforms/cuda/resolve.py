@@ -240,11 +240,26 @@ class CudaResolution:
         )
 
     def refusal_line(self, constraint: str, refused: list[Refused], flag: str) -> str | None:
+        if constraint == "gpu" and self.arch is not None:
+            return self._gpu_line(refused, flag, self.arch)
         if constraint != "image":
             return None
         name = self.os_info.name
         toolkits = ", ".join(dict.fromkeys(self.kb.cuda_by_build[r.build].toolkit for r in refused))
         return f"--os {name}: nvidia/cuda has no {name} image for CUDA {toolkits}"
+
+    def _gpu_line(self, refused: list[Refused], flag: str, arch: Architecture) -> str:
+        """The builds without code for the GPU, by the GPU code they carry instead."""
+        by_code: dict[str, list[str]] = {}
+        for r in refused:
+            by_code.setdefault(r.torch.arch[r.build].span(), []).append(f"{r.torch.version}+{r.build}")
+        builds = " or ".join(
+            f"{names[0]} … {names[-1]} ({len(names)} builds, GPU code {code})"
+            if len(names) > 4
+            else f"{', '.join(names)} (GPU code {code})"
+            for code, names in by_code.items()
+        )
+        return f"{flag}: no kernel for {arch.family} sm_{arch.sm.replace('.', '')} in torch {builds}"
 
     def hints(self) -> list[str]:
         kb, request, tried = self.kb, self.request, []

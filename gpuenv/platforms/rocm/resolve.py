@@ -19,6 +19,7 @@ from gpuenv.platforms.arch import CpuArchFacts
 from gpuenv.platforms.base import Claim, Row, Unsupported
 from gpuenv.platforms.rocm.oses import releases_named, rocm_os_row, rocm_os_warning
 from gpuenv.resolve.candidates import Candidate, Refused
+from gpuenv.resolve.reasons import runs_merged
 from gpuenv.resolve.request import Request, numpy_requirement, torch_matches
 from gpuenv.stack import NONE, Rejected, Stack
 
@@ -221,9 +222,10 @@ class RocmResolution:
         """The releases without the ROCm build asked for, each named ("torch 2.2.0 is built for rocm5.7")."""
         if constraint != "rocm":
             return None
+        merged = runs_merged([Rejected(r.choice, r.why) for r in refused])  # torch 2.9.0–2.9.1, as CUDA's
         whys = list(
             dict.fromkeys(
-                f"{r.choice} is {r.why}" if r.why.startswith("built") else f"{r.choice}: {r.why}" for r in refused
+                f"{r.choice} is {r.why}" if r.why.startswith("built") else f"{r.choice}: {r.why}" for r in merged
             )
         )
         more = f" (and {len(whys) - 3} more)" if len(whys) > 3 else ""

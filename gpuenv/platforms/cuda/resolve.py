@@ -27,7 +27,7 @@ from gpuenv.compat import (
 )
 from gpuenv.errors import BadRequest
 from gpuenv.platforms.arch import CpuArchFacts
-from gpuenv.platforms.base import Claim, Row
+from gpuenv.platforms.base import Claim, Row, unknown_gpu
 from gpuenv.platforms.cuda import reasons as explain
 from gpuenv.resolve.candidates import Candidate, Refused
 from gpuenv.resolve.ranking import fit_for_default
@@ -78,7 +78,7 @@ def gpu_architecture(kb: KnowledgeBase, gpu: str) -> Architecture:
         return arch
     found = kb.find_gpu(gpu)
     if found is None:
-        raise BadRequest(f"unknown GPU {gpu!r}", hint=f"known: {', '.join(g.name for g in kb.gpus)}, or sm_NN")
+        raise unknown_gpu(kb, gpu)
     arch = kb.arch(found.sm)
     assert arch is not None  # guaranteed by the schema check
     return arch

@@ -16,7 +16,7 @@ from typing import Any
 from gpuenv.compat import AmdGpu, KnowledgeBase, OsInfo, Provenance, RocmRelease, TorchRelease, V
 from gpuenv.errors import BadRequest
 from gpuenv.platforms.arch import CpuArchFacts
-from gpuenv.platforms.base import Claim, Row, Unsupported
+from gpuenv.platforms.base import Claim, Row, Unsupported, unknown_gpu
 from gpuenv.platforms.rocm.oses import releases_named, rocm_os_row, rocm_os_warning
 from gpuenv.resolve.candidates import Candidate, Refused
 from gpuenv.resolve.reasons import runs_merged
@@ -99,10 +99,7 @@ class RocmResolve:
     def start(self, kb: KnowledgeBase, request: Request, os_info: OsInfo) -> RocmResolution:
         amd = amd_target(kb, request.gpu) if request.gpu else None
         if request.gpu and amd is None:
-            raise BadRequest(
-                f"--gpu {request.gpu} is not an AMD GPU the knowledge base knows, and --rocm asks for ROCm",
-                hint=f"AMD GPUs: {', '.join(g.name for g in kb.amd_gpus)}, or gfx targets; drop --rocm for NVIDIA",
-            )
+            raise unknown_gpu(kb, request.gpu, f"--gpu {request.gpu} is not an AMD GPU the knowledge base knows")
         if request.driver:
             reason = f"--driver {request.driver} is an NVIDIA driver version; a ROCm stack runs on AMD's amdgpu driver"
             raise Unsupported(reason, "drop --driver").refuse()

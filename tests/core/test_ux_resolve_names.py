@@ -131,3 +131,14 @@ def test_gpu_completion_offers_single_words_that_resolve() -> None:
     kb = load_kb()
     assert all(kb.gpu_named(word) is not None for word in offered)
     assert _resolved("--gpu", "RTX6000Ada")["gpu_sm"] == "8.9"
+
+
+# --- uv's and pip's spellings: what a refusal and the help show ---------------------------------------
+
+
+def test_a_bad_torch_backend_and_the_help_show_every_spelling() -> None:
+    hint = _refusal("--torch-backend", "xpu").splitlines()[1]
+    assert all(form in hint for form in ("cu124", "rocm6.4", "cpu", "auto (this machine)"))
+    help_text = " ".join(run_gpuenv("resolve", "--help", env={"COLUMNS": "200"}).stdout.split())
+    assert "--cuda TEXT CUDA release of torch's NVIDIA wheels: 12.4, 12.4.1, 12 (any 12.x) or cu124." in help_text
+    assert "cpu, cu126, rocm6.4; auto: --driver auto" in help_text

@@ -14,8 +14,8 @@ from click.shell_completion import CompletionItem
 
 from gpuenv import validate
 from gpuenv.cli.params import F, checked, version_of
-from gpuenv.compat import load_kb
 from gpuenv.errors import BadRequest
+from gpuenv.kb import load_kb
 from gpuenv.platforms import spelling
 from gpuenv.resolve.request import Request
 from gpuenv.stacks import StackRequest

@@ -9,8 +9,8 @@ from typing import Any, Literal
 from packaging.requirements import Requirement
 
 from gpuenv import validate
-from gpuenv.compat import OsInfo
 from gpuenv.errors import BadRequest
+from gpuenv.kb import OsInfo
 from gpuenv.platforms.registry import for_stack
 from gpuenv.render.context import check_destination, check_wheelhouse
 from gpuenv.render.images import find_spec, load_spec, spec_options, with_packages

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
-from gpuenv.compat import KnowledgeBase, OsInfo
 from gpuenv.errors import BadRequest
+from gpuenv.kb import KnowledgeBase, OsInfo
 from gpuenv.platforms.arch import CpuArchFacts
 from gpuenv.resolve.candidates import Resolution
 from gpuenv.resolve.request import Request

@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from gpuenv.compat import KnowledgeBase
 from gpuenv.errors import BadRequest
+from gpuenv.kb import KnowledgeBase
 from gpuenv.platforms import cpu, cuda, rocm
 from gpuenv.platforms.arch import ARCHES, DEFAULT_CPU_ARCH, CpuArchFacts, cpu_arch
 from gpuenv.platforms.base import Claim, Platform

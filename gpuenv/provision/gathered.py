@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpuenv.compat import KnowledgeBase
+from gpuenv.kb import KnowledgeBase
 from gpuenv.platforms.registry import DEFAULT_PLATFORM, named, platforms
 from gpuenv.provision.hostfacts import HostFacts, HostGpu
 

@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gpuenv.compat import KnowledgeBase
 from gpuenv.errors import BadRequest
+from gpuenv.kb import KnowledgeBase
 from gpuenv.platforms.base import Platform
 from gpuenv.platforms.registry import Wanted, claims, for_host, for_stack, named, platform_of_build, platforms
 from gpuenv.provision.hostfacts import HostFacts

@@ -23,9 +23,9 @@ from gpuenv.ansible.hosts import Hosts
 from gpuenv.ansible.inventory import Inventory, render_inventory
 from gpuenv.ansible.loader import become_password, inventory_for
 from gpuenv.ansible.project import INVENTORY_FILE
-from gpuenv.compat import KnowledgeBase, load_kb, staleness_warning
 from gpuenv.errors import BadRequest
 from gpuenv.files import wheelhouse_files
+from gpuenv.kb import KnowledgeBase, load_kb, staleness_warning
 from gpuenv.provision import VARS_FILE
 from gpuenv.provision.driverplan import driver_plans
 from gpuenv.provision.gathered import facts_from_gathered

@@ -5,7 +5,7 @@ ruled every alternative out, by the option that did. Pure; a platform adds its o
 
 from __future__ import annotations
 
-from gpuenv.compat import KnowledgeBase, V
+from gpuenv.kb import KnowledgeBase, V
 from gpuenv.resolve.candidates import Candidate, Refused, Resolution
 from gpuenv.resolve.ranking import ranked_below
 from gpuenv.resolve.request import Request

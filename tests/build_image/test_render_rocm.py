@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from gpuenv.adapters import docker_gpus
-from gpuenv.compat import load_kb
 from gpuenv.errors import BadRequest
 from gpuenv.image.plan import BuildRequest, plan_image
+from gpuenv.kb import load_kb
 from gpuenv.render.dockerfile import ImageOptions, RenderedImage, render_image
 from gpuenv.resolve import Request
 from gpuenv.resolve.service import resolve

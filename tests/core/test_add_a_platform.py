@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from gpuenv.compat import KnowledgeBase, OsInfo, TorchRelease, V
+from gpuenv.kb import KnowledgeBase, OsInfo, TorchRelease, V
 from gpuenv.platforms.arch import CpuArchFacts
 from gpuenv.platforms.base import Claim, GpuFound, Halves, ImageText, Resolver, Row, Unsupported, skipped_plan
 from gpuenv.provision.hostfacts import HostFacts
@@ -173,7 +173,7 @@ def platform(arch: CpuArchFacts) -> Halves[ToyResolve, ToyImage, ToyHost]:
 
 PLAN = """
 import json, sys
-from gpuenv.compat import load_kb
+from gpuenv.kb import load_kb
 from gpuenv.provision.driverplan import driver_plans
 from gpuenv.provision.gathered import facts_from_gathered
 from gpuenv.provision.options import ProvisionOptions

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from gpuenv.compat import (
+from gpuenv.errors import BadRequest
+from gpuenv.kb import (
     STALE_AFTER_DAYS,
     ArchList,
     SchemaError,
@@ -29,7 +30,6 @@ from gpuenv.compat import (
     recommended_branch,
     staleness_warning,
 )
-from gpuenv.errors import BadRequest
 from gpuenv.kb.derive import requires_dist
 from gpuenv.platforms.cuda.host import gpu_by_pci_id
 from gpuenv.resources import data_file

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gpuenv.compat import load_kb
 from gpuenv.errors import BadRequest
+from gpuenv.kb import load_kb
 from gpuenv.platforms.registry import REGISTRY, checked, for_stack, named
 from gpuenv.provision.driverplan import driver_plans
 from gpuenv.provision.gathered import facts_from_gathered

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuenv.compat import V, driver_runs_cuda, gpu_code_for, load_kb
 from gpuenv.errors import BadRequest
+from gpuenv.kb import V, driver_runs_cuda, gpu_code_for, load_kb
 from gpuenv.resolve import Request
 from gpuenv.resolve.ranking import fit_for_default
 from gpuenv.resolve.request import python_problem as _python_problem

@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gpuenv.compat import load_kb
 from gpuenv.image.plan import BuildRequest, plan_image
+from gpuenv.kb import load_kb
 from gpuenv.provision.gathered import facts_from_gathered
 from gpuenv.provision.variables import ProvisionOptions, kb_facts, render_variables, variables
 from gpuenv.render.dockerfile import render_image

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from gpuenv.compat import KnowledgeBase
+from gpuenv.kb import KnowledgeBase
 from gpuenv.provision.gathered import facts_from_gathered
 from gpuenv.provision.hostfacts import HostFacts
 from gpuenv.stack import Stack

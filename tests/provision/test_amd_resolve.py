@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpuenv.compat import load_kb
+from gpuenv.kb import load_kb
 from gpuenv.platforms.rocm.oses import rocm_host_oses, rocm_os_line
 from gpuenv.provision.driverplan import driver_plans
 from gpuenv.provision.hostfacts import HostFacts

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from gpuenv.ansible.events import _message
-from gpuenv.compat import load_kb
 from gpuenv.errors import BadRequest
+from gpuenv.kb import load_kb
 from gpuenv.platforms.cuda.host import action_line
 from gpuenv.provision.driverplan import driver_plans
 from gpuenv.provision.gathered import facts_from_gathered
@@ -57,7 +57,7 @@ def _facts(host: str, dist: str, version: str, *devices: str, driver: str = "", 
 
 
 def _code_for(stack: Any, sm: str) -> bool:
-    from gpuenv.compat import gpu_code_for
+    from gpuenv.kb import gpu_code_for
 
     release = next(t for t in KB.torch if t.version == stack.torch)
     return gpu_code_for(release.arch[stack.build], sm) is not None

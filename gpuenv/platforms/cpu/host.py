@@ -6,8 +6,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gpuenv import validate
-from gpuenv.compat import KnowledgeBase
 from gpuenv.errors import BadRequest
+from gpuenv.kb import KnowledgeBase
 from gpuenv.platforms.base import GpuFound, Resolver, skipped_plan
 from gpuenv.resolve.request import Request
 from gpuenv.stack import Stack

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from gpuenv import validate
 from gpuenv.ansible.project import playbook_filter
-from gpuenv.compat import KnowledgeBase, PciDevice, driver_runs_cuda, gpu_code_for
 from gpuenv.errors import BadRequest
+from gpuenv.kb import KnowledgeBase, PciDevice, driver_runs_cuda, gpu_code_for
 from gpuenv.platforms.base import GpuFound, Resolver
 from gpuenv.platforms.cuda.resolve import rows_named
 from gpuenv.resolve.request import Request

@@ -15,8 +15,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gpuenv.ansible.project import playbook_filter
-from gpuenv.compat import AmdGpu, KnowledgeBase, V
 from gpuenv.errors import BadRequest
+from gpuenv.kb import AmdGpu, KnowledgeBase, V
 from gpuenv.platforms.base import GpuFound, Resolver, Unsupported
 from gpuenv.platforms.rocm.oses import rocm_host_oses, rocm_os_refusal
 from gpuenv.platforms.rocm.resolve import amd_target

@@ -72,7 +72,7 @@ def driver_advice(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
 
 # 4. Registration: the lazy group imports the command only when it runs.
 def _register(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(cli.COMMANDS, "driver-advice", f"{__name__}:driver_advice")
+    monkeypatch.setitem(cli.COMMANDS, "driver-advice", cli.CommandEntry(f"{__name__}:driver_advice"))
 
 
 def _main(*args: str) -> int:

@@ -26,7 +26,7 @@ from gpuenv.platforms.cuda.resolve import gpu_architecture, rows_named
 from gpuenv.platforms.registry import DEFAULT_PLATFORM, claims
 from gpuenv.platforms.rocm.tables import AMD_GPU_COLUMNS, ROCM_COLUMNS, amd_gpu_rows, rocm_rows
 from gpuenv.resolve.request import Request, torch_matches
-from gpuenv.stacks import Warn
+from gpuenv.stack_service import Warn
 
 __all__ = ["AMD_GPU_COLUMNS", "ROCM_COLUMNS", "amd_gpu_rows", "rocm_rows"]  # ROCm's tables, for `matrix --rocm`
 

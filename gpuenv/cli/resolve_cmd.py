@@ -29,7 +29,7 @@ from gpuenv.matrix import (
 from gpuenv.matrix import matrix as query
 from gpuenv.platforms import spelling
 from gpuenv.resolve.request import Purpose
-from gpuenv.stacks import describe, stack_for
+from gpuenv.stack_service import describe, stack_for
 
 
 @click.command()

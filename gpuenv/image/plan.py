@@ -17,7 +17,7 @@ from gpuenv.render.images import find_spec, load_spec, spec_options, with_packag
 from gpuenv.render.options import ImageOptions
 from gpuenv.resolve.request import Request
 from gpuenv.stack import Stack
-from gpuenv.stacks import StackRequest, Warn, os_facts, stack_for
+from gpuenv.stack_service import StackRequest, Warn, os_facts, stack_for
 
 Network = Literal["default", "host", "none"]
 SPEC_OVERRIDABLE = ("flavor", "cudnn", "slim", "with_packages")  # a spec sets them; the command line wins

@@ -34,7 +34,7 @@ from gpuenv.provision.perhost import HostPlan, HostRequest, check_request, plan_
 from gpuenv.provision.variables import kb_facts, render_variables, variables
 from gpuenv.resolve.service import resolve
 from gpuenv.stack import Stack
-from gpuenv.stacks import StackRequest, Warn, load_stack, local_driver_version
+from gpuenv.stack_service import StackRequest, Warn, load_stack, local_driver_version
 from gpuenv.types import DeviceChoice, Level
 from gpuenv.verify.site import programs
 

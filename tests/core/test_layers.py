@@ -32,7 +32,7 @@ OFF_START_UP = frozenset({"difflib", "traceback", "logging", "tomllib", "tomli"}
 # Packages that hold services (application logic that drives adapters): an adapter imports none of them.
 SERVICE_PACKAGES = (
     "gpuenv.provision", "gpuenv.fleet", "gpuenv.verify", "gpuenv.slurm", "gpuenv.power", "gpuenv.image",
-    "gpuenv.kb.refresh", "gpuenv.stacks", "gpuenv.cli",
+    "gpuenv.kb.refresh", "gpuenv.stack_service", "gpuenv.cli",
 )  # fmt: skip
 
 

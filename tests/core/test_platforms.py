@@ -27,7 +27,7 @@ from gpuenv.render.options import ImageOptions
 from gpuenv.resolve import Request
 from gpuenv.resolve.service import resolve
 from gpuenv.stack import SCHEMA_V1
-from gpuenv.stacks import load_stack
+from gpuenv.stack_service import load_stack
 from tests.build_image.test_hadolint import lint_dockerfiles
 from tests.conftest import require, run_gpuenv
 

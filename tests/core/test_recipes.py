@@ -24,7 +24,7 @@ from gpuenv import cli, output
 from gpuenv.cli.output import emit_json
 from gpuenv.cli.stack_params import stack_options, stack_request
 from gpuenv.errors import BadRequest, CannotRun
-from gpuenv.stacks import StackRequest, stack_for
+from gpuenv.stack_service import StackRequest, stack_for
 from gpuenv.types import Level
 from gpuenv.verify.model import CheckResult, Report, decide
 

@@ -150,7 +150,7 @@ def test_rocky_uses_appstream_python() -> None:
 def test_stack_json_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import json
 
-    from gpuenv.stacks import load_stack
+    from gpuenv.stack_service import load_stack
 
     stack = resolve(KB, Request(cuda="12.4", gpu="A100"))
     path = tmp_path / "stack.json"

@@ -18,7 +18,7 @@ from gpuenv.platforms.rocm.resolve import base_images
 from gpuenv.resolve import Request
 from gpuenv.resolve.service import resolve
 from gpuenv.resources import data_file
-from gpuenv.stacks import load_stack
+from gpuenv.stack_service import load_stack
 from tests.conftest import run_gpuenv
 
 KB = load_kb(None)

@@ -18,7 +18,7 @@ from gpuenv.provision.variables import ProvisionOptions, kb_facts, render_variab
 from gpuenv.render.dockerfile import render_image
 from gpuenv.resolve import Request
 from gpuenv.resources import data_file
-from gpuenv.stacks import StackRequest
+from gpuenv.stack_service import StackRequest
 from tests.conftest import run_gpuenv
 
 NEW_OS: dict[str, Any] = {  # step 1: the row, with its provenance

@@ -22,7 +22,7 @@ from gpuenv.provision.perhost import HostPlan, HostRequest, plan_hosts, request_
 from gpuenv.provision.variables import ProvisionOptions
 from gpuenv.resolve import Request
 from gpuenv.resolve.service import resolve
-from gpuenv.stacks import load_stack
+from gpuenv.stack_service import load_stack
 from tests.conftest import run_gpuenv
 from tests.provision.amd import H100, MI250X, MI300X, amd, host_facts, nvidia
 

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import click
 
-from gpuenv import __version__, config, interrupt
+from gpuenv import __version__, config, processes
 from gpuenv.cli import config_options
 from gpuenv.cli.errors import name_the_flag, print_error, said
 from gpuenv.errors import EXIT_BAD_REQUEST, EXIT_CANNOT_RUN, BadRequest, GpuenvError
@@ -196,13 +196,13 @@ GROUP_OPTIONS = ("--debug", "-v", "--verbose", "-q", "--quiet", "--data", "--con
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    interrupt.install()
+    processes.install()
     for stream in (sys.stdout, sys.stderr):  # an ASCII-only terminal gets '?' for what it cannot show
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="replace")
     code = _run(args, debug="--debug" in args)
     if argv is None:  # gpuenv is the whole process (not called from Python): its exit code stands
-        interrupt.ignore_from_now()
+        processes.ignore_from_now()
     sys.exit(code)
 
 

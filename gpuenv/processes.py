@@ -124,7 +124,7 @@ def guard_script(folder: Path, program: str, *, last: tuple[str, ...] = ()) -> P
     one binary path without arguments, and then leaves the playbook off the command line)."""
     script = folder / f"gpuenv-guard-{program}"
     script.write_text(
-        f"#!{sys.executable}\nimport sys\nfrom gpuenv.interrupt import guard\n"
+        f"#!{sys.executable}\nimport sys\nfrom gpuenv.processes import guard\n"
         f"sys.exit(guard([{program!r}, *sys.argv[1:], *{list(last)!r}]))\n",
         encoding="utf-8",
     )

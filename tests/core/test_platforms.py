@@ -18,7 +18,7 @@ from gpuenv.kb import load_kb
 from gpuenv.platforms.registry import REGISTRY, checked, for_stack, named
 from gpuenv.provision.driverplan import driver_plans
 from gpuenv.provision.gathered import facts_from_gathered
-from gpuenv.provision.hostfacts import HostFacts
+from gpuenv.provision.hostfacts import GatheredHost
 from gpuenv.provision.options import ProvisionOptions
 from gpuenv.provision.perhost import HostRequest, plan_hosts, request_from
 from gpuenv.provision.variables import kb_facts, render_variables
@@ -77,7 +77,7 @@ IDS = [c.platform for c in CASES]
 
 def _host(
     case: Case, host: str = "h1", *, devices: tuple[dict[str, str], ...] | None = None, **extra: Any
-) -> HostFacts:
+) -> GatheredHost:
     raw = {
         "distribution": "Ubuntu",
         "distribution_version": case.request.os.removeprefix("ubuntu") if case.request.os else "22.04",

@@ -13,8 +13,8 @@ from gpuenv.cli import settings
 from gpuenv.cli.output import console, emit_json, table, warn
 from gpuenv.cli.params import checked
 from gpuenv.cli.stack_params import stack_options, stack_request
-from gpuenv.compat import KnowledgeBase, kb_age_line, load_kb
 from gpuenv.errors import BadRequest
+from gpuenv.kb import KnowledgeBase, kb_age_line, load_kb
 from gpuenv.matrix import (
     AMD_GPU_COLUMNS,
     CUDA_COLUMNS,
@@ -29,7 +29,7 @@ from gpuenv.matrix import (
 from gpuenv.matrix import matrix as query
 from gpuenv.platforms import spelling
 from gpuenv.resolve.request import Purpose
-from gpuenv.stacks import describe, stack_for
+from gpuenv.stack_service import describe, stack_for
 
 
 @click.command()

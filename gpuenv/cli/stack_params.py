@@ -14,11 +14,11 @@ from click.shell_completion import CompletionItem
 
 from gpuenv import validate
 from gpuenv.cli.params import F, checked, version_of
-from gpuenv.compat import load_kb
 from gpuenv.errors import BadRequest
+from gpuenv.kb import load_kb
 from gpuenv.platforms import spelling
 from gpuenv.resolve.request import Request
-from gpuenv.stacks import StackRequest
+from gpuenv.stack_service import StackRequest
 from gpuenv.types import PLATFORMS
 
 # The parameters stack_options adds: the fields of resolve.Request, uv's name for the backend, and the stack file.

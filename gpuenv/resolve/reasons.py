@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from gpuenv.compat import KnowledgeBase, V
+from gpuenv.kb import KnowledgeBase, V
 from gpuenv.resolve.candidates import Candidate, Refused, Resolution
 from gpuenv.resolve.ranking import ranked_below
 from gpuenv.resolve.request import Request

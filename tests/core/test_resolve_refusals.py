@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gpuenv.compat import load_kb
+from gpuenv.kb import load_kb
 from gpuenv.resolve import Request
 from gpuenv.resolve.service import resolve
 from tests.conftest import run_gpuenv

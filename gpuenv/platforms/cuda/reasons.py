@@ -3,7 +3,7 @@ with the choice (unconfirmed facts, minor-version compatibility, end-of-life ima
 
 from __future__ import annotations
 
-from gpuenv.compat import Architecture, KnowledgeBase, OsInfo, V, driver_runs_cuda, gpu_code_for
+from gpuenv.kb import Architecture, KnowledgeBase, OsInfo, V, driver_runs_cuda, gpu_code_for
 from gpuenv.resolve.candidates import Candidate
 from gpuenv.resolve.ranking import fit_for_default
 from gpuenv.resolve.request import Request, torch_matches

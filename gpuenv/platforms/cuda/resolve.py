@@ -14,7 +14,8 @@ from dataclasses import replace
 from typing import Any
 
 from gpuenv import validate
-from gpuenv.compat import (
+from gpuenv.errors import BadRequest
+from gpuenv.kb import (
     Architecture,
     CudaRelease,
     KnowledgeBase,
@@ -25,7 +26,6 @@ from gpuenv.compat import (
     gpu_code_for,
     recommended_branch,
 )
-from gpuenv.errors import BadRequest
 from gpuenv.platforms.arch import CpuArchFacts
 from gpuenv.platforms.base import Claim, Row, unknown_gpu
 from gpuenv.platforms.cuda import reasons as explain

@@ -13,8 +13,8 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from gpuenv.compat import AmdGpu, KnowledgeBase, OsInfo, Provenance, RocmRelease, TorchRelease, V
 from gpuenv.errors import BadRequest
+from gpuenv.kb import AmdGpu, KnowledgeBase, OsInfo, Provenance, RocmRelease, TorchRelease, V
 from gpuenv.platforms.arch import CpuArchFacts
 from gpuenv.platforms.base import Claim, Row, Unsupported, unknown_gpu
 from gpuenv.platforms.rocm.oses import releases_named, rocm_os_row, rocm_os_warning

@@ -43,3 +43,7 @@ class CannotRun(GpuenvError):
 
 class Interrupted(CannotRun):
     """A signal (Ctrl-C, SIGTERM) stopped the command before it finished (exit 3)."""
+
+    def __init__(self, message: str, *, hint: str | None = None, signame: str = "SIGINT") -> None:
+        super().__init__(message, hint=hint)
+        self.signame = signame  # the signal's name, for a run that says which one stopped it

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from gpuenv.adapters import nvml
-from gpuenv.compat import KnowledgeBase, load_kb
 from gpuenv.errors import GpuenvError
 from gpuenv.installed import entry_points, installed_version
+from gpuenv.kb import KnowledgeBase, load_kb
 from gpuenv.platforms.registry import DEFAULT_PLATFORM, for_stack, platforms
 from gpuenv.resolve.request import Request
 from gpuenv.resolve.service import resolve

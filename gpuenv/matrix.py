@@ -10,7 +10,8 @@ from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any
 
-from gpuenv.compat import (
+from gpuenv.errors import BadRequest
+from gpuenv.kb import (
     Architecture,
     CudaRelease,
     KnowledgeBase,
@@ -21,12 +22,11 @@ from gpuenv.compat import (
     kb_age_line,
     staleness_warning,
 )
-from gpuenv.errors import BadRequest
 from gpuenv.platforms.cuda.resolve import gpu_architecture, rows_named
 from gpuenv.platforms.registry import DEFAULT_PLATFORM, claims
 from gpuenv.platforms.rocm.tables import AMD_GPU_COLUMNS, ROCM_COLUMNS, amd_gpu_rows, rocm_rows
 from gpuenv.resolve.request import Request, torch_matches
-from gpuenv.stacks import Warn
+from gpuenv.stack_service import Warn
 
 __all__ = ["AMD_GPU_COLUMNS", "ROCM_COLUMNS", "amd_gpu_rows", "rocm_rows"]  # ROCm's tables, for `matrix --rocm`
 

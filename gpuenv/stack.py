@@ -4,7 +4,7 @@ It is what `resolve` prints with --json (schema "gpuenv.stack/2"), what `build-i
 `provision` render from, and what `--stack FILE` reads back, so a stack resolved once is reused
 exactly. A stack names its platform (cuda, rocm, cpu), torch's wheel build of it ("cu124",
 "rocm6.4", "cpu") and the CPU architecture it was resolved for; what each platform's fields must
-hold is the platform's rule (gpuenv.platforms), read back through gpuenv.stacks.load_stack, which
+hold is the platform's rule (gpuenv.platforms), read back through gpuenv.stack_service.load_stack, which
 also reads the schema /1 files written before platforms were named.
 """
 
@@ -115,7 +115,7 @@ class Stack:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Stack:
-        """A stack of the current schema (gpuenv.stacks reads the older ones through their platform)."""
+        """A stack of the current schema (gpuenv.stack_service reads the older ones through their platform)."""
         if data.get("schema") != SCHEMA:
             raise BadRequest(
                 f"not a gpuenv stack (schema {data.get('schema')!r}, expected {SCHEMA!r})",

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuenv import interrupt
+from gpuenv import processes
 from gpuenv.ansible.events import HostTally, Progress, progress_from_event
 from gpuenv.ansible.runner import BECOME_PROMPT, controller_path
 from gpuenv.errors import BadRequest, CannotRun
@@ -64,12 +64,12 @@ def run_playbook(
             on_progress(progress)
         return keep_events
 
-    with interrupt.Deferred() as signals:
+    with processes.Deferred() as signals:
 
         def cancel() -> bool:
             if signals.signal is None:
                 return False
-            interrupt.stop_children(grace_s=STOP_GRACE_S)  # ansible-runner itself would only SIGKILL the group
+            processes.stop_children(grace_s=STOP_GRACE_S)  # ansible-runner itself would only SIGKILL the group
             return True
 
         extra: dict[str, Any] = {"event_handler": handle, "cancel_callback": cancel}
@@ -79,8 +79,8 @@ def run_playbook(
         _runner_settings(private)
         guarded = {
             **args,
-            "binary": str(interrupt.guard_script(private, "ansible-playbook", last=(args["playbook"],))),
-            "envvars": {**args["envvars"], interrupt.PARENT_ENV: str(os.getpid())},
+            "binary": str(processes.guard_script(private, "ansible-playbook", last=(args["playbook"],))),
+            "envvars": {**args["envvars"], processes.PARENT_ENV: str(os.getpid())},
         }
         try:
             runner = ansible_runner.run(**guarded, **extra)

@@ -8,7 +8,7 @@ gpu07: task 3: Exited with exit code 1`) are unlabelled: they are kept as they c
 
 Every wait has a limit, and SIGINT/SIGTERM (or the limit) stop the step the way srun forwards a
 signal to its tasks: srun gets SIGTERM, then SIGKILL after a grace period; `scancel --name` ends
-whatever of the job is left. srun runs under gpuenv.interrupt's guard, so a gpuenv killed outright
+whatever of the job is left. srun runs under gpuenv.processes's guard, so a gpuenv killed outright
 does not leave it behind.
 """
 
@@ -26,7 +26,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuenv import interrupt
+from gpuenv import processes
 from gpuenv.errors import CannotRun
 
 STOP_GRACE_S = 10.0  # after SIGTERM: for each task's verify to print its partial report and srun to end
@@ -63,16 +63,16 @@ def run_step(
     """Run `srun SRUN_ARGS` (which must hold --label and --job-name=job_name) until it ends or timeout_s."""
     if shutil.which("srun", path=env.get("PATH")) is None:
         raise CannotRun("srun is not on PATH", hint=_HINT)
-    guard = interrupt.guard_script(work, "srun")
+    guard = processes.guard_script(work, "srun")
     found = StepOutput()
-    with interrupt.Deferred() as signals:
+    with processes.Deferred() as signals:
         try:
             proc = subprocess.Popen(
                 [str(guard), *srun_args],
                 stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                env={**env, interrupt.PARENT_ENV: str(os.getpid())},
+                env={**env, processes.PARENT_ENV: str(os.getpid())},
                 start_new_session=True,  # a terminal's Ctrl-C reaches gpuenv, which stops srun its own way
             )
         except OSError as exc:
@@ -96,7 +96,7 @@ def _feed(proc: subprocess.Popen[bytes], data: bytes) -> None:
         pass
 
 
-def _read(proc: subprocess.Popen[bytes], found: StepOutput, *, deadline: float, signals: interrupt.Deferred) -> None:
+def _read(proc: subprocess.Popen[bytes], found: StepOutput, *, deadline: float, signals: processes.Deferred) -> None:
     """Take srun's output apart as it comes, until both pipes close, the deadline or a signal."""
     assert proc.stdout is not None and proc.stderr is not None
     selector = selectors.DefaultSelector()
@@ -134,7 +134,7 @@ def _take(found: StepOutput, line: bytes, *, to_stdout: bool) -> None:
 
 def _stop(proc: subprocess.Popen[bytes], job_name: str, env: dict[str, str]) -> None:
     """SIGTERM to srun (it forwards it to every task), SIGKILL after the grace, then scancel the job."""
-    interrupt.stop_children(grace_s=STOP_GRACE_S)
+    processes.stop_children(grace_s=STOP_GRACE_S)
     with contextlib.suppress(OSError, subprocess.TimeoutExpired):  # the job ends at its own time limit anyway
         subprocess.run(
             ["scancel", f"--name={job_name}", f"--user={os.getuid()}"],

@@ -9,44 +9,55 @@ import sys
 from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import click
 
-from gpuenv import __version__, config, interrupt
+from gpuenv import __version__, config, processes
 from gpuenv.cli import config_options
 from gpuenv.cli.errors import name_the_flag, print_error, said
 from gpuenv.errors import EXIT_BAD_REQUEST, EXIT_CANNOT_RUN, BadRequest, GpuenvError
 
-# name -> "module:function"; a command is listed here only once it works.
-COMMANDS: dict[str, str] = {
-    "resolve": "gpuenv.cli.resolve_cmd:resolve",
-    "matrix": "gpuenv.cli.resolve_cmd:matrix",
-    "provision": "gpuenv.cli.provision_cmd:provision",
-    "build-image": "gpuenv.cli.build_cmd:build_image",
-    "verify": "gpuenv.cli.verify_cmd:verify",
-    "kb": "gpuenv.cli.kb_cmd:kb",
-    "config": "gpuenv.cli.config_cmd:config_group",
-    "slurm": "gpuenv.cli.slurm_cmd:slurm",
-    "fleet": "gpuenv.cli.fleet_cmd:fleet",
-    "tune": "gpuenv.cli.tune_cmd:tune",
-    "info": "gpuenv.cli.info_cmd:info",
-}
-# name -> the first line of the command's help, so `gpuenv --help` lists the commands without importing
-# them (a command module imports its service at its top); tests/core/test_cli.py keeps the two equal.
-SUMMARIES: dict[str, str] = {
-    "resolve": "Work out a fully pinned, matched stack, and explain each choice.",
-    "matrix": "Show the compatibility knowledge base as tables.",
-    "provision": "Install the NVIDIA driver, PyTorch and gpuenv on HOSTS, then certify them.",
-    "build-image": "Render a Dockerfile matched to the stack and build the image through Docker.",
-    "verify": "Certify this node (or, with --image, an image) for PyTorch work.",
-    "kb": "The compatibility knowledge base.",
-    "config": "The config file in use and where each setting comes from (see docs/configuration.md).",
-    "slurm": "Slurm hooks that drain a bad node with a `gpuenv:` reason and resume only gpuenv's drains.",
-    "fleet": "Many nodes: verify them over Ansible or Slurm, compare them, remember every GPU.",
-    "tune": "Tune this node's GPUs for efficiency (see docs/power.md).",
-    "info": "This machine: GPUs, driver, CUDA, torch, NVML and the stack gpuenv resolves for it.",
-}
+
+class CommandEntry(NamedTuple):
+    """A registered command: where its Click command lives ("module:function", imported only when run) and the
+    first line of its help, so `gpuenv --help` lists the commands without importing them (a command module
+    imports its service at its top); tests/core/test_cli.py keeps the summary equal to the command's own."""
+
+    target: str
+    summary: str = ""  # none: `--help` asks the command itself (one a test registers)
+
+    def load(self) -> click.Command:
+        module, function = self.target.split(":")
+        command: click.Command = getattr(import_module(module), function)
+        return command
+
+
+# a command is listed here only once it works
+COMMANDS: dict[str, CommandEntry] = {
+    "resolve": CommandEntry("gpuenv.cli.resolve_cmd:resolve",
+        "Work out a fully pinned, matched stack, and explain each choice."),
+    "matrix": CommandEntry("gpuenv.cli.resolve_cmd:matrix",
+        "Show the compatibility knowledge base as tables."),
+    "provision": CommandEntry("gpuenv.cli.provision_cmd:provision",
+        "Install the NVIDIA driver, PyTorch and gpuenv on HOSTS, then certify them."),
+    "build-image": CommandEntry("gpuenv.cli.build_cmd:build_image",
+        "Render a Dockerfile matched to the stack and build the image through Docker."),
+    "verify": CommandEntry("gpuenv.cli.verify_cmd:verify",
+        "Certify this node (or, with --image, an image) for PyTorch work."),
+    "kb": CommandEntry("gpuenv.cli.kb_cmd:kb",
+        "The compatibility knowledge base."),
+    "config": CommandEntry("gpuenv.cli.config_cmd:config_group",
+        "The config file in use and where each setting comes from (see docs/configuration.md)."),
+    "slurm": CommandEntry("gpuenv.cli.slurm_cmd:slurm",
+        "Slurm hooks that drain a bad node with a `gpuenv:` reason and resume only gpuenv's drains."),
+    "fleet": CommandEntry("gpuenv.cli.fleet_cmd:fleet",
+        "Many nodes: verify them over Ansible or Slurm, compare them, remember every GPU."),
+    "tune": CommandEntry("gpuenv.cli.tune_cmd:tune",
+        "Tune this node's GPUs for efficiency (see docs/power.md)."),
+    "info": CommandEntry("gpuenv.cli.info_cmd:info",
+        "This machine: GPUs, driver, CUDA, torch, NVML and the stack gpuenv resolves for it."),
+}  # fmt: skip
 
 EPILOG = """\b
 Examples:
@@ -93,11 +104,10 @@ class LazyGroup(click.Group):
         return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = COMMANDS.get(cmd_name)
-        if target is None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
             return None
-        module, attr = target.split(":")
-        command: click.Command = getattr(import_module(module), attr)
+        command = entry.load()
         config_options.prepare_options(command, (cmd_name,))
         return command
 
@@ -125,9 +135,10 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
     def _summary(self, ctx: click.Context, name: str, limit: int) -> str:
-        if name in SUMMARIES:
-            return click.Command(name, help=SUMMARIES[name]).get_short_help_str(limit)
-        command = self.get_command(ctx, name)  # registered by a test or a plugin: ask the command itself
+        summary = COMMANDS[name].summary if name in COMMANDS else ""
+        if summary:
+            return click.Command(name, help=summary).get_short_help_str(limit)
+        command = self.get_command(ctx, name)  # registered by a test with no summary: ask the command itself
         return command.get_short_help_str(limit) if command is not None else ""
 
 
@@ -185,13 +196,13 @@ GROUP_OPTIONS = ("--debug", "-v", "--verbose", "-q", "--quiet", "--data", "--con
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    interrupt.install()
+    processes.install()
     for stream in (sys.stdout, sys.stderr):  # an ASCII-only terminal gets '?' for what it cannot show
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="replace")
     code = _run(args, debug="--debug" in args)
     if argv is None:  # gpuenv is the whole process (not called from Python): its exit code stands
-        interrupt.ignore_from_now()
+        processes.ignore_from_now()
     sys.exit(code)
 
 

@@ -14,9 +14,9 @@ from gpuenv.cli.fleet_params import fleet_options, fleet_source
 from gpuenv.cli.output import console, emit_json, table, warn
 from gpuenv.cli.params import checked
 from gpuenv.cli.stack_params import stack_options, stack_request
-from gpuenv.compat import KnowledgeBase, kb_age_line, load_kb
 from gpuenv.errors import BadRequest
 from gpuenv.fleet.source import resolve_for_fleet
+from gpuenv.kb import KnowledgeBase, kb_age_line, load_kb
 from gpuenv.matrix import (
     AMD_GPU_COLUMNS,
     CUDA_COLUMNS,
@@ -31,7 +31,7 @@ from gpuenv.matrix import (
 from gpuenv.matrix import matrix as query
 from gpuenv.platforms import spelling
 from gpuenv.resolve.request import Purpose
-from gpuenv.stacks import describe, stack_for
+from gpuenv.stack_service import describe, stack_for
 
 
 @click.command()

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from gpuenv import interrupt, output, validate
+from gpuenv import output, processes, validate
 from gpuenv.cli import settings as settings_of
 from gpuenv.cli.output import console, emit_json, say, warn
 from gpuenv.cli.params import checked, gpu_indices, on_disk, output_option, site_options, site_request, verify_option
@@ -182,7 +182,7 @@ def _verify(ctx: click.Context, as_json: bool, options: dict[str, Any], site: Si
     shown = not (as_json or settings.quiet or request.image)
     # The engine turns the first SIGINT/SIGTERM into a partial report; any signal after it is only
     # noted, so a second Ctrl-C cannot stop the report the run promised from being written.
-    with interrupt.Deferred() as late:
+    with processes.Deferred() as late:
         outcome, view = _run_shown(request, out) if shown else (run(request), None)
         if outcome.report is not None:
             _present(outcome, as_json=as_json, quiet=settings.quiet, out=out, view=view)

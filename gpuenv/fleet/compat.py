@@ -13,13 +13,13 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from gpuenv.compat import load_kb, staleness_warning
 from gpuenv.errors import BadRequest
 from gpuenv.fleet.compat_rules import STATES, WORDS, HostKind, Judge, State, Verdict
 from gpuenv.fleet.fleet_hosts import Fleet, FleetHost, read_fleet
 from gpuenv.fleet.report_model import HostReport, Skipped
 from gpuenv.fleet.rollout import Rollout, rolled_out
 from gpuenv.fleet.source import FleetSource
+from gpuenv.kb import load_kb, staleness_warning
 from gpuenv.platforms.registry import for_stack
 from gpuenv.stack import Stack
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-from gpuenv.compat import KnowledgeBase, TorchRelease
 from gpuenv.errors import BadRequest
+from gpuenv.kb import KnowledgeBase, TorchRelease
 from gpuenv.platforms.arch import cpu_arch as arch_named
 from gpuenv.platforms.base import Platform
 from gpuenv.platforms.registry import for_build, for_request, for_stack
-from gpuenv.provision.hostfacts import HostFacts, HostGpu
+from gpuenv.provision.hostfacts import GatheredGpu, GatheredHost
 from gpuenv.resolve.candidates import Candidate, Resolution
 from gpuenv.resolve.request import Request
 from gpuenv.stack import Stack
@@ -178,6 +178,6 @@ def _not_known(stack: Stack) -> BadRequest:
 
 def _driver(platform: Platform, name: str, code: str, driver: str) -> str | None:
     """The host's driver as a constraint of its platform's builds (through the host half), or None: no constraint."""
-    gpu = HostGpu("", name, None, code, platform.name, name)
-    facts = HostFacts("", "", "", None, "", "", False, gpus=(gpu,), driver=driver)
+    gpu = GatheredGpu("", name, None, code, platform.name, name)
+    facts = GatheredHost("", "", "", None, "", "", False, gpus=(gpu,), driver=driver)
     return platform.host.kept_driver(facts)

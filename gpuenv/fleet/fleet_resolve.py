@@ -14,12 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gpuenv.compat import KnowledgeBase, load_kb
 from gpuenv.errors import BadRequest
 from gpuenv.fleet.compat import CompatResult, Group, compressed, judged
 from gpuenv.fleet.compat_rules import Judge
 from gpuenv.fleet.fleet_hosts import Fleet, read_fleet
 from gpuenv.fleet.source import FleetSource
+from gpuenv.kb import KnowledgeBase, load_kb
 from gpuenv.platforms.registry import claims, for_request
 from gpuenv.resolve.candidates import Candidate, candidates
 from gpuenv.resolve.request import DEFAULT_OS, Request

@@ -15,14 +15,14 @@ from typing import Any
 
 from gpuenv import schema
 from gpuenv.adapters import docker
-from gpuenv.compat import KnowledgeBase
 from gpuenv.errors import BadRequest
 from gpuenv.files import read_text
+from gpuenv.kb import KnowledgeBase
 from gpuenv.platforms.arch import cpu_arch
 from gpuenv.resolve.request import Request
 from gpuenv.resolve.service import resolve
 from gpuenv.stack import Stack
-from gpuenv.stacks import StackRequest, stack_for
+from gpuenv.stack_service import StackRequest, stack_for
 
 LABEL = "io.gpuenv."
 _PIN = re.compile(r"^\s*torch\s*===?\s*([0-9][0-9a-z.]*)(?:\+([0-9a-z.]+))?\s*(?:;.*)?(?:#.*)?$", re.I)

@@ -9,15 +9,15 @@ from typing import Any, Literal
 from packaging.requirements import Requirement
 
 from gpuenv import validate
-from gpuenv.compat import OsInfo
 from gpuenv.errors import BadRequest
+from gpuenv.kb import OsInfo
 from gpuenv.platforms.registry import for_stack
 from gpuenv.render.context import check_destination, check_wheelhouse
 from gpuenv.render.images import find_spec, load_spec, spec_options, with_packages
 from gpuenv.render.options import ImageOptions
 from gpuenv.resolve.request import Request
 from gpuenv.stack import Stack
-from gpuenv.stacks import StackRequest, Warn, os_facts, stack_for
+from gpuenv.stack_service import StackRequest, Warn, os_facts, stack_for
 
 Network = Literal["default", "host", "none"]
 SPEC_OVERRIDABLE = ("flavor", "cudnn", "slim", "with_packages")  # a spec sets them; the command line wins

@@ -22,8 +22,8 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from gpuenv import files
-from gpuenv.compat import SchemaError, parse_kb
 from gpuenv.errors import BadRequest, CannotRun
+from gpuenv.kb import SchemaError, parse_kb
 from gpuenv.kb.derive import COMPANIONS, Derived, Malformed, Upstream, builds_on_page, requires_dist, torch_rows
 from gpuenv.kb.derive_cuda import (
     CARRIED_FIELDS,

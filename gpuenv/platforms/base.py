@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
-from gpuenv.compat import KnowledgeBase, OsInfo
 from gpuenv.errors import BadRequest
+from gpuenv.kb import KnowledgeBase, OsInfo
 from gpuenv.platforms.arch import CpuArchFacts
 from gpuenv.resolve.candidates import Resolution
 from gpuenv.resolve.request import Request
@@ -27,7 +27,7 @@ from gpuenv.stack import Stack
 from gpuenv.types import PlatformName
 
 if TYPE_CHECKING:  # only annotations: the options' modules import package metadata, off resolve's path
-    from gpuenv.provision.hostfacts import HostFacts
+    from gpuenv.provision.hostfacts import GatheredHost
     from gpuenv.provision.options import ProvisionOptions
     from gpuenv.render.options import ImageOptions
 
@@ -156,26 +156,26 @@ class HostHalf(Protocol):
     def identify(self, kb: KnowledgeBase, device_id: str) -> GpuFound:
         """A GPU of its vendor on a host's PCI bus: its model and GPU code through the device-id table."""
 
-    def matches(self, kb: KnowledgeBase, gpu: str, facts: HostFacts) -> bool | None:
+    def matches(self, kb: KnowledgeBase, gpu: str, facts: GatheredHost) -> bool | None:
         """Whether every GPU of the host is the one --gpu names; None: --gpu names none of this platform's."""
 
-    def stack(self, kb: KnowledgeBase, constraints: Request, facts: HostFacts, resolve: Resolver) -> Stack:
+    def stack(self, kb: KnowledgeBase, constraints: Request, facts: GatheredHost, resolve: Resolver) -> Stack:
         """The host's stack, resolved for its GPUs; BadRequest: why the host gets none."""
 
-    def refusal(self, kb: KnowledgeBase, stack: Stack, facts: HostFacts, kept_driver: str | None) -> str | None:
+    def refusal(self, kb: KnowledgeBase, stack: Stack, facts: GatheredHost, kept_driver: str | None) -> str | None:
         """Why the host cannot take a stack of this platform (pinned, or resolved), or None."""
 
-    def warnings(self, facts: HostFacts, *, skip_driver: bool) -> list[str]:
+    def warnings(self, facts: GatheredHost, *, skip_driver: bool) -> list[str]:
         """What the host's facts warn of before anything is resolved (GPUs not in the device-id table)."""
 
-    def kept_driver(self, facts: HostFacts) -> str | None:
+    def kept_driver(self, facts: GatheredHost) -> str | None:
         """The loaded driver --skip-driver keeps as a constraint, or None."""
 
     def variables(self, kb: KnowledgeBase, stack: Stack, options: ProvisionOptions) -> dict[str, Any]:
         """The driver roles' variables (BadRequest for an option it cannot honour)."""
 
     def driver_plan(
-        self, kb: KnowledgeBase, stack: Stack, facts: HostFacts, options: ProvisionOptions
+        self, kb: KnowledgeBase, stack: Stack, facts: GatheredHost, options: ProvisionOptions
     ) -> dict[str, Any]:
         """What happens to the host's driver, as the playbooks' own filter decides it, with an `action_line`."""
 
@@ -217,8 +217,19 @@ class Halves(Generic[ResolveT, ImageT, HostT]):
         self.resolver, self.image, self.host = resolver, image, host
 
 
-def skipped_plan(facts: HostFacts, why: str) -> dict[str, Any]:
+def skipped_plan(facts: GatheredHost, why: str) -> dict[str, Any]:
     """A driver plan that installs nothing (--skip-driver, or a stack that needs no driver), with its action line."""
     loaded = facts.driver or facts.amdgpu
     kept = f"keep the loaded {loaded}" if loaded else "no driver loaded, none installed"
     return {"action": "skip", "reason": why, "summary": f"skipped: {why}", "action_line": f"{kept} ({why})"}
+
+
+def unknown_gpu(kb: KnowledgeBase, gpu: str, message: str | None = None) -> BadRequest:
+    """The refusal of a GPU no model is named by: the nearest models of either vendor, else every one."""
+    near = kb.gpus_like(gpu)
+    also = "a compute capability (sm_90, 9.0) or an AMD gfx target (gfx942)"
+    if near:
+        hint = f"did you mean {' or '.join(filter(None, (', '.join(near[:-1]), near[-1])))}? or {also}"
+    else:
+        hint = f"known: {', '.join(g.name for g in kb.models)}; or {also}"
+    return BadRequest(message or f"unknown GPU {gpu!r}", hint=hint)

@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from gpuenv.compat import KnowledgeBase
 from gpuenv.errors import BadRequest
+from gpuenv.kb import KnowledgeBase
 from gpuenv.platforms import cpu, cuda, rocm
 from gpuenv.platforms.arch import ARCHES, DEFAULT_CPU_ARCH, CpuArchFacts, cpu_arch
 from gpuenv.platforms.base import Claim, Platform
@@ -24,7 +24,7 @@ from gpuenv.stack import SCHEMA, SCHEMA_V1, Stack
 from gpuenv.types import CpuArch, PlatformName, platform_named
 
 if TYPE_CHECKING:  # only annotations: host facts are provision's, off resolve's path
-    from gpuenv.provision.hostfacts import HostFacts
+    from gpuenv.provision.hostfacts import GatheredHost
 
 
 class Entry:
@@ -132,7 +132,7 @@ def for_stack(stack: Stack) -> Platform:
     return named(stack.platform, stack.cpu_arch)
 
 
-def for_host(facts: HostFacts, wanted: Wanted | None) -> Platform:
+def for_host(facts: GatheredHost, wanted: Wanted | None) -> Platform:
     """The platform a host takes: the one asked for, else its GPUs' (a GPU-less host's without); BadRequest
     naming the host when its GPUs are of two platforms, of another than asked, or its architecture is not served."""
     mine = facts.platforms

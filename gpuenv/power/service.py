@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
-from gpuenv import interrupt
+from gpuenv import processes
 from gpuenv.errors import BadRequest, BadResult, CannotRun, Interrupted
 from gpuenv.power import devices, record, state
 from gpuenv.power.core import (
@@ -244,7 +244,7 @@ def _limits_kept(
     try:
         yield kept
     finally:
-        with interrupt.Deferred():  # a second Ctrl-C cannot cut the restore short
+        with processes.Deferred():  # a second Ctrl-C cannot cut the restore short
             workload.close()
             problems = [] if kept[0] else put_back(adapter, saved)
             if problems:
@@ -412,7 +412,7 @@ def restore(state_file: Path | None = None) -> RestoreOutcome:
     if found.phase == "tuning" and state.running(found.pid):
         raise BadRequest(f"{found.describe()} and is still running", hint="stop it instead: it restores on SIGTERM")
     adapter = _control()
-    with interrupt.Deferred():
+    with processes.Deferred():
         problems = put_back(adapter, found.gpus)
     if problems:
         raise BadResult(

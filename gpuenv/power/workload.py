@@ -18,9 +18,9 @@ import traceback
 from typing import Any
 
 from gpuenv.power.energy import AmdEnergyMeter
+from gpuenv.processes import die_with_parent
 from gpuenv.verify import faults
 from gpuenv.verify.checks.common import EnergyMeter
-from gpuenv.verify.procs import die_with_parent
 from gpuenv.verify.workloads import nlp
 
 PARENT_ENV = "GPUENV_TUNE_PARENT"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuenv.compat import KnowledgeBase
+from gpuenv.kb import KnowledgeBase
 from gpuenv.platforms.base import skipped_plan
 from gpuenv.platforms.registry import for_stack
 from gpuenv.provision.options import ProvisionOptions

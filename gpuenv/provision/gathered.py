@@ -11,22 +11,22 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpuenv.compat import KnowledgeBase
+from gpuenv.kb import KnowledgeBase
 from gpuenv.platforms.registry import DEFAULT_PLATFORM, named, platforms
-from gpuenv.provision.hostfacts import HostFacts, HostGpu
+from gpuenv.provision.hostfacts import GatheredGpu, GatheredHost
 
 _PYTHON = re.compile(r"python(3\.\d{1,2})")
 _DRIVER = re.compile(r"\d{3}(\.\d{1,3}){1,2}")
 _AMDGPU = re.compile(r"\d{1,2}\.\d{1,3}(\.\d{1,3}){0,2}")  # AMD's DKMS amdgpu, "6.12.12"
 
 
-def facts_from_gathered(host: str, raw: dict[str, Any], kb: KnowledgeBase) -> HostFacts:
-    """HostFacts from one host's gpuenv_host_facts; values the host sent are input: checked, never trusted."""
+def facts_from_gathered(host: str, raw: dict[str, Any], kb: KnowledgeBase) -> GatheredHost:
+    """GatheredHost from one host's gpuenv_host_facts; values the host sent are input: checked, never trusted."""
     distribution, version = str(raw.get("distribution", "")), str(raw.get("distribution_version", ""))
     known = kb.os_for_host(distribution, version)
     devices = [d for d in raw.get("devices") or [] if isinstance(d, dict)]
     free_kb = str(raw.get("free_kb") or "0").strip()
-    return HostFacts(
+    return GatheredHost(
         host=host,
         distribution=distribution,
         version=version,
@@ -51,7 +51,7 @@ def _matching(pattern: re.Pattern[str], value: Any) -> str | None:
     return text if pattern.fullmatch(text) else None
 
 
-def gpu_of(kb: KnowledgeBase, device: dict[str, Any]) -> HostGpu:
+def gpu_of(kb: KnowledgeBase, device: dict[str, Any]) -> GatheredGpu:
     """A GPU the gather pass found, identified by the platform of its PCI vendor (a GPU without one: CUDA's)."""
     default = named(DEFAULT_PLATFORM)
     vendor = str(device.get("vendor") or default.host.pci_vendor).lower()
@@ -59,4 +59,4 @@ def gpu_of(kb: KnowledgeBase, device: dict[str, Any]) -> HostGpu:
     device_id = str(device.get("device_id", "")).lower()
     found = platform.host.identify(kb, device_id)
     name = str(device.get("name") or found.name)
-    return HostGpu(device_id, name, found.model, found.code, platform.name, found.label, found.wire)
+    return GatheredGpu(device_id, name, found.model, found.code, platform.name, found.label, found.wire)

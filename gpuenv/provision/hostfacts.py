@@ -12,7 +12,7 @@ from gpuenv.types import PlatformName
 
 
 @dataclass(frozen=True)
-class HostGpu:
+class GatheredGpu:
     device_id: str  # PCI device id under its vendor: "2330" (NVIDIA), "74a1" (AMD)
     name: str  # lspci's name, or "NVIDIA device 10de:2330"
     model: str | None  # the knowledge base's GPU name ("H100", "MI300X"); None: not in the device-id table
@@ -32,7 +32,7 @@ class HostGpu:
 
 
 @dataclass(frozen=True)
-class HostFacts:
+class GatheredHost:
     host: str
     distribution: str  # as Ansible names it: "Debian", "Ubuntu", "Rocky"
     version: str  # "12", "22.04", "9.4"
@@ -40,7 +40,7 @@ class HostFacts:
     architecture: str
     kernel: str
     headers: bool  # headers of the running kernel are installed
-    gpus: tuple[HostGpu, ...] = ()
+    gpus: tuple[GatheredGpu, ...] = ()
     nvswitch_count: int = 0
     driver: str | None = None  # the loaded NVIDIA driver, "580.95.05"
     amdgpu: str | None = None  # the loaded amdgpu of AMD's DKMS package, "6.12.12"; None: none, or the kernel's own
@@ -53,7 +53,7 @@ class HostFacts:
     def os_label(self) -> str:
         return self.os or f"{self.distribution} {self.version}"
 
-    def gpus_of(self, platform: PlatformName) -> tuple[HostGpu, ...]:
+    def gpus_of(self, platform: PlatformName) -> tuple[GatheredGpu, ...]:
         return tuple(g for g in self.gpus if g.platform == platform)
 
     @property
@@ -61,7 +61,7 @@ class HostFacts:
         """The platforms of the host's GPUs, in the order the GPUs were found."""
         return tuple(dict.fromkeys(g.platform for g in self.gpus))
 
-    def gpu_label(self, gpus: tuple[HostGpu, ...] | None = None) -> str:
+    def gpu_label(self, gpus: tuple[GatheredGpu, ...] | None = None) -> str:
         """'no NVIDIA GPU', '8× H100 (sm_90)' or '8× MI300X (gfx942)', models counted."""
         chosen = self.gpus if gpus is None else gpus
         if not chosen:

@@ -16,11 +16,11 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gpuenv.compat import KnowledgeBase
 from gpuenv.errors import BadRequest
+from gpuenv.kb import KnowledgeBase
 from gpuenv.platforms.base import Platform
 from gpuenv.platforms.registry import Wanted, claims, for_host, for_stack, named, platform_of_build, platforms
-from gpuenv.provision.hostfacts import HostFacts
+from gpuenv.provision.hostfacts import GatheredHost
 from gpuenv.resolve.request import Request
 from gpuenv.resolve.service import resolve
 from gpuenv.stack import Stack
@@ -74,7 +74,7 @@ class HostRequest:
 
 @dataclass(frozen=True)
 class HostPlan:
-    facts: HostFacts
+    facts: GatheredHost
     stack: Stack | None = None
     refused: str | None = None
     warnings: tuple[str, ...] = ()
@@ -139,7 +139,7 @@ def check_request(kb: KnowledgeBase, request: HostRequest) -> Stack:
     raise BadRequest(f"no stack satisfies {given} on any OS gpuenv provisions ({', '.join(oses)})", hint=problem.hint)
 
 
-def plan_hosts(kb: KnowledgeBase, request: HostRequest, hosts: list[HostFacts]) -> list[HostPlan]:
+def plan_hosts(kb: KnowledgeBase, request: HostRequest, hosts: list[GatheredHost]) -> list[HostPlan]:
     """A stack (or a refusal) for each host; hosts that resolve alike share the resolution."""
     memo: dict[Any, HostPlan] = {}
     plans = []
@@ -167,12 +167,12 @@ def _torch_only(plan: HostPlan) -> HostPlan:
     return replace(plan, stack=stack, warnings=warnings)
 
 
-def _resolution_key(request: HostRequest, facts: HostFacts) -> tuple[Any, ...]:
+def _resolution_key(request: HostRequest, facts: GatheredHost) -> tuple[Any, ...]:
     codes = tuple(sorted({g.code or g.model or f"?{g.device_id}" for g in facts.gpus}))
     return facts.os, facts.architecture, codes, facts.driver if request.skip_driver else None
 
 
-def _check_host(kb: KnowledgeBase, request: HostRequest, facts: HostFacts) -> str | None:
+def _check_host(kb: KnowledgeBase, request: HostRequest, facts: GatheredHost) -> str | None:
     """Why the host is refused before any resolution: --os, --gpu, an OS gpuenv cannot serve, the GPUs of
     another platform than the stack's, an architecture the platform is not served on."""
     if facts.os is None:
@@ -201,12 +201,12 @@ def _wanted(kb: KnowledgeBase, request: HostRequest) -> Wanted | None:
     return Wanted(name, f"{claim.option} asks for a {named(name).label} stack, which needs")
 
 
-def _has_wanted_gpus(kb: KnowledgeBase, gpu: str, facts: HostFacts) -> bool:
+def _has_wanted_gpus(kb: KnowledgeBase, gpu: str, facts: GatheredHost) -> bool:
     answers = (p.host.matches(kb, gpu, facts) for p in platforms())
     return next((a for a in answers if a is not None), False)
 
 
-def _plan_one(kb: KnowledgeBase, request: HostRequest, facts: HostFacts) -> HostPlan:
+def _plan_one(kb: KnowledgeBase, request: HostRequest, facts: GatheredHost) -> HostPlan:
     asked = _wanted(kb, request)
     platform = for_host(facts, asked)
     warnings = [w for p in platforms() for w in p.host.warnings(facts, skip_driver=request.skip_driver)]
@@ -225,7 +225,9 @@ def _plan_one(kb: KnowledgeBase, request: HostRequest, facts: HostFacts) -> Host
     return HostPlan(facts, stack, None, tuple([*warnings, *stack.warnings]))
 
 
-def _platform_warnings(request: HostRequest, facts: HostFacts, platform: Platform, asked: Wanted | None) -> list[str]:
+def _platform_warnings(
+    request: HostRequest, facts: GatheredHost, platform: Platform, asked: Wanted | None
+) -> list[str]:
     """A stack that serves none of the host's GPUs (the CPU build) says why."""
     if platform.host.pci_vendor is not None:
         return []
@@ -239,7 +241,7 @@ def _platform_warnings(request: HostRequest, facts: HostFacts, platform: Platfor
 
 
 def _pinned_refusal(
-    kb: KnowledgeBase, stack: Stack, facts: HostFacts, platform: Platform, *, kept_driver: str | None
+    kb: KnowledgeBase, stack: Stack, facts: GatheredHost, platform: Platform, *, kept_driver: str | None
 ) -> str | None:
     """Why a pinned stack cannot serve this host (its OS's Pythons, its GPUs, a kept driver), or None."""
     os_info = kb.os_by_name.get(facts.os or "")

@@ -23,9 +23,9 @@ from gpuenv.ansible.hosts import Hosts
 from gpuenv.ansible.inventory import Inventory, render_inventory
 from gpuenv.ansible.loader import become_password, inventory_for
 from gpuenv.ansible.project import INVENTORY_FILE
-from gpuenv.compat import KnowledgeBase, load_kb, staleness_warning
 from gpuenv.errors import BadRequest
 from gpuenv.files import wheelhouse_files
+from gpuenv.kb import KnowledgeBase, load_kb, staleness_warning
 from gpuenv.provision import VARS_FILE
 from gpuenv.provision.driverplan import driver_plans
 from gpuenv.provision.gathered import facts_from_gathered
@@ -34,7 +34,7 @@ from gpuenv.provision.perhost import HostPlan, HostRequest, check_request, plan_
 from gpuenv.provision.variables import kb_facts, render_variables, variables
 from gpuenv.resolve.service import resolve
 from gpuenv.stack import Stack
-from gpuenv.stacks import StackRequest, Warn, load_stack, local_driver_version
+from gpuenv.stack_service import StackRequest, Warn, load_stack, local_driver_version
 from gpuenv.types import DeviceChoice, Level
 from gpuenv.verify.site import programs
 

@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from gpuenv.compat import KnowledgeBase, OsInfo
 from gpuenv.errors import BadRequest
+from gpuenv.kb import KnowledgeBase, OsInfo
 from gpuenv.platforms.registry import for_stack
 from gpuenv.provision.options import ProvisionOptions
 from gpuenv.requirements import gpuenv_requirements

@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass, field
 
 from gpuenv import validate
-from gpuenv.compat import OsInfo
 from gpuenv.errors import BadRequest
+from gpuenv.kb import OsInfo
 from gpuenv.platforms.base import Platform
 from gpuenv.platforms.registry import checked, for_stack
 from gpuenv.render import jinja_env

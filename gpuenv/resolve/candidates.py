@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Protocol
 
-from gpuenv.compat import KnowledgeBase, OsInfo, TorchRelease
+from gpuenv.kb import KnowledgeBase, OsInfo, TorchRelease
 from gpuenv.resolve.request import Request, pick_python, python_problem, torch_matches
 from gpuenv.stack import Rejected, Stack
 

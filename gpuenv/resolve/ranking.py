@@ -8,7 +8,7 @@ position in words.
 
 from __future__ import annotations
 
-from gpuenv.compat import TorchRelease
+from gpuenv.kb import TorchRelease
 from gpuenv.resolve.candidates import Candidate, Resolution
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Literal
 
-from gpuenv.compat import OsInfo, TorchRelease, V
+from gpuenv.kb import OsInfo, TorchRelease, V
 
 Purpose = Literal["image", "host"]
 DEFAULT_OS = "ubuntu22.04"

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import get_args
 
-from gpuenv.compat import KnowledgeBase, OsInfo
 from gpuenv.errors import BadRequest
+from gpuenv.kb import KnowledgeBase, OsInfo
 from gpuenv.platforms.registry import for_build, for_request
 from gpuenv.resolve.candidates import candidates
 from gpuenv.resolve.ranking import best

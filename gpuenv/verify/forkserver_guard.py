@@ -1,5 +1,5 @@
 """Imported only by the rank forkserver, first in its preload list (see gpuenv.verify.ranks): the
-forkserver dies with the verify worker that started it (procs.die_with_parent: a pidfd watch). Left to itself it
+forkserver dies with the verify worker that started it (processes.die_with_parent: a pidfd watch). Left to itself it
 would exit only after the ranks do, and then spend seconds in torch's exit handlers.
 Importing this module anywhere else would tie that process to its parent's life."""
 
@@ -7,6 +7,6 @@ from __future__ import annotations
 
 import os
 
-from gpuenv.verify.procs import die_with_parent
+from gpuenv.processes import die_with_parent
 
 die_with_parent(os.getppid())

@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpuenv.processes import die_with_parent
 from gpuenv.verify import faults
-from gpuenv.verify.procs import die_with_parent
 
 LIMIT_S = 60.0  # unless the caller gives its own (the deep level holds the load a minute and more)
 READY_S = 30.0

@@ -4,7 +4,7 @@ Ranks are forked from a multiprocessing forkserver that has imported torch once,
 starts in a fraction of a second instead of importing torch again. The forkserver and every rank
 live in the worker's process group: the engine's watchdog kills them all together. If the worker
 itself is killed (its parent gpuenv was SIGKILLed), the forkserver dies with it and every rank
-with it too (each has a thread waiting on a pidfd: procs.die_with_parent, procs.exit_with).
+with it too (each has a thread waiting on a pidfd: processes.die_with_parent, processes.exit_with).
 Each rank writes its result as JSON into a scratch directory; a rank that dies or raises makes
 `launch` raise, and the worker reports the check as a crash.
 """
@@ -25,9 +25,9 @@ from multiprocessing import forkserver
 from pathlib import Path
 from typing import Any
 
+from gpuenv.processes import exit_with
 from gpuenv.verify import faults
 from gpuenv.verify import spread as board
-from gpuenv.verify.procs import exit_with
 from gpuenv.verify.spread import Spread
 
 RENDEZVOUS_TIMEOUT = datetime.timedelta(minutes=30)  # the worker's watchdog ends a run that hangs long before

@@ -8,16 +8,15 @@ fresh worker then runs the remaining checks. SIGTERM and SIGINT stop the run (`I
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from gpuenv.errors import BadRequest
+from gpuenv.errors import BadRequest, Interrupted
+from gpuenv.processes import interrupted_by, signals_interrupt
 from gpuenv.verify import registry
 from gpuenv.verify.baselines import load_baselines
 from gpuenv.verify.catalogue import finding
@@ -37,30 +36,6 @@ START_TIMEOUT = 20.0  # a fresh worker answers its first request (Python's start
 WARM_TIMEOUT = 300.0  # a fresh worker imports torch (and its forkserver too) before the first check
 STDERR_TAIL = 3000
 XID_TIMEOUT = 10.0
-
-
-class Interrupted(Exception):
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signame = signal.Signals(signum).name
-
-
-@contextlib.contextmanager
-def signals_interrupt(deferred: list[int] | None = None) -> Iterator[None]:
-    """Turn SIGTERM/SIGINT into Interrupted for the duration of the run; with `deferred`, only note
-    the signal there (the caller stops after the running check, which its own limit bounds)."""
-
-    def handler(signum: int, _frame: Any) -> None:
-        if deferred is None:
-            raise Interrupted(signum)
-        deferred.append(signum)
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 def probe_timed_out(library: str, limit: float) -> str:
@@ -334,7 +309,7 @@ class Run:
                 self.no_gpu = missing_gpu(self.device, self.host)
                 for i, spec in enumerate(specs):
                     if deferred:
-                        raise Interrupted(deferred[0])
+                        raise interrupted_by(deferred[0])
                     unmet = self.unmet(spec)
                     if unmet:
                         self.results.append(skipped(spec.name, unmet))
@@ -352,7 +327,7 @@ class Run:
                     self.add_time(f"check:{spec.name}", result.duration_s)
                     self.on_result(result)
                 if deferred:
-                    raise Interrupted(deferred[0])
+                    raise interrupted_by(deferred[0])
         except Interrupted as exc:
             self.replace_worker()
             return exc.signame

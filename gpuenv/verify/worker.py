@@ -7,7 +7,7 @@ GPUENV_VERIFY_FD; stdout is pointed at stderr so nothing a library prints can ga
 The engine's watchdog kills this process group on a timeout; this process never decides that.
 The same program, started apart, is the engine's NVML probe: it names the GPUs and then holds
 the XID event set for the whole run (it never touches CUDA, so it outlives any check's crash).
-Every worker dies with the engine (a thread waits on the engine's pidfd: procs.die_with_parent).
+Every worker dies with the engine (a thread waits on the engine's pidfd: processes.die_with_parent).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any
 
 from gpuenv.adapters import nvml as adapter
 from gpuenv.extras import EXTRAS, install_hint, missing
+from gpuenv.processes import die_with_parent
 from gpuenv.verify import faults
 from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks.common import CudaUnusable, unusable_finding
@@ -34,7 +35,6 @@ from gpuenv.verify.context import CheckContext
 from gpuenv.verify.facts import HostFacts
 from gpuenv.verify.model import CheckResult
 from gpuenv.verify.preconditions import IMPORT_FAILED
-from gpuenv.verify.procs import die_with_parent
 from gpuenv.verify.ranks import RanksCrashed, start_forkserver
 from gpuenv.verify.site.plugins import run_python
 from gpuenv.verify.worker_handle import FD_ENV, PARENT_ENV

@@ -13,7 +13,7 @@ import sys
 import time
 from typing import IO, Any
 
-from gpuenv.verify.procs import group_members
+from gpuenv.processes import group_members
 
 # How the worker (gpuenv.verify.worker, its own program) finds its answer pipe and its parent
 FD_ENV = "GPUENV_VERIFY_FD"

@@ -331,7 +331,7 @@ def test_rendering_imports_neither_docker_nor_torch() -> None:
         "plans = [plan_image(BuildRequest(spec=str(p)), kb_path=None) for p in curated_specs()]; "
         "[render_image(plan.stack, plan.options, plan.os_info) for plan in plans]; "
         "from tests.build_image.rocm import rocm_stack; from gpuenv.render.dockerfile import ImageOptions; "
-        "from gpuenv.compat import load_kb; "
+        "from gpuenv.kb import load_kb; "
         "render_image(rocm_stack(), ImageOptions(flavor='devel'), load_kb().os_by_name['ubuntu24.04']); "
         "heavy = [m for m in ('docker', 'torch', 'ansible_runner', 'pynvml', 'rich') if m in sys.modules]; "
         "print(heavy)"

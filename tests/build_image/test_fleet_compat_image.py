@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gpuenv.compat import load_kb
+from gpuenv.kb import load_kb
 from gpuenv.render.dockerfile import render_image
 from gpuenv.render.options import ImageOptions
 from gpuenv.resolve.request import Request

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuenv.compat import load_kb
 from gpuenv.errors import BadRequest
+from gpuenv.kb import load_kb
 from gpuenv.render.dockerfile import ImageOptions, render_image
 from gpuenv.render.images import curated_specs
 from gpuenv.resolve import Request

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuenv.compat import load_kb
 from gpuenv.errors import BadRequest
 from gpuenv.image.plan import BuildRequest, plan_image
+from gpuenv.kb import load_kb
 from gpuenv.render import jinja_env
 from gpuenv.render.dockerfile import DEADSNAKES_FINGERPRINT, ImageOptions, RenderedImage, render_image
 from gpuenv.render.images import curated_specs

@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 
 from gpuenv.adapters import docker_gpus
-from gpuenv.compat import load_kb
 from gpuenv.errors import BadRequest
 from gpuenv.image.plan import BuildRequest, plan_image
+from gpuenv.kb import load_kb
 from gpuenv.render.dockerfile import ImageOptions, RenderedImage, render_image
 from gpuenv.resolve import Request
 from gpuenv.resolve.service import resolve
 from gpuenv.stack import Stack
-from gpuenv.stacks import StackRequest
+from gpuenv.stack_service import StackRequest
 from tests.build_image.rocm import DEVEL_BASE, INDEX, RUNTIME_BASE, mi300x_stack, rocm_stack, write_stack
 from tests.build_image.test_render import GOLDEN, _check_golden
 

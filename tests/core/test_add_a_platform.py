@@ -23,10 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from gpuenv.compat import KnowledgeBase, OsInfo, TorchRelease, V
+from gpuenv.kb import KnowledgeBase, OsInfo, TorchRelease, V
 from gpuenv.platforms.arch import CpuArchFacts
 from gpuenv.platforms.base import Claim, GpuFound, Halves, ImageText, Resolver, Row, Unsupported, skipped_plan
-from gpuenv.provision.hostfacts import HostFacts
+from gpuenv.provision.hostfacts import GatheredHost
 from gpuenv.resolve.candidates import Candidate, Refused
 from gpuenv.resolve.request import Request, numpy_requirement
 from gpuenv.stack import NONE, Rejected, Stack
@@ -143,26 +143,26 @@ class ToyHost:
     def identify(self, kb: KnowledgeBase, device_id: str) -> GpuFound:
         return GpuFound("Toy-1", "t1", "Toy-1 (t1)", "a toy", ())
 
-    def matches(self, kb: KnowledgeBase, gpu: str, facts: HostFacts) -> bool | None:
+    def matches(self, kb: KnowledgeBase, gpu: str, facts: GatheredHost) -> bool | None:
         return None
 
-    def stack(self, kb: KnowledgeBase, constraints: Request, facts: HostFacts, resolve: Resolver) -> Stack:
+    def stack(self, kb: KnowledgeBase, constraints: Request, facts: GatheredHost, resolve: Resolver) -> Stack:
         return resolve(kb, replace(constraints, platform=NAME))
 
-    def refusal(self, kb: KnowledgeBase, stack: Stack, facts: HostFacts, kept_driver: str | None) -> str | None:
+    def refusal(self, kb: KnowledgeBase, stack: Stack, facts: GatheredHost, kept_driver: str | None) -> str | None:
         return None
 
-    def warnings(self, facts: HostFacts, *, skip_driver: bool) -> list[str]:
+    def warnings(self, facts: GatheredHost, *, skip_driver: bool) -> list[str]:
         return []
 
-    def kept_driver(self, facts: HostFacts) -> str | None:
+    def kept_driver(self, facts: GatheredHost) -> str | None:
         return None
 
     def variables(self, kb: KnowledgeBase, stack: Stack, options: ProvisionOptions) -> dict[str, Any]:
         return {"nvidia_driver_enabled": False, "nvidia_driver_branch": ""}
 
     def driver_plan(
-        self, kb: KnowledgeBase, stack: Stack, facts: HostFacts, options: ProvisionOptions
+        self, kb: KnowledgeBase, stack: Stack, facts: GatheredHost, options: ProvisionOptions
     ) -> dict[str, Any]:
         return skipped_plan(facts, "a toy needs no driver")
 
@@ -173,7 +173,7 @@ def platform(arch: CpuArchFacts) -> Halves[ToyResolve, ToyImage, ToyHost]:
 
 PLAN = """
 import json, sys
-from gpuenv.compat import load_kb
+from gpuenv.kb import load_kb
 from gpuenv.provision.driverplan import driver_plans
 from gpuenv.provision.gathered import facts_from_gathered
 from gpuenv.provision.options import ProvisionOptions

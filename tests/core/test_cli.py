@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import subprocess
 import sys
 
 import pytest
 
-from gpuenv.cli import COMMANDS, SUMMARIES
+from gpuenv.cli import COMMANDS
 from gpuenv.resources import data_file
 from tests.conftest import run_gpuenv
 
@@ -43,9 +42,8 @@ def test_version_and_help() -> None:
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_the_registry_summary_is_the_first_line_of_the_commands_help(name: str) -> None:
-    module, attr = COMMANDS[name].split(":")
-    command = getattr(importlib.import_module(module), attr)
-    assert SUMMARIES[name] == (command.help or "").splitlines()[0]
+    entry = COMMANDS[name]
+    assert entry.summary == (entry.load().help or "").splitlines()[0]
 
 
 def test_help_lists_the_commands_without_importing_them() -> None:

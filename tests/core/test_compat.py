@@ -14,7 +14,10 @@ from hypothesis import strategies as st
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from gpuenv.compat import (
+from gpuenv import compat, kb
+from gpuenv.compat import model as compat_model
+from gpuenv.errors import BadRequest
+from gpuenv.kb import (
     STALE_AFTER_DAYS,
     ArchList,
     SchemaError,
@@ -29,7 +32,6 @@ from gpuenv.compat import (
     recommended_branch,
     staleness_warning,
 )
-from gpuenv.errors import BadRequest
 from gpuenv.kb.derive import requires_dist
 from gpuenv.platforms.cuda.host import gpu_by_pci_id
 from gpuenv.resources import data_file
@@ -374,3 +376,10 @@ def test_user_data_file_overrides(tmp_path: Path) -> None:
     path = tmp_path / "kb.json"
     path.write_text(json.dumps(mine))
     assert load_kb(path).index_url("cu117") == "https://mirror.example.com/whl/cu117"
+
+
+def test_the_former_name_gpuenv_compat_still_imports() -> None:
+    """gpuenv.compat, the knowledge base's name before it joined gpuenv.kb, is the same names for one release."""
+    assert set(compat.__all__) == set(kb.__all__)
+    assert all(getattr(compat, name) is getattr(kb, name) for name in kb.__all__)
+    assert compat_model.KnowledgeBase is kb.KnowledgeBase

@@ -32,7 +32,7 @@ OFF_START_UP = frozenset({"difflib", "traceback", "logging", "tomllib", "tomli"}
 # Packages that hold services (application logic that drives adapters): an adapter imports none of them.
 SERVICE_PACKAGES = (
     "gpuenv.provision", "gpuenv.fleet", "gpuenv.verify", "gpuenv.slurm", "gpuenv.power", "gpuenv.image",
-    "gpuenv.kb", "gpuenv.stacks", "gpuenv.cli",
+    "gpuenv.kb.refresh", "gpuenv.stack_service", "gpuenv.cli",
 )  # fmt: skip
 
 
@@ -51,7 +51,8 @@ SEAM = (PACKAGE / "platforms", PACKAGE / "adapters")
 NODE_HALF = "node half: next stage (the GPU management Protocol over NVML and AMD SMI)"
 VENDOR_BRANCHES_ALLOWED: dict[str, tuple[int, str]] = {
     "cli/resolve_cmd.py": (1, "`matrix --rocm`: the flag that shows ROCm's tables (gpuenv.platforms.rocm.tables)"),
-    "compat/load.py": (3, "the knowledge base's ROCm tables, checked when a file is loaded"),
+    "kb/load.py": (3, "the knowledge base's ROCm tables, checked when a file is loaded"),
+    "kb/model.py": (1, "the knowledge base's AMD GPU names, read by verify's stack check (node half: next stage)"),
     "fleet/report_hosts.py": (3, "report wire names: a verify report's AMD GPU model picks AMD's remediations"),
     "fleet/report_model.py": (1, "report wire names: a verify report's GPU model names its vendor"),
     "fleet/report_reading.py": (2, "report wire names: the health check's smi (amdsmi) and an unknown AMD GPU"),

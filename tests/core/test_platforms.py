@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 import yaml
 
-from gpuenv.compat import load_kb
 from gpuenv.errors import BadRequest
+from gpuenv.kb import load_kb
 from gpuenv.platforms.registry import REGISTRY, checked, for_stack, named
 from gpuenv.provision.driverplan import driver_plans
 from gpuenv.provision.gathered import facts_from_gathered
-from gpuenv.provision.hostfacts import HostFacts
+from gpuenv.provision.hostfacts import GatheredHost
 from gpuenv.provision.options import ProvisionOptions
 from gpuenv.provision.perhost import HostRequest, plan_hosts, request_from
 from gpuenv.provision.variables import kb_facts, render_variables
@@ -27,7 +27,7 @@ from gpuenv.render.options import ImageOptions
 from gpuenv.resolve import Request
 from gpuenv.resolve.service import resolve
 from gpuenv.stack import SCHEMA_V1
-from gpuenv.stacks import load_stack
+from gpuenv.stack_service import load_stack
 from tests.build_image.test_hadolint import lint_dockerfiles
 from tests.conftest import require, run_gpuenv
 
@@ -77,7 +77,7 @@ IDS = [c.platform for c in CASES]
 
 def _host(
     case: Case, host: str = "h1", *, devices: tuple[dict[str, str], ...] | None = None, **extra: Any
-) -> HostFacts:
+) -> GatheredHost:
     raw = {
         "distribution": "Ubuntu",
         "distribution_version": case.request.os.removeprefix("ubuntu") if case.request.os else "22.04",

@@ -24,7 +24,7 @@ from gpuenv import cli, output
 from gpuenv.cli.output import emit_json
 from gpuenv.cli.stack_params import stack_options, stack_request
 from gpuenv.errors import BadRequest, CannotRun
-from gpuenv.stacks import StackRequest, stack_for
+from gpuenv.stack_service import StackRequest, stack_for
 from gpuenv.types import Level
 from gpuenv.verify.model import CheckResult, Report, decide
 
@@ -72,7 +72,7 @@ def driver_advice(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
 
 # 4. Registration: the lazy group imports the command only when it runs.
 def _register(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(cli.COMMANDS, "driver-advice", f"{__name__}:driver_advice")
+    monkeypatch.setitem(cli.COMMANDS, "driver-advice", cli.CommandEntry(f"{__name__}:driver_advice"))
 
 
 def _main(*args: str) -> int:

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuenv.compat import V, driver_runs_cuda, gpu_code_for, load_kb
 from gpuenv.errors import BadRequest
+from gpuenv.kb import V, driver_runs_cuda, gpu_code_for, load_kb
 from gpuenv.resolve import Request
 from gpuenv.resolve.ranking import fit_for_default
 from gpuenv.resolve.request import python_problem as _python_problem
@@ -150,7 +150,7 @@ def test_rocky_uses_appstream_python() -> None:
 def test_stack_json_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import json
 
-    from gpuenv.stacks import load_stack
+    from gpuenv.stack_service import load_stack
 
     stack = resolve(KB, Request(cuda="12.4", gpu="A100"))
     path = tmp_path / "stack.json"

@@ -10,15 +10,15 @@ import pytest
 
 from gpuenv import validate
 from gpuenv.cli.stack_params import complete_gpu, complete_rocm
-from gpuenv.compat import load_kb, parse_kb
 from gpuenv.errors import BadRequest
+from gpuenv.kb import load_kb, parse_kb
 from gpuenv.platforms.rocm.host import amd_gpu_by_pci_id
 from gpuenv.platforms.rocm.oses import releases_named
 from gpuenv.platforms.rocm.resolve import base_images
 from gpuenv.resolve import Request
 from gpuenv.resolve.service import resolve
 from gpuenv.resources import data_file
-from gpuenv.stacks import load_stack
+from gpuenv.stack_service import load_stack
 from tests.conftest import run_gpuenv
 
 KB = load_kb(None)

@@ -4,7 +4,6 @@ any command lacks help text."""
 
 from __future__ import annotations
 
-import importlib
 import os
 import stat
 import time
@@ -88,9 +87,8 @@ def every_command() -> Iterator[tuple[str, click.Command]]:
         else:
             yield path, command
 
-    for name, target in COMMANDS.items():
-        module, attr = target.split(":")
-        yield from walk(getattr(importlib.import_module(module), attr), name)
+    for name, entry in COMMANDS.items():
+        yield from walk(entry.load(), name)
 
 
 def test_no_option_of_any_command_lacks_help_text() -> None:

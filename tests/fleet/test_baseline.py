@@ -9,7 +9,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from gpuenv.cli import COMMANDS, main
+from gpuenv.cli import COMMANDS, CommandEntry, main
 from gpuenv.errors import BadRequest
 from gpuenv.fleet.baseline import LearnRequest, checked_text, learn_baselines
 from gpuenv.resources import data_file
@@ -80,7 +80,7 @@ def test_no_group_with_enough_hosts_is_exit_2_and_nothing_written(
     folder = fr.write(fr.fleet(4), tmp_path / "few")
     with pytest.raises(BadRequest, match="no group has values from 5 healthy host"):
         learn_baselines(LearnRequest((folder,)))
-    monkeypatch.setitem(COMMANDS, "fleet-baseline", "gpuenv.cli.fleet_report_cmd:baseline")
+    monkeypatch.setitem(COMMANDS, "fleet-baseline", CommandEntry("gpuenv.cli.fleet_report_cmd:baseline"))
     out = tmp_path / "out.json"
     for args, code in (([str(folder), "-o", str(out)], 2), ([str(folder), "-o", str(out), "--min-hosts", "4"], 0)):
         with pytest.raises(SystemExit) as info:

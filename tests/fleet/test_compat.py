@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from gpuenv.compat import load_kb
 from gpuenv.fleet.rollout import ImageFacts, image_request, lock_request
+from gpuenv.kb import load_kb
 from tests.conftest import gpuenv_main
 from tests.fleet.compat_fleet import FLEET, Spec, write_fleet
 

@@ -8,9 +8,9 @@ from dataclasses import replace
 
 import pytest
 
-from gpuenv.compat import KnowledgeBase, load_kb, parse_kb
 from gpuenv.errors import BadRequest
 from gpuenv.fleet.compat_rules import HostKind, Judge
+from gpuenv.kb import KnowledgeBase, load_kb, parse_kb
 from gpuenv.resolve.request import Request
 from gpuenv.resolve.service import _resolve, resolve
 from gpuenv.resources import data_file

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gpuenv.stacks import load_stack
+from gpuenv.stack_service import load_stack
 from tests.conftest import gpuenv_main
 from tests.fleet.compat_fleet import FLEET, Spec, write_fleet
 

@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from gpuenv.cli import COMMANDS, main
+from gpuenv.cli import COMMANDS, CommandEntry, main
 from gpuenv.errors import BadRequest
 from gpuenv.fleet import report_reading, stats
 from gpuenv.fleet.report import ReportRequest, fleet_report
@@ -382,7 +382,7 @@ def test_markdown_and_prometheus_say_the_same(tmp_path: Path) -> None:
 
 def run_cli(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
     """The real entry point (errors to exit codes), with the command under a name of its own here."""
-    monkeypatch.setitem(COMMANDS, "fleet-report", "gpuenv.cli.fleet_report_cmd:report")
+    monkeypatch.setitem(COMMANDS, "fleet-report", CommandEntry("gpuenv.cli.fleet_report_cmd:report"))
     with pytest.raises(SystemExit) as exit_info:
         main(["fleet-report", *args])
     return int(exit_info.value.code or 0)

@@ -17,7 +17,7 @@ from pathlib import Path
 CHILD = textwrap.dedent(
     """
     import os, sys, time
-    from gpuenv.verify.procs import die_with_parent
+    from gpuenv.processes import die_with_parent
     die_with_parent(int(sys.argv[1]))
     print("armed", flush=True)
     time.sleep(60)

@@ -240,8 +240,8 @@ def test_the_shipped_schemas_are_json_schema_and_agree_with_jsonschema(tmp_path:
 
 def test_every_stack_the_resolver_makes_passes_the_stack_schema() -> None:
     from gpuenv import schema
-    from gpuenv.compat import load_kb
     from gpuenv.errors import BadRequest
+    from gpuenv.kb import load_kb
     from gpuenv.resolve import Request
     from gpuenv.resolve.service import resolve
 

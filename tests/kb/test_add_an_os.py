@@ -11,14 +11,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gpuenv.compat import load_kb
 from gpuenv.image.plan import BuildRequest, plan_image
+from gpuenv.kb import load_kb
 from gpuenv.provision.gathered import facts_from_gathered
 from gpuenv.provision.variables import ProvisionOptions, kb_facts, render_variables, variables
 from gpuenv.render.dockerfile import render_image
 from gpuenv.resolve import Request
 from gpuenv.resources import data_file
-from gpuenv.stacks import StackRequest
+from gpuenv.stack_service import StackRequest
 from tests.conftest import run_gpuenv
 
 NEW_OS: dict[str, Any] = {  # step 1: the row, with its provenance

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuenv.compat import driver_runs_cuda, load_kb, recommended_branch
 from gpuenv.errors import BadRequest
+from gpuenv.kb import driver_runs_cuda, load_kb, recommended_branch
 from gpuenv.resolve import Request
 from gpuenv.resolve.service import resolve
 from tests.conftest import run_gpuenv

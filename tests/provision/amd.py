@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from gpuenv.compat import KnowledgeBase
+from gpuenv.kb import KnowledgeBase
 from gpuenv.provision.gathered import facts_from_gathered
-from gpuenv.provision.hostfacts import HostFacts
+from gpuenv.provision.hostfacts import GatheredHost
 from gpuenv.stack import Stack
 from tests.build_image.rocm import mi300x_stack
 
@@ -38,8 +38,8 @@ def device(vendor: str, spec: tuple[str, str, str], slot: int) -> dict[str, str]
 
 def host_facts(
     kb: KnowledgeBase, host: str, dist: str, version: str, *gpus: tuple[str, tuple[str, str, str]], **extra: Any
-) -> HostFacts:
-    """HostFacts of a host with these (vendor, GPU) pairs, read the way provision reads gather.yml's fact."""
+) -> GatheredHost:
+    """GatheredHost of a host with these (vendor, GPU) pairs, read the way provision reads gather.yml's fact."""
     raw = {
         "distribution": dist,
         "distribution_version": version,

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from gpuenv.ansible.events import HostSummary
-from gpuenv.compat import load_kb
 from gpuenv.errors import BadRequest
+from gpuenv.kb import load_kb
 from gpuenv.platforms.rocm import oses as amdgpus
 from gpuenv.provision.driverplan import driver_plans
 from gpuenv.provision.perhost import HostRequest, plan_hosts

@@ -19,7 +19,7 @@ from gpuenv.adapters.ansible import run_playbook
 from gpuenv.ansible.events import HostSummary
 from gpuenv.ansible.project import PLAN
 from gpuenv.ansible.runner import RunRequest, controller_path, runner_arguments
-from gpuenv.compat import load_kb
+from gpuenv.kb import load_kb
 from gpuenv.provision.variables import ProvisionOptions, kb_facts, render_variables
 from gpuenv.resources import shipped_dir
 from tests.conftest import require

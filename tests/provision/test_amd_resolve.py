@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 import yaml
 
-from gpuenv.compat import load_kb
+from gpuenv.kb import load_kb
 from gpuenv.platforms.rocm.oses import rocm_host_oses, rocm_os_line
 from gpuenv.provision.driverplan import driver_plans
-from gpuenv.provision.hostfacts import HostFacts
+from gpuenv.provision.hostfacts import GatheredHost
 from gpuenv.provision.perhost import HostPlan, HostRequest, plan_hosts, request_from, wheelhouse_torch
 from gpuenv.provision.variables import ProvisionOptions
 from gpuenv.resolve import Request
 from gpuenv.resolve.service import resolve
-from gpuenv.stacks import load_stack
+from gpuenv.stack_service import load_stack
 from tests.conftest import run_gpuenv
 from tests.provision.amd import H100, MI250X, MI300X, amd, host_facts, nvidia
 
@@ -32,7 +32,7 @@ MI325X = ("74a5", "120000", "AMD Instinct MI325X")
 UNKNOWN = ("7777", "120000", "AMD device")
 
 
-def _one(request: HostRequest, facts: HostFacts) -> HostPlan:
+def _one(request: HostRequest, facts: GatheredHost) -> HostPlan:
     (plan,) = plan_hosts(KB, request, [facts])
     return plan
 

@@ -12,8 +12,8 @@ import yaml
 
 from gpuenv.ansible.events import HostTally, Progress, progress_from_event
 from gpuenv.ansible.runner import BECOME_PROMPT, RESULT_LIMIT, RunRequest, runner_arguments
-from gpuenv.compat import load_kb
 from gpuenv.errors import BadRequest
+from gpuenv.kb import load_kb
 from gpuenv.provision.variables import ProvisionOptions, kb_facts, render_variables
 from gpuenv.resolve import Request
 from gpuenv.resolve.service import resolve

@@ -17,7 +17,7 @@ import pytest
 from gpuenv.adapters.ansible import run_playbook
 from gpuenv.ansible.project import PLAN
 from gpuenv.ansible.runner import RunRequest, runner_arguments
-from gpuenv.compat import load_kb
+from gpuenv.kb import load_kb
 from gpuenv.provision.variables import ProvisionOptions, kb_facts, render_variables
 from gpuenv.resolve import Request
 from gpuenv.resolve.service import resolve

@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 
 from gpuenv.ansible.events import _message
-from gpuenv.compat import load_kb
 from gpuenv.errors import BadRequest
+from gpuenv.kb import load_kb
 from gpuenv.platforms.cuda.host import action_line
 from gpuenv.provision.driverplan import driver_plans
 from gpuenv.provision.gathered import facts_from_gathered
-from gpuenv.provision.hostfacts import HostFacts
+from gpuenv.provision.hostfacts import GatheredHost
 from gpuenv.provision.perhost import (
     HostRequest,
     check_request,
@@ -37,7 +37,7 @@ GPUS = {"V100": ("1db5", "7.0"), "A100": ("20b0", "8.0"), "L4": ("27b8", "8.9"),
 GPUS["B200"] = ("2901", "10.0")
 
 
-def _facts(host: str, dist: str, version: str, *devices: str, driver: str = "", **extra: Any) -> HostFacts:
+def _facts(host: str, dist: str, version: str, *devices: str, driver: str = "", **extra: Any) -> GatheredHost:
     raw = {
         "distribution": dist,
         "distribution_version": version,
@@ -57,7 +57,7 @@ def _facts(host: str, dist: str, version: str, *devices: str, driver: str = "", 
 
 
 def _code_for(stack: Any, sm: str) -> bool:
-    from gpuenv.compat import gpu_code_for
+    from gpuenv.kb import gpu_code_for
 
     release = next(t for t in KB.torch if t.version == stack.torch)
     return gpu_code_for(release.arch[stack.build], sm) is not None

@@ -11,7 +11,7 @@ from typing import Any
 import jinja2
 import yaml
 
-from gpuenv.compat import V, load_kb
+from gpuenv.kb import V, load_kb
 from gpuenv.platforms.cuda.host import DEBIAN_NONFREE_BRANCH
 from gpuenv.provision.variables import ProvisionOptions, host_oses, kb_facts, variables
 from gpuenv.requirements import gpuenv_requirements

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuenv.compat import load_kb
 from gpuenv.errors import BadRequest
+from gpuenv.kb import load_kb
 from gpuenv.provision.gathered import facts_from_gathered
 from gpuenv.provision.perhost import plan_hosts, request_from, wheelhouse_torch
 from gpuenv.provision.wheelhouse import check_wheelhouse

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gpuenv.compat import load_kb
+from gpuenv.kb import load_kb
 from gpuenv.verify import catalogue
 from gpuenv.verify.baselines import load_baselines
 from gpuenv.verify.checks import amp, common, profiler, throughput

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gpuenv.compat import load_kb
+from gpuenv.kb import load_kb
 from gpuenv.resolve import Request
 from gpuenv.resolve.service import resolve
 from gpuenv.verify.checks.stack import evaluate

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gpuenv.compat import load_kb
+from gpuenv.kb import load_kb
 from gpuenv.resolve import Request
 from gpuenv.resolve.service import resolve
 from gpuenv.verify.checks.stack import amdgpu_version, evaluate, rocm_build

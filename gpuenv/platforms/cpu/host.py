@@ -6,14 +6,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gpuenv import validate
-from gpuenv.compat import KnowledgeBase
 from gpuenv.errors import BadRequest
+from gpuenv.kb import KnowledgeBase
 from gpuenv.platforms.base import GpuFound, Resolver, skipped_plan
 from gpuenv.resolve.request import Request
 from gpuenv.stack import Stack
 
 if TYPE_CHECKING:  # only annotations: the options' modules import package metadata, off resolve's path
-    from gpuenv.provision.hostfacts import HostFacts
+    from gpuenv.provision.hostfacts import GatheredHost
     from gpuenv.provision.options import ProvisionOptions
 
 
@@ -25,20 +25,20 @@ class CpuHost:
     def identify(self, kb: KnowledgeBase, device_id: str) -> GpuFound:
         raise BadRequest(f"a PCI device {device_id} is no GPU of the CPU platform", hint="report a bug")
 
-    def matches(self, kb: KnowledgeBase, gpu: str, facts: HostFacts) -> bool | None:
+    def matches(self, kb: KnowledgeBase, gpu: str, facts: GatheredHost) -> bool | None:
         return None  # no --gpu names a CPU
 
-    def stack(self, kb: KnowledgeBase, constraints: Request, facts: HostFacts, resolve: Resolver) -> Stack:
+    def stack(self, kb: KnowledgeBase, constraints: Request, facts: GatheredHost, resolve: Resolver) -> Stack:
         """Torch's CPU build: the request's --driver is for the hosts with GPUs, not this one."""
         return resolve(kb, replace(constraints, platform="cpu", driver=None))
 
-    def refusal(self, kb: KnowledgeBase, stack: Stack, facts: HostFacts, kept_driver: str | None) -> str | None:
+    def refusal(self, kb: KnowledgeBase, stack: Stack, facts: GatheredHost, kept_driver: str | None) -> str | None:
         return None  # any host runs torch's CPU build
 
-    def warnings(self, facts: HostFacts, *, skip_driver: bool) -> list[str]:
+    def warnings(self, facts: GatheredHost, *, skip_driver: bool) -> list[str]:
         return []
 
-    def kept_driver(self, facts: HostFacts) -> str | None:
+    def kept_driver(self, facts: GatheredHost) -> str | None:
         return None
 
     def variables(self, kb: KnowledgeBase, stack: Stack, options: ProvisionOptions) -> dict[str, Any]:
@@ -46,6 +46,6 @@ class CpuHost:
         return {"nvidia_driver_enabled": False, "nvidia_driver_branch": branch}
 
     def driver_plan(
-        self, kb: KnowledgeBase, stack: Stack, facts: HostFacts, options: ProvisionOptions
+        self, kb: KnowledgeBase, stack: Stack, facts: GatheredHost, options: ProvisionOptions
     ) -> dict[str, Any]:
         return skipped_plan(facts, "a CPU stack needs none")

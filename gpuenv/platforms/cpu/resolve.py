@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from gpuenv.compat import KnowledgeBase, OsInfo, TorchRelease, V
 from gpuenv.errors import BadRequest
+from gpuenv.kb import KnowledgeBase, OsInfo, TorchRelease, V
 from gpuenv.platforms.arch import CpuArchFacts
 from gpuenv.platforms.base import Claim, Row, Unsupported
 from gpuenv.resolve.candidates import Candidate, Refused

@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 from gpuenv import validate
 from gpuenv.ansible.project import playbook_filter
-from gpuenv.compat import KnowledgeBase, PciDevice, driver_runs_cuda, gpu_code_for
 from gpuenv.errors import BadRequest
+from gpuenv.kb import KnowledgeBase, PciDevice, driver_runs_cuda, gpu_code_for
 from gpuenv.platforms.base import GpuFound, Resolver
 from gpuenv.platforms.cuda.resolve import rows_named
 from gpuenv.resolve.request import Request
 from gpuenv.stack import Stack
 
 if TYPE_CHECKING:  # only annotations: the options' modules import package metadata, off resolve's path
-    from gpuenv.provision.hostfacts import HostFacts
+    from gpuenv.provision.hostfacts import GatheredHost
     from gpuenv.provision.options import ProvisionOptions
 
 VENDOR = "10de"  # PCI vendor id of NVIDIA's GPUs
@@ -40,7 +40,7 @@ class CudaHost:
         label = f"{model} (sm_{sm.replace('.', '')})" if model and sm else f"unknown {VENDOR}:{device_id}"
         return GpuFound(model, sm, label, f"NVIDIA device {VENDOR}:{device_id}", (("sm", sm),))
 
-    def matches(self, kb: KnowledgeBase, gpu: str, facts: HostFacts) -> bool | None:
+    def matches(self, kb: KnowledgeBase, gpu: str, facts: GatheredHost) -> bool | None:
         """Whether every GPU of the host is the model (or compute capability) --gpu names; None: not NVIDIA's."""
         if gpu.lower().startswith("sm_"):
             digits = gpu[3:]
@@ -52,14 +52,14 @@ class CudaHost:
             return None
         return bool(facts.gpus) and all(g.platform == "cuda" and g.code == wanted for g in facts.gpus)
 
-    def stack(self, kb: KnowledgeBase, constraints: Request, facts: HostFacts, resolve: Resolver) -> Stack:
+    def stack(self, kb: KnowledgeBase, constraints: Request, facts: GatheredHost, resolve: Resolver) -> Stack:
         """One stack with GPU code for every compute capability on the host (a mixed node: all of them)."""
         sms = sorted(
             {g.code for g in facts.gpus_of("cuda") if g.code}, key=lambda sm: tuple(int(p) for p in sm.split("."))
         )
         return _resolve_for_gpus(kb, constraints, sms, resolve)
 
-    def refusal(self, kb: KnowledgeBase, stack: Stack, facts: HostFacts, kept_driver: str | None) -> str | None:
+    def refusal(self, kb: KnowledgeBase, stack: Stack, facts: GatheredHost, kept_driver: str | None) -> str | None:
         for gpu in facts.gpus_of("cuda"):
             if gpu.code and not _build_runs_on(kb, stack, gpu.code):
                 sm = gpu.code.replace(".", "")
@@ -70,14 +70,14 @@ class CudaHost:
                 return f"the loaded driver, kept by --skip-driver, cannot run the stack: {verdict.message}"
         return None
 
-    def warnings(self, facts: HostFacts, *, skip_driver: bool) -> list[str]:
+    def warnings(self, facts: GatheredHost, *, skip_driver: bool) -> list[str]:
         gpus = facts.gpus_of("cuda")
         out = [f"unknown NVIDIA device {VENDOR}:{g.device_id}: not in the device-id table" for g in gpus if not g.code]
         if skip_driver and gpus and not facts.driver:
             out.append("--skip-driver, but no NVIDIA driver is loaded: the GPUs stay unusable")
         return out
 
-    def kept_driver(self, facts: HostFacts) -> str | None:
+    def kept_driver(self, facts: GatheredHost) -> str | None:
         return facts.driver if facts.gpus_of("cuda") else None
 
     def variables(self, kb: KnowledgeBase, stack: Stack, options: ProvisionOptions) -> dict[str, Any]:
@@ -96,7 +96,7 @@ class CudaHost:
         }
 
     def driver_plan(
-        self, kb: KnowledgeBase, stack: Stack, facts: HostFacts, options: ProvisionOptions
+        self, kb: KnowledgeBase, stack: Stack, facts: GatheredHost, options: ProvisionOptions
     ) -> dict[str, Any]:
         written = self.variables(kb, stack, options)
         decided: dict[str, Any] = playbook_filter("gpuenv_filters").driver_plan(_filter_facts(facts, written))
@@ -149,7 +149,7 @@ def action_line(plan: dict[str, Any], loaded: str | None) -> str:
     return f"upgrade {loaded} → {how}; {reboot}"
 
 
-def _filter_facts(f: HostFacts, written: dict[str, Any]) -> dict[str, Any]:
+def _filter_facts(f: GatheredHost, written: dict[str, Any]) -> dict[str, Any]:
     """What plan_driver.yml hands the filter, from the gathered facts and the variables gpuenv writes."""
     return {
         **f.filter_facts(),

@@ -3,7 +3,7 @@ with the choice (unconfirmed facts, minor-version compatibility, end-of-life ima
 
 from __future__ import annotations
 
-from gpuenv.compat import Architecture, KnowledgeBase, OsInfo, V, driver_runs_cuda, gpu_code_for
+from gpuenv.kb import Architecture, KnowledgeBase, OsInfo, V, driver_runs_cuda, gpu_code_for
 from gpuenv.resolve.candidates import Candidate
 from gpuenv.resolve.ranking import fit_for_default
 from gpuenv.resolve.request import Request, torch_matches
@@ -44,6 +44,10 @@ def reasons(
     }
     if request.driver:
         reasons["driver"] = driver_runs_cuda(kb, request.driver, cuda.build).message
+        reasons["driver_branch"] = (
+            f"the branch of driver {request.driver}, which the stack was resolved for "
+            "(provision --driver-branch installs another)"
+        )
     if arch is not None:
         sm = arch.sm.replace(".", "")
         code = torch.arch[cuda.build]

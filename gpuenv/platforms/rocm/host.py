@@ -15,8 +15,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gpuenv.ansible.project import playbook_filter
-from gpuenv.compat import AmdGpu, KnowledgeBase, V
 from gpuenv.errors import BadRequest
+from gpuenv.kb import AmdGpu, KnowledgeBase, V
 from gpuenv.platforms.base import GpuFound, Resolver, Unsupported
 from gpuenv.platforms.rocm.oses import rocm_host_oses, rocm_os_refusal
 from gpuenv.platforms.rocm.resolve import amd_target
@@ -24,7 +24,7 @@ from gpuenv.resolve.request import Request
 from gpuenv.stack import Stack
 
 if TYPE_CHECKING:  # only annotations: the options' modules import package metadata, off resolve's path
-    from gpuenv.provision.hostfacts import HostFacts
+    from gpuenv.provision.hostfacts import GatheredHost
     from gpuenv.provision.options import ProvisionOptions
 
 VENDOR = "1002"  # PCI vendor id of AMD's GPUs (ATI)
@@ -42,7 +42,7 @@ class RocmHost:
         wire = (("sm", None), ("vendor", VENDOR), ("gfx", gfx))
         return GpuFound(model, gfx, label, f"AMD device {VENDOR}:{device_id}", wire)
 
-    def matches(self, kb: KnowledgeBase, gpu: str, facts: HostFacts) -> bool | None:
+    def matches(self, kb: KnowledgeBase, gpu: str, facts: GatheredHost) -> bool | None:
         """Whether every GPU of the host is the AMD model (or gfx target) --gpu names; None: not AMD's."""
         amd = amd_target(kb, gpu)
         if amd is None:
@@ -52,7 +52,7 @@ class RocmHost:
             g.platform == "rocm" and (g.code == amd.gfx if by_gfx else g.model == amd.name) for g in facts.gpus
         )
 
-    def stack(self, kb: KnowledgeBase, constraints: Request, facts: HostFacts, resolve: Resolver) -> Stack:
+    def stack(self, kb: KnowledgeBase, constraints: Request, facts: GatheredHost, resolve: Resolver) -> Stack:
         """Torch's ROCm build with GPU code for each of the host's GPUs, on an OS the amdgpu role serves."""
         gpus = _amd_models(kb, facts)
         asked = constraints.rocm or "+rocm" in (constraints.torch or "") or constraints.platform
@@ -66,7 +66,7 @@ class RocmHost:
             raise BadRequest(problem)
         return stack
 
-    def refusal(self, kb: KnowledgeBase, stack: Stack, facts: HostFacts, kept_driver: str | None) -> str | None:
+    def refusal(self, kb: KnowledgeBase, stack: Stack, facts: GatheredHost, kept_driver: str | None) -> str | None:
         """An OS the amdgpu role serves for the release, GPU code and a ROCm new enough for every AMD GPU."""
         rocm = str(stack.rocm)
         os_refusal = rocm_os_refusal(kb, rocm, facts.os, facts.os_label)
@@ -82,14 +82,14 @@ class RocmHost:
                 return f"{build} cannot serve {gpu.model} ({gpu.code}): it needs ROCm ≥ {row.min_rocm}"
         return None
 
-    def warnings(self, facts: HostFacts, *, skip_driver: bool) -> list[str]:
+    def warnings(self, facts: GatheredHost, *, skip_driver: bool) -> list[str]:
         return [
             f"unknown AMD device {VENDOR}:{g.device_id}: not in the device-id table"
             for g in facts.gpus_of("rocm")
             if not g.code
         ]
 
-    def kept_driver(self, facts: HostFacts) -> str | None:
+    def kept_driver(self, facts: GatheredHost) -> str | None:
         return None  # the amdgpu a host runs is no constraint of torch's ROCm builds
 
     def variables(self, kb: KnowledgeBase, stack: Stack, options: ProvisionOptions) -> dict[str, Any]:
@@ -109,7 +109,7 @@ class RocmHost:
         }
 
     def driver_plan(
-        self, kb: KnowledgeBase, stack: Stack, facts: HostFacts, options: ProvisionOptions
+        self, kb: KnowledgeBase, stack: Stack, facts: GatheredHost, options: ProvisionOptions
     ) -> dict[str, Any]:
         written = self.variables(kb, stack, options)
         decided: dict[str, Any] = playbook_filter("gpuenv_amdgpu").amdgpu_plan(_amdgpu_facts(facts, written))
@@ -150,7 +150,7 @@ def amdgpu_action_line(plan: dict[str, Any], loaded: str | None) -> str:
     return f"install {what} over the loaded amdgpu {loaded}; {reboot}"
 
 
-def _amdgpu_facts(f: HostFacts, written: dict[str, Any]) -> dict[str, Any]:
+def _amdgpu_facts(f: GatheredHost, written: dict[str, Any]) -> dict[str, Any]:
     """What the amdgpu role's plan.yml hands the filter, from the gathered facts and the variables gpuenv writes."""
     return {
         **f.filter_facts(),
@@ -163,7 +163,7 @@ def _amdgpu_facts(f: HostFacts, written: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _amd_models(kb: KnowledgeBase, facts: HostFacts) -> list[AmdGpu]:
+def _amd_models(kb: KnowledgeBase, facts: GatheredHost) -> list[AmdGpu]:
     """The knowledge base's rows of the host's AMD GPUs, oldest first (first ROCm, then gfx target)."""
     found = {row.name: row for g in facts.gpus_of("rocm") if g.model and (row := kb.find_amd_gpu(g.model))}
     return sorted(found.values(), key=lambda r: (V(r.min_rocm or "0"), r.gfx, r.name))

@@ -7,7 +7,7 @@ rule, for resolve and provision. Pure.
 
 from __future__ import annotations
 
-from gpuenv.compat import KnowledgeBase, OsInfo, RocmRelease
+from gpuenv.kb import KnowledgeBase, OsInfo, RocmRelease
 
 # The knowledge base's host OSes the amdgpu role implements (apt suites jammy and noble; AMD's rhel8/rhel9 trees).
 ROLE_OSES = ("ubuntu22.04", "ubuntu24.04", "rockylinux8", "rockylinux9")

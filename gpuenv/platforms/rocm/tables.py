@@ -4,7 +4,7 @@ the first ROCm that supports it, its PCI ids). Pure."""
 
 from __future__ import annotations
 
-from gpuenv.compat import KnowledgeBase, V
+from gpuenv.kb import KnowledgeBase, V
 
 ROCM_COLUMNS = ("ROCm", "build", "images tag", "OS (AMD's matrix)", "rocm/dev images", "torch", "unconfirmed")
 AMD_GPU_COLUMNS = ("GPU", "gfx", "from ROCm", "PCI ids (1002:)", "torch builds with its kernels")

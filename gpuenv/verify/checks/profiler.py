@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from gpuenv.interrupt import descendants
+from gpuenv.processes import descendants
 from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks import common
 from gpuenv.verify.context import CheckContext

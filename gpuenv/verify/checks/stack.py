@@ -1,6 +1,6 @@
 """stack: the installed torch and its CUDA build against the driver, the GPUs and the knowledge base.
 
-The driver decision is `gpuenv.compat.driver_runs_cuda`, the same function `resolve` uses, so a
+The driver decision is `gpuenv.kb.driver_runs_cuda`, the same function `resolve` uses, so a
 stack that `resolve` recommends passes here. On a ROCm torch (torch.version.hip) the build's ROCm
 release and HIP version, the amdgpu driver, whether the knowledge base knows that release, and
 whether each GPU's gfx target is in the build's gfx list. `evaluate` is pure (facts in, findings out).
@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuenv.adapters import nvml as adapter
-from gpuenv.compat import KnowledgeBase, cubin_runs_on, driver_runs_cuda, load_kb, ptx_runs_on
 from gpuenv.errors import BadRequest
+from gpuenv.kb import KnowledgeBase, cubin_runs_on, driver_runs_cuda, load_kb, ptx_runs_on
 from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks.common import torch_module
 from gpuenv.verify.context import CheckContext

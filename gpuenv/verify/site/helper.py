@@ -7,7 +7,7 @@ environment the engine gives it, standard input from /dev/null, its standard out
 first OUT_LIMIT bytes) and its standard error copied to the run's stderr (up to ERR_LIMIT bytes).
 The engine's watchdog kills the whole group (this helper, the program and whatever it started) at
 the check's limit, and after the check in any case; should gpuenv itself die, this helper kills
-the group (procs.die_with_parent).
+the group (processes.die_with_parent).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import sys
 import time
 from typing import IO, Any
 
-from gpuenv.verify.procs import die_with_parent
+from gpuenv.processes import die_with_parent
 from gpuenv.verify.worker_handle import FD_ENV, PARENT_ENV
 
 OUT_LIMIT = 1 << 20  # a check's answer is a line or a small JSON object

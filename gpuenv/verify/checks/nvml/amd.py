@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuenv.adapters import amdsmi as adapter
+from gpuenv.processes import own_pids_among
 from gpuenv.verify import catalogue
 from gpuenv.verify.checks.nvml.policy import load_policy, rule_finding
 from gpuenv.verify.checks.nvml.rules import judged
@@ -33,7 +34,6 @@ from gpuenv.verify.checks.nvml.under_load import (
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.facts import NvmlSnapshot, visible, visible_spec
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
-from gpuenv.verify.procs import own_pids_among
 
 NOT_READ = "AMD SMI: PCIe link state not read"
 PASSIVE_NOTE = "passive: AMD SMI read without load; clocks and throttling under load not judged"

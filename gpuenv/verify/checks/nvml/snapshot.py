@@ -12,6 +12,7 @@ from typing import Any
 
 from gpuenv.adapters import nvml as adapter
 from gpuenv.power import record
+from gpuenv.processes import own_pids_among
 from gpuenv.verify import catalogue
 from gpuenv.verify.checks.nvml import amd
 from gpuenv.verify.checks.nvml.policy import load_policy, rule_finding
@@ -20,7 +21,6 @@ from gpuenv.verify.checks.nvml.under_load import LoadStarter, gpu_load, hold_s, 
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.facts import NvmlSnapshot, visible
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
-from gpuenv.verify.procs import own_pids_among
 
 COMPUTE_MODES = {0: "DEFAULT", 1: "EXCLUSIVE_THREAD", 2: "PROHIBITED", 3: "EXCLUSIVE_PROCESS"}
 

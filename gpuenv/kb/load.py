@@ -15,7 +15,9 @@ from typing import Any
 
 from packaging.version import InvalidVersion
 
-from gpuenv.compat.model import (
+from gpuenv.errors import BadRequest, CannotRun
+from gpuenv.files import read_text
+from gpuenv.kb.model import (
     AmdGpu,
     AnsibleNames,
     Architecture,
@@ -33,8 +35,6 @@ from gpuenv.compat.model import (
     TorchRocm,
     V,
 )
-from gpuenv.errors import BadRequest, CannotRun
-from gpuenv.files import read_text
 from gpuenv.resources import data_file
 from gpuenv.schema import parse_json
 from gpuenv.stack import PythonSource

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from gpuenv import schema, validate
 from gpuenv.adapters import nvml
-from gpuenv.compat import OsInfo, load_kb, staleness_warning
 from gpuenv.errors import BadRequest, CannotRun
+from gpuenv.kb import OsInfo, load_kb, staleness_warning
 from gpuenv.platforms.registry import checked, for_stack, stack_from_dict
 from gpuenv.resolve.request import Purpose, Request
 from gpuenv.resolve.service import resolve

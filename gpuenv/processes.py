@@ -1,9 +1,13 @@
-"""One rule for every command: SIGINT or SIGTERM interrupts it, it cleans up, says so, and exits 3.
+"""gpuenv's processes: signals, the processes a run started, and dying with the parent.
 
+One rule for every command: SIGINT or SIGTERM interrupts it, it cleans up, says so, and exits 3.
 `install()` (called once by the CLI's main) makes SIGTERM behave like Ctrl-C, so a command killed
 by Slurm or systemd runs the same clean-up as one interrupted from a terminal. `Deferred` is for
 the stretches that must finish once started (stopping Ansible, writing the report a run promised):
-a signal inside it is remembered, not raised, and a second one cannot cut the clean-up short.
+a signal inside it is remembered, not raised, and a second one cannot cut the clean-up short;
+`signals_interrupt` turns a signal into `errors.Interrupted` for a verify run. Below them: a process's
+descendants and group read from /proc, stopping them, the guard that stops Ansible or srun when gpuenv is
+SIGKILLed, and the watch that makes a verify worker, rank or load process die with its owner.
 """
 
 from __future__ import annotations
@@ -11,13 +15,18 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import select
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
+
+from gpuenv.errors import Interrupted
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -60,6 +69,29 @@ class Deferred:
             return  # interrupted: keep ignoring further signals until the command has reported and exited
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def signals_interrupt(deferred: list[int] | None = None) -> Iterator[None]:
+    """Turn SIGTERM/SIGINT into Interrupted for the duration of a run; with `deferred`, only note
+    the signal there (the caller stops after the running step, which its own limit bounds)."""
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        if deferred is None:
+            raise interrupted_by(signum)
+        deferred.append(signum)
+
+    previous = {s: signal.signal(s, handler) for s in SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def interrupted_by(signum: int) -> Interrupted:
+    name = signal.Signals(signum).name
+    return Interrupted(f"interrupted by {name}", signame=name)
 
 
 def descendants(pid: int) -> list[int]:
@@ -124,7 +156,7 @@ def guard_script(folder: Path, program: str, *, last: tuple[str, ...] = ()) -> P
     one binary path without arguments, and then leaves the playbook off the command line)."""
     script = folder / f"gpuenv-guard-{program}"
     script.write_text(
-        f"#!{sys.executable}\nimport sys\nfrom gpuenv.interrupt import guard\n"
+        f"#!{sys.executable}\nimport sys\nfrom gpuenv.processes import guard\n"
         f"sys.exit(guard([{program!r}, *sys.argv[1:], *{list(last)!r}]))\n",
         encoding="utf-8",
     )
@@ -173,3 +205,88 @@ def _stop_group(child: subprocess.Popen[bytes]) -> None:
 def _set_pdeathsig(sig: int) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+
+
+# --- a verify run's processes: its group, and dying with the owner ------------------------------
+
+
+def group_members(pgid: int) -> list[int]:
+    """PIDs of live (not zombie) processes in a process group, read from /proc."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+def own_pids() -> set[int]:
+    """This process, its parent (gpuenv) and every process of its group (worker, forkserver,
+    ranks, the load process): compute processes of the run itself, never leftovers."""
+    return {os.getpid(), os.getppid(), *group_members(os.getpgrp())}
+
+
+def own_pids_among(gpus: list[dict[str, Any]]) -> frozenset[int]:
+    """The run's own processes, read from /proc only where a GPU lists compute processes: they serve
+    only to tell the run's own from leftovers, and reading every process's stat is the slowest part
+    of a passive read on a node running many processes."""
+    if not any(g.get("processes") for g in gpus):
+        return frozenset()
+    return frozenset(own_pids())
+
+
+def die_with_parent(parent: int, *, group: bool = False) -> None:
+    """SIGKILL this process (with `group`, its whole process group, which it leads) when its parent
+    process ends; if the parent is already gone, die now. Without it a SIGKILLed gpuenv (a Slurm
+    prolog past its limit) would leave its workers running under PID 1.
+
+    Not PR_SET_PDEATHSIG: the kernel sends that signal when the parent *thread* that forked the child
+    ends, not the parent process, so a child started from a short-lived thread (a pool's, an import's)
+    was killed with its parent alive and well, and the run lost its report. The parent process is
+    watched instead, as exit_with watches the worker."""
+    exit_with(parent, group=group)
+    if os.getppid() != parent:
+        _die(group)
+
+
+def _die(group: bool) -> None:
+    if group:
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def exit_with(owner: int, *, group: bool = False) -> None:
+    """SIGKILL this process when process `owner` ends, though it need not be our parent (a rank's
+    parent is the forkserver, which lives as long as any rank holds its "alive" pipe, so only
+    watching the worker itself breaks that circle). A daemon thread waits on a pidfd, which becomes
+    readable when the whole process has exited (all its threads), never when one thread ends."""
+
+    def wait() -> None:
+        try:
+            fd = os.pidfd_open(owner)
+        except ProcessLookupError:
+            fd = None
+        except OSError:  # no pidfd (old kernel): poll
+            while _exists(owner):
+                select.select([], [], [], 0.5)
+            fd = None
+        if fd is not None:
+            select.select([fd], [], [])
+        _die(group)
+
+    threading.Thread(target=wait, name="gpuenv-exit-with", daemon=True).start()
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Literal
 
-from gpuenv.compat.model import (
+from gpuenv.errors import BadRequest
+from gpuenv.kb.model import (
     ArchList,
     CudaRelease,
     DriverBranch,
     KnowledgeBase,
 )
-from gpuenv.errors import BadRequest
 
 STALE_AFTER_DAYS = 90
 

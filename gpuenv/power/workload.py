@@ -17,9 +17,9 @@ import sys
 import traceback
 from typing import Any
 
-from gpuenv.power.energy import AmdEnergyMeter
+from gpuenv.platforms import nodes
+from gpuenv.power.energy import EnergyMeter
 from gpuenv.verify import faults
-from gpuenv.verify.checks.common import EnergyMeter
 from gpuenv.verify.procs import die_with_parent
 from gpuenv.verify.workloads import nlp
 
@@ -48,7 +48,7 @@ def measure(request: dict[str, Any]) -> dict[str, Any]:
     device = f"cuda:{request['cuda_index']}" if request["device"] == "cuda" else "cpu"
     size = nlp.size_for(device, request["level"])
     index = int(request["nvml_index"])  # the management library's index: NVML's, or AMD SMI's
-    meter = AmdEnergyMeter(index) if request.get("smi") == "amdsmi" else EnergyMeter(index)
+    meter = EnergyMeter(index, nodes.for_smi(request.get("smi", "")))
     result = nlp.throughput(device, size=size, steps=int(request["steps"]), around=meter)
     return {
         "tokens": int(result.tokens),

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuenv.verify import faults
+from gpuenv.verify.model import HEALTH
 from gpuenv.verify.procs import die_with_parent
 
 LIMIT_S = 60.0  # unless the caller gives its own (the deep level holds the load a minute and more)
@@ -77,7 +78,7 @@ def stand_in(limit: float) -> int:
 def main(argv: list[str]) -> int:
     die_with_parent(int(argv[0]))
     limit = float(argv[1]) if len(argv) > 1 else LIMIT_S
-    if faults.active("nvml") == "standin":
+    if faults.active(HEALTH) == "standin":
         return stand_in(limit)
     try:
         import torch  # heavy (~1 s): only the workload needs it

@@ -16,7 +16,8 @@ from typing import Any
 from gpuenv.compat import AmdGpu, KnowledgeBase, OsInfo, Provenance, RocmRelease, TorchRelease, V
 from gpuenv.errors import BadRequest
 from gpuenv.platforms.arch import CpuArchFacts
-from gpuenv.platforms.base import Claim, Row, Unsupported
+from gpuenv.platforms.base import Claim, Row
+from gpuenv.platforms.node import Unsupported
 from gpuenv.platforms.rocm.oses import releases_named, rocm_os_row, rocm_os_warning
 from gpuenv.resolve.candidates import Candidate, Refused
 from gpuenv.resolve.request import Request, numpy_requirement, torch_matches

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from gpuenv.platforms import nodes
 from gpuenv.power.record import AppliedCap
 from gpuenv.verify import catalogue
 from gpuenv.verify.checks.nvml.events import ras_findings
@@ -17,7 +18,7 @@ from gpuenv.verify.checks.nvml.load_rules import configured_findings, load_findi
 from gpuenv.verify.checks.nvml.policy import ref, rule_finding
 from gpuenv.verify.checks.nvml.unread import unread_findings
 from gpuenv.verify.context import CheckContext
-from gpuenv.verify.facts import SMI_NAMES, HostFacts, NvmlSnapshot, visible
+from gpuenv.verify.facts import HostFacts, NvmlSnapshot, visible
 from gpuenv.verify.model import Finding, GpuRef
 from gpuenv.verify.pci import same_bus
 
@@ -88,7 +89,8 @@ def _count_findings(
     host: HostFacts,
 ) -> list[Finding]:
     findings = []
-    smi, vendor = SMI_NAMES[host.smi], "AMD" if host.smi == "amdsmi" else "NVIDIA"
+    node = nodes.for_smi(host.smi)
+    smi, vendor = node.library, node.vendor
     if expect_gpus is not None and len(gpus) < expect_gpus:
         findings.append(
             rule_finding(

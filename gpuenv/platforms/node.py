@@ -46,6 +46,7 @@ class GpuNode:
     driver_lists_gpus: bool  # whether the driver lists the GPUs a container was given (the bus reference)
     runtime: str  # what torch's "cuda" device runs on here
     devices_variables: str  # the variables that pick a process's GPUs, in words
+    job_variables: tuple[str, ...]  # a Slurm job's GPUs: the variable verify sets, then the ones it removes
     visible_by_position: bool  # whether those variables pick by position among every GPU, not by the library's index
     visible: Callable[[Gpus, Mapping[str, str]], str | None]  # those variables as a CUDA_VISIBLE_DEVICES-style list
     torch_build: Callable[[Any], str | None]  # torch's build for it, from `torch.version` ("CUDA 12.8"), or None

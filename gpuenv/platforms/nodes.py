@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from gpuenv.platforms.cuda import node as cuda
-from gpuenv.platforms.node import GpuNode
+from gpuenv.platforms.node import GpuNode as GpuNode
 from gpuenv.platforms.rocm import node as rocm
 
 GPU_NODES: tuple[GpuNode, ...] = (cuda.NODE, rocm.NODE)  # NVML first: its probe watches XIDs
@@ -19,6 +19,11 @@ Answer = TypeVar("Answer")
 def for_smi(smi: str) -> GpuNode:
     """The node half whose management library has this wire name (the first's for an unknown one)."""
     return next((n for n in GPU_NODES if n.smi == smi), GPU_NODES[0])
+
+
+def on_bus(buses: Mapping[str, list[str]]) -> GpuNode:
+    """The node half of the first platform whose GPUs are on the PCI bus (`buses`, by smi); the first's with none."""
+    return next((n for n in GPU_NODES if buses.get(n.smi)), GPU_NODES[0])
 
 
 def for_torch(version: Any) -> GpuNode | None:

@@ -38,6 +38,7 @@ NODE = GpuNode(
     driver_lists_gpus=True,
     runtime="CUDA",
     devices_variables="CUDA_VISIBLE_DEVICES",
+    job_variables=("CUDA_VISIBLE_DEVICES",),
     visible_by_position=False,
     visible=visible,
     torch_build=torch_build,

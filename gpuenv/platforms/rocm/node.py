@@ -57,6 +57,12 @@ def torch_build(version: Any) -> str | None:
     return f"ROCm (HIP {hip})" if hip else None
 
 
+def rocm_build(torch_version: str, hip: str) -> str:
+    """Pure: the ROCm build of a torch on the node ("2.9.1+rocm6.4" is rocm6.4), else HIP's major.minor."""
+    local = torch_version.partition("+")[2]
+    return local if local.startswith("rocm") else "rocm" + ".".join(hip.split(".")[:2])
+
+
 def torch_arch(torch: Any, device: Any) -> str | None:
     """The GPU's gfx target as torch's ROCm build names it (gcnArchName)."""
     return str(getattr(torch.cuda.get_device_properties(device), "gcnArchName", "")) or None
@@ -74,6 +80,9 @@ NODE = GpuNode(
     driver_lists_gpus=False,  # amdgpu has no list of a container's GPUs
     runtime="ROCm (torch's cuda device)",
     devices_variables="ROCR_VISIBLE_DEVICES and HIP_VISIBLE_DEVICES",
+    # ROCR_VISIBLE_DEVICES picks among every GPU, then HIP's (or CUDA's, which HIP reads too) among those:
+    # verify sets ROCR's alone (AMD SMI's indices, as Slurm's gres numbers them) and removes the others
+    job_variables=("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"),
     visible_by_position=True,  # ROCR_VISIBLE_DEVICES counts every GPU
     visible=visible,
     torch_build=torch_build,

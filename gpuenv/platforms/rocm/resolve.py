@@ -319,3 +319,8 @@ def base_images(rocm: RocmRelease, os_info: OsInfo) -> dict[str, str]:
         return {}
     name = re.sub(r"^([a-z]+)", r"\1-", os_info.name)  # ubuntu24.04 -> ubuntu-24.04
     return {"runtime": f"rocm/dev-{name}:{rocm.release}", "devel": f"rocm/dev-{name}:{rocm.release}-complete"}
+
+
+def known_build(kb: KnowledgeBase, build: str) -> bool:
+    """Whether the knowledge base holds this ROCm build ("rocm6.4"): verify's stack check cross-checks only those."""
+    return build in kb.rocm_by_build

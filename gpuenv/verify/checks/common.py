@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuenv.adapters import nvml as adapter
+from gpuenv.platforms import nodes
 from gpuenv.verify.baselines import load_baselines
 from gpuenv.verify.catalogue import finding
 from gpuenv.verify.figures import readings
@@ -28,13 +29,9 @@ class CudaUnusable(Exception):
 
 def gpu_build(version: Any) -> str | None:
     """Pure: what GPU build torch is, from `torch.version`: "CUDA 12.8", "ROCm (HIP 6.4.43482)",
-    or None for a CPU-only build. A ROCm build has `hip` set and `cuda` None; its GPUs are still
-    torch's "cuda" device."""
-    if getattr(version, "cuda", None):
-        return f"CUDA {version.cuda}"
-    if getattr(version, "hip", None):
-        return f"ROCm (HIP {version.hip})"
-    return None
+    or None for a CPU-only build, as the platforms' node halves read it (a ROCm build's GPUs are
+    torch's "cuda" device all the same)."""
+    return nodes.torch_build(version)
 
 
 def cuda_problem() -> str | None:

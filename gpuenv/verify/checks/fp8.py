@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from gpuenv.platforms import nodes
 from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks import common
 from gpuenv.verify.checks.throughput import SAMPLE_S, SAMPLES, WARMUP_S
@@ -171,10 +172,9 @@ def run(ctx: CheckContext) -> CheckResult:
 
 
 def _arch(torch: Any, dev: Any) -> str | None:
-    """ROCm's gcnArchName of this GPU; None on a CUDA build."""
-    if not getattr(torch.version, "hip", None):
-        return None
-    return str(getattr(torch.cuda.get_device_properties(dev), "gcnArchName", "")) or None
+    """The GPU's code beside its compute capability as its platform reads it (ROCm's gcnArchName); None on CUDA."""
+    node = nodes.for_torch(torch.version)
+    return node.torch_arch(torch, dev) if node else None
 
 
 def _format_of(torch: Any, dev: Any) -> Fp8Format | None:

@@ -50,7 +50,7 @@ def run(ctx: CheckContext) -> CheckResult:
     cuda = ctx.device == "cuda"
     params = {
         "level": ctx.level,
-        "nvml": [ctx.host.nvml_index(i) for i in range(world)] if cuda else [],
+        "indices": [ctx.host.nvml_index(i) for i in range(world)] if cuda else [],
         "smi": ctx.host.smi,
     }
     started = time.perf_counter()
@@ -200,7 +200,7 @@ def rank_workload(rank: int, world: int, device: str, params: dict[str, Any]) ->
     torch = common.torch_module()
 
     dev = torch.device("cuda", rank) if device == "cuda" else torch.device("cpu")
-    index = params["nvml"][rank] if params["nvml"] else None  # the management library's index of this rank's GPU
+    index = params["indices"][rank] if params["indices"] else None  # the management library's index of this rank's GPU
     gpu = None if index is None else Metered(index, params["smi"])
     steps = STEPS[device]
     out: dict[str, Any] = {}

@@ -68,10 +68,15 @@ def ref(gpu: dict[str, Any]) -> GpuRef:
     return GpuRef(gpu["index"], gpu.get("uuid"), gpu.get("pci_bus_id"))
 
 
+def rule_code(rule: str) -> str:
+    """The finding code of a health rule ("persistence_off" is nvml.persistence_off: the report's wire name)."""
+    return f"{HEALTH}.{rule}"
+
+
 def rule_finding(policy: dict[str, Any], rule: str, message: str, gpu: GpuRef | None, **fields: Any) -> Finding:
     """The nvml.RULE finding, with the policy's severity, action and remediation for it."""
     r = policy["rules"][rule]
-    code = f"nvml.{rule}"
+    code = rule_code(rule)
     entry = catalogue.Rule(
         code, r["severity"], r.get("action", "none"), r.get("remediation"), catalogue.rules()[code].item
     )

@@ -15,7 +15,7 @@ from gpuenv.verify import catalogue
 from gpuenv.verify.checks.nvml.events import ras_findings
 from gpuenv.verify.checks.nvml.links import link_findings
 from gpuenv.verify.checks.nvml.load_rules import configured_findings, load_findings, peer_findings, power_findings
-from gpuenv.verify.checks.nvml.policy import ref, rule_finding
+from gpuenv.verify.checks.nvml.policy import ref, rule_code, rule_finding
 from gpuenv.verify.checks.nvml.unread import unread_findings
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.facts import HostFacts, NvmlSnapshot, visible
@@ -78,7 +78,7 @@ def slow_start(findings: list[Finding], init_s: float | None, policy: dict[str, 
     if init_s is None or init_s < policy["slow_init_s"]:
         return findings
     cost = f"; NVML took {init_s:.1f} s to start (the driver sets the GPUs up on each first use)"
-    return [replace(f, message=f.message + cost) if f.code == "nvml.persistence_off" else f for f in findings]
+    return [replace(f, message=f.message + cost) if f.code == rule_code("persistence_off") else f for f in findings]
 
 
 def _count_findings(

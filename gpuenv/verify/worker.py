@@ -29,7 +29,6 @@ from gpuenv.platforms import nodes
 from gpuenv.platforms.node import GpuNode
 from gpuenv.verify import faults
 from gpuenv.verify.catalogue import finding
-from gpuenv.verify.checks.common import CudaUnusable, unusable_finding
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.facts import HostFacts
 from gpuenv.verify.model import CheckResult
@@ -39,6 +38,7 @@ from gpuenv.verify.procs import die_with_parent
 from gpuenv.verify.ranks import RanksCrashed, start_forkserver
 from gpuenv.verify.site.plugins import run_python
 from gpuenv.verify.worker_handle import FD_ENV, PARENT_ENV
+from gpuenv.verify.workloads.common import CudaUnusable, unusable_finding
 
 # Exceptions whose text says the device or the communication layer broke: a crash, not our bug.
 CRASH_MARKERS = (

@@ -13,12 +13,12 @@ import pytest
 from gpuenv.adapters import amdsmi as adapter
 from gpuenv.platforms import nodes
 from gpuenv.platforms.rocm.node import visible as rocm_visible
-from gpuenv.verify.checks.common import gpu_build
 from gpuenv.verify.checks.fp8 import E4M3FN, E4M3FNUZ, fp8_format, no_fp8_reason
 from gpuenv.verify.checks.nvml.policy import load_policy
 from gpuenv.verify.checks.nvml.rules import evaluate
 from gpuenv.verify.facts import HostFacts, NvmlSnapshot, gpu_node_note, host_facts, loads
 from gpuenv.verify.pci import amd_on_pci, nvidia_on_pci
+from gpuenv.verify.workloads.common import gpu_build
 from tests.verify.conftest import AMD_BUS, amd_env, check, fake_sysfs, verify_json
 from tests.verify.conftest import FAKE_AMDSMI as FAKE_AMDSMI  # other areas' tests import them from here
 from tests.verify.conftest import amd_sysfs as amd_sysfs

@@ -19,11 +19,11 @@ from typing import Any
 
 from gpuenv.platforms import nodes
 from gpuenv.verify.catalogue import finding
-from gpuenv.verify.checks import common
-from gpuenv.verify.checks.throughput import SAMPLE_S, SAMPLES, WARMUP_S
-from gpuenv.verify.checks.throughput import timed as _timed
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
+from gpuenv.verify.workloads import common
+from gpuenv.verify.workloads.throughput import SAMPLE_S, SAMPLES, WARMUP_S
+from gpuenv.verify.workloads.throughput import timed as _timed
 
 FIRST_CAPABILITY = (8, 9)
 TOLERANCE = 0.1  # relative norm gap to bf16: e4m3 keeps 3 mantissa bits; random K=4096 products land near 0.03

@@ -26,12 +26,11 @@ from gpuenv.platforms import nodes
 from gpuenv.power.energy import EnergyMeter
 from gpuenv.verify import ranks
 from gpuenv.verify.catalogue import finding
-from gpuenv.verify.checks import common
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.expectations import load_expectations
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
 from gpuenv.verify.outliers import beyond_spread
-from gpuenv.verify.workloads import cv, nlp, rec
+from gpuenv.verify.workloads import common, cv, nlp, rec
 
 ACCUMULATION_TOLERANCE = 1e-3  # relative gradient gap, fp32 without TF32: only summation order differs
 STEPS = {

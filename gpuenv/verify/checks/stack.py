@@ -24,9 +24,9 @@ from gpuenv.errors import BadRequest
 from gpuenv.platforms.rocm.node import rocm_build
 from gpuenv.platforms.rocm.resolve import known_build
 from gpuenv.verify.catalogue import finding
-from gpuenv.verify.checks.common import torch_module
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
+from gpuenv.verify.workloads.common import torch_module
 
 
 def evaluate(facts: dict[str, Any], kb: KnowledgeBase, *, device: str) -> list[Finding]:

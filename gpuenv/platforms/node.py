@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from gpuenv.adapters.management import GpuManagement
 from gpuenv.errors import BadRequest
 from gpuenv.types import Smi
+
+if TYPE_CHECKING:  # the Protocol the adapters are held to, an annotation only: off verify --passive's path
+    from gpuenv.adapters.management import GpuManagement
 
 Gpus = list[dict[str, Any]]
 

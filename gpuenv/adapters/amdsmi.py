@@ -20,6 +20,7 @@ from functools import partial
 from typing import Any
 
 from gpuenv.adapters.amdsmi_errors import classify, code_name
+from gpuenv.adapters.management import ClockCause, LinkState
 
 INSTALL_HINT = "pip install 'gpuenv[rocm]' (the amdsmi bindings of the host's ROCm release)"
 LIBRARY_HINT = "install ROCm's amd-smi-lib (the amdgpu driver's user space) or set ROCM_PATH to the ROCm install"
@@ -211,17 +212,17 @@ def _number(value: Any) -> int | None:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+XGMI: tuple[tuple[LinkState, str], ...] = (("up", "U"), ("down", "D"))  # AMD SMI's letters; "X" is no link
+
+
 def _xgmi(status: dict[str, Any] | None) -> dict[str, Any] | None:
     """The XGMI links AMD SMI reports up ("U") and down ("D"; "X" is disabled: not a link); None
     where unread."""
     if status is None:
         return None
     states = list(status.get("status") or [])
-    return {
-        "kind": "xgmi",
-        "up": [n for n, state in enumerate(states) if state == "U"],
-        "down": [n for n, state in enumerate(states) if state == "D"],
-    }
+    links: dict[str, list[int]] = {s: [n for n, state in enumerate(states) if state == code] for s, code in XGMI}
+    return {"kind": "xgmi", **links}
 
 
 def _thermal_limits(status: dict[str, Any] | None) -> list[str] | None:
@@ -249,7 +250,7 @@ def _power(cap: dict[str, Any] | None, info: dict[str, Any] | None) -> dict[str,
 # AMD SMI's violation status (MI300 and later): each limit has an active_* flag (holding the clocks
 # down now) and an acc_* residency counter that grows with acc_counter while the limit holds; as
 # the causes every vendor's readings are judged by (gpuenv.adapters.nvml.CLOCK_CAUSES)
-VIOLATION_LIMITS = {
+VIOLATION_LIMITS: dict[str, ClockCause] = {
     "prochot_thrm": "prochot",
     "ppt_pwr": "power_cap",
     "socket_thrm": "thermal",

@@ -37,6 +37,7 @@ ClockCause = Literal[
     "power_brake",
 ]
 LinkState = Literal["up", "down"]
+LINK_STATES: tuple[LinkState, ...] = ("up", "down")  # a GPU's links by state: NVLink's, XGMI's
 
 
 class GpuManagement(Protocol):

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from functools import cache, partial
 from typing import Any
 
+from gpuenv.adapters.management import LINK_STATES, ClockCause
 from gpuenv.adapters.nvml_errors import classify
 
 XID_EVENT = 0x8  # nvmlEventTypeXidCriticalError
@@ -19,8 +20,7 @@ XID_RECOVERY = 154  # GPU recovery action changed: the action is read from field
 FABRIC_INFO_V2 = 0x02000024  # nvmlGpuFabricInfo_v2: version 2, sizeof(nvmlGpuFabricInfo_v2_t)
 FIELD_MEMORY_TEMP = 82  # NVML_FI_DEV_MEMORY_TEMP
 FIELD_RECOVERY_ACTION = 230  # NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
-# NVML's clock-event reasons as the causes every vendor's readings are judged by (gpuenv.verify)
-CLOCK_CAUSES = {
+CLOCK_CAUSES: dict[int, ClockCause] = {  # NVML's clock-event reasons in the causes' vocabulary (management.py)
     0x1: "idle",
     0x2: "configured",  # application clocks
     0x4: "power_cap",
@@ -230,7 +230,7 @@ def _field(nv: Any, h: Any, field: int, key: str, unread: Unread) -> int | None:
 def _nvlinks(nv: Any, h: Any, unread: Unread) -> dict[str, Any] | None:
     """The GPU's NVLinks, active (`up`) and inactive (`down`): NVML answers each link until
     INVALID_ARGUMENT past the last. None when the GPU has none or a link could not be read."""
-    states: dict[str, list[int]] = {"up": [], "down": []}
+    states: dict[str, list[int]] = {state: [] for state in LINK_STATES}
     for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
         active = _read(unread, "nvlink", nv.nvmlDeviceGetNvLinkState, h, link)
         if active is None:

@@ -136,10 +136,10 @@ class Run:
         count = len(probe.get("gpus", [])) if loads(probe) else len(on_bus)
         missing = [i for i in self.opts.gpus if i >= count]
         if missing:
-            has = f"GPUs 0-{count - 1}" if count > 1 else "GPU 0" if count == 1 else "no NVIDIA GPU"
+            node = nodes.for_smi(probe.get("smi", ""))
+            has = f"GPUs 0-{count - 1}" if count > 1 else "GPU 0" if count == 1 else f"no {node.vendor} GPU"
             raise BadRequest(
-                f"--gpus {','.join(map(str, missing))}: no such GPU on this node (it has {has})",
-                hint="nvidia-smi -L lists the GPUs with their indices",
+                f"--gpus {','.join(map(str, missing))}: no such GPU on this node (it has {has})", hint=node.list_hint
             )
 
     def limit(self, spec: registry.Spec) -> float:

@@ -22,6 +22,10 @@ if TYPE_CHECKING:  # site checks are loaded only when a run enables them
 # What the engine knows before any check: HostFacts (GPUs NVML names, driver, PCI bus).
 ENGINE_FACTS = frozenset({"host"})
 
+# Names a user may give a check besides the one reports carry: the GPU health check reads NVML or AMD SMI
+# alike and is called `health`; reports (schema /2), `--check nvml` and config files keep "nvml".
+ALIASES: dict[str, str] = {"health": HEALTH}
+
 
 @dataclass(frozen=True)
 class CheckSpec:
@@ -148,11 +152,6 @@ CHECKS: tuple[CheckSpec, ...] = (
         context_in_worker=True,
     ),
 )
-
-
-# Names a user may give a check besides the one reports carry: the GPU health check reads NVML or AMD SMI
-# alike and is called `health`; reports (schema /2), `--check nvml` and config files keep "nvml".
-ALIASES: dict[str, str] = {"health": HEALTH}
 
 
 def select(level: str, names: tuple[str, ...], site: Sequence[SiteSpec] = ()) -> list[Spec]:

@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from gpuenv.errors import BadRequest
 from gpuenv.kb import KnowledgeBase
-from gpuenv.platforms import cpu, cuda, rocm
 from gpuenv.platforms.arch import ARCHES, DEFAULT_CPU_ARCH, CpuArchFacts, cpu_arch
 from gpuenv.platforms.base import Claim, Platform
+from gpuenv.platforms.cpu import halves as cpu
+from gpuenv.platforms.cuda import halves as cuda
+from gpuenv.platforms.rocm import halves as rocm
 from gpuenv.resolve.request import Request
 from gpuenv.stack import SCHEMA, SCHEMA_V1, Stack
 from gpuenv.types import CpuArch, PlatformName, platform_named

@@ -11,7 +11,6 @@ import pytest
 
 from gpuenv.resources import data_file
 from gpuenv.verify.baselines import load_baselines
-from gpuenv.verify.checks import common, throughput
 from gpuenv.verify.checks.allreduce import judging
 from gpuenv.verify.checks.allreduce.check import pair_plan
 from gpuenv.verify.checks.allreduce.pairs import pairs_of
@@ -19,6 +18,7 @@ from gpuenv.verify.context import CheckContext
 from gpuenv.verify.expectations import load_expectations, name_key
 from gpuenv.verify.facts import GpuInfo, HostFacts
 from gpuenv.verify.model import GpuRef
+from gpuenv.verify.workloads import common, throughput
 
 EXPECT = load_expectations()
 

@@ -21,10 +21,12 @@ from typing import Any
 from gpuenv.adapters import nvml as adapter
 from gpuenv.errors import BadRequest
 from gpuenv.kb import KnowledgeBase, cubin_runs_on, driver_runs_cuda, load_kb, ptx_runs_on
+from gpuenv.platforms.rocm.node import rocm_build
+from gpuenv.platforms.rocm.resolve import known_build
 from gpuenv.verify.catalogue import finding
-from gpuenv.verify.checks.common import torch_module
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
+from gpuenv.verify.workloads.common import torch_module
 
 
 def evaluate(facts: dict[str, Any], kb: KnowledgeBase, *, device: str) -> list[Finding]:
@@ -132,19 +134,13 @@ def _rocm(facts: dict[str, Any], kb: KnowledgeBase) -> list[Finding]:
     driver = facts.get("amdgpu") or facts.get("driver") or "unknown (neither /sys/module/amdgpu/version nor AMD SMI)"
     said = f"torch {facts['torch']}: ROCm build {build} (HIP {facts['torch_hip']}), amdgpu driver {driver}"
     found = [finding("stack.rocm-build", said)]
-    if build not in kb.rocm_by_build:
+    if not known_build(kb, build):
         message = f"ROCm {build.removeprefix('rocm')} of this torch is not in the knowledge base: not cross-checked"
         found.append(finding("stack.rocm-not-in-kb", message))
     gfx_list = _gfx_list(facts, kb, build)
     if gfx_list:
         found += _gfx_unsupported(facts, kb, gfx_list)
     return found
-
-
-def rocm_build(torch_version: str, hip: str) -> str:
-    """Pure: the ROCm build of a torch ("2.9.1+rocm6.4" is rocm6.4), else HIP's major.minor."""
-    local = torch_version.partition("+")[2]
-    return local if local.startswith("rocm") else "rocm" + _major_minor(hip)
 
 
 def _gfx_list(facts: dict[str, Any], kb: KnowledgeBase, build: str) -> list[str]:

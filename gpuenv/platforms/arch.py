@@ -17,12 +17,13 @@ from gpuenv.types import CpuArch
 
 class CpuArchFacts:
     def __init__(
-        self, name: CpuArch, aliases: tuple[str, ...], wheel_platforms: tuple[str, ...], *, docker: str
+        self, name: CpuArch, aliases: tuple[str, ...], wheel_platforms: tuple[str, ...], *, docker: str, tag_suffix: str
     ) -> None:
         self.name = name  # as `uname -m` and Ansible's facts say it
         self.aliases = aliases  # other spellings users bring: Debian's and Docker's
         self.wheel_platforms = wheel_platforms  # the platform tags pip accepts for a host's wheels, best first
         self.docker = docker  # the platform Docker builds and pulls images for: "linux/arm64"
+        self.tag_suffix = tag_suffix  # on gpuenv's default image tag, so two architectures' images never share one
 
     @property
     def caveat(self) -> str:
@@ -39,12 +40,14 @@ ARCHES: dict[CpuArch, CpuArchFacts] = {
         ("amd64", "x64"),
         ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "linux_x86_64"),
         docker="linux/amd64",
+        tag_suffix="",  # the tags gpuenv always gave
     ),
     "aarch64": CpuArchFacts(
         "aarch64",
         ("arm64",),
         ("manylinux_2_28_aarch64", "manylinux_2_17_aarch64", "manylinux2014_aarch64", "linux_aarch64"),
         docker="linux/arm64",
+        tag_suffix="-aarch64",
     ),
 }
 DEFAULT_CPU_ARCH: CpuArch = "x86_64"

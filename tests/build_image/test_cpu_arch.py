@@ -15,7 +15,8 @@ from gpuenv.adapters import docker as adapter
 from gpuenv.compat import load_kb
 from gpuenv.image.plan import BuildRequest, plan_image
 from gpuenv.platforms.cuda.resolve import base_images
-from gpuenv.render.dockerfile import ImageOptions, render_image
+from gpuenv.render.dockerfile import render_image
+from gpuenv.render.options import ImageOptions
 from gpuenv.resolve import Request
 from gpuenv.resolve.service import resolve
 from gpuenv.stacks import StackRequest

@@ -137,7 +137,7 @@ def _expected_figure(key: GroupKey, matmul_at: set[tuple[str, str] | None], tabl
     return None
 
 
-def _sort_key(key: GroupKey) -> tuple[str, int, str, str, int]:
+def _sort_key(key: GroupKey) -> tuple[str, int, str, str, int, str]:
     return (key.gpu_model, key.gpu_count, key.figure, key.collective or "", key.nbytes or 0, key.cpu_arch or "")
 
 

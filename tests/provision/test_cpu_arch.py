@@ -4,9 +4,13 @@ mixed-architecture inventory resolves per host. Pure, over synthesized gather fa
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from gpuenv.compat import load_kb
@@ -17,7 +21,7 @@ from gpuenv.provision.options import ProvisionOptions
 from gpuenv.provision.perhost import HostRequest, plan_hosts, request_from
 from gpuenv.resolve import Request
 from gpuenv.resolve.service import resolve
-from tests.conftest import run_gpuenv
+from tests.conftest import require, run_gpuenv
 
 KB = load_kb()
 ARM = KB.for_cpu_arch("aarch64")
@@ -109,3 +113,30 @@ def test_cpu_arch_asked_refuses_a_host_of_another_architecture() -> None:
     }
     assert plans["x86"].stack is None and plans["x86"].refused == "the host is x86_64, --cpu-arch asks for aarch64"
     assert plans["gh"].stack is not None and plans["gh"].stack.cpu_arch == "aarch64"
+
+
+PREFLIGHT_PROBE = """- hosts: localhost
+  gather_facts: false
+  vars_files: [{defaults}]
+  tasks:
+    - ansible.builtin.debug: {{msg: "{{{{ preflight_architectures | join(',') }}}}"}}
+"""
+
+
+@pytest.mark.parametrize(("stack", "served"), [({"cpu_arch": "aarch64"}, "aarch64"), (None, "x86_64,aarch64")])
+def test_preflight_serves_the_stacks_architecture_alone(
+    stack: dict[str, str] | None, served: str, tmp_path: Path
+) -> None:
+    """Ansible itself evaluates the role's default: a project written for aarch64 refuses an x86_64 host."""
+    playbook = shutil.which("ansible-playbook")
+    require(playbook is not None, "needs ansible-playbook (the ansible extra)")
+    defaults = Path(__file__).parents[2] / "playbooks/roles/preflight/defaults/main.yml"
+    probe = tmp_path / "probe.yml"
+    probe.write_text(PREFLIGHT_PROBE.format(defaults=defaults))
+    extra = ["-e", json.dumps({"gpuenv_stack": stack})] if stack else []
+    done = subprocess.run(
+        [str(playbook), "-i", "localhost,", "-c", "local", str(probe), *extra],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert f'"msg": "{served}"' in done.stdout

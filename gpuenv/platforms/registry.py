@@ -4,8 +4,8 @@
 (what a host's GPUs and architecture take) are the only places that choose a platform; everything
 past them calls the chosen platform's halves. Each platform package names the architectures it
 serves; the registry builds one frozen Platform per pair at import, from the architecture's facts.
-x86_64 is every platform's; CUDA and CPU hosts on aarch64 are served as before, their stacks
-resolved from the x86_64 wheel facts with a warning that says so (gpuenv.platforms.arch).
+x86_64 is every platform's; CUDA and CPU are served on aarch64 too, from the knowledge base as published
+for it (KnowledgeBase.for_cpu_arch); a platform served on fewer says why (Entry.why_only).
 """
 
 from __future__ import annotations

@@ -14,14 +14,13 @@ from collections.abc import Callable
 from functools import cache, partial
 from typing import Any
 
+from gpuenv.adapters.nvml_c2c import c2c_links
 from gpuenv.adapters.nvml_errors import classify
 
 XID_EVENT = 0x8  # nvmlEventTypeXidCriticalError
 XID_RECOVERY = 154  # GPU recovery action changed: the action is read from field 230
 FABRIC_INFO_V2 = 0x02000024  # nvmlGpuFabricInfo_v2: version 2, sizeof(nvmlGpuFabricInfo_v2_t)
 FIELD_MEMORY_TEMP = 82  # NVML_FI_DEV_MEMORY_TEMP
-# NVML_FI_DEV_C2C_LINK_COUNT, _GET_STATUS, _GET_MAX_BW (MB/s), _ERROR_REPLAY_B2B: the Grace-GPU link (drivers 525+)
-FIELD_C2C_COUNT, FIELD_C2C_STATUS, FIELD_C2C_MBPS, FIELD_C2C_REPLAY_B2B = 170, 171, 172, 233
 FIELD_RECOVERY_ACTION = 230  # NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
 # NVML's clock-event reasons as the causes every vendor's readings are judged by (gpuenv.verify)
 CLOCK_CAUSES = {
@@ -194,7 +193,7 @@ def _gpu(nv: Any, index: int) -> dict[str, Any]:
             "memory_slowdown_temperature", nv.nvmlDeviceGetTemperatureThreshold, thresholds[1]
         ),
         "links": _nvlinks(nv, h, unread),
-        "c2c": _c2c(nv, h, unread),
+        "c2c": c2c_links(lambda field, tried: _field(nv, h, field, "c2c", tried), unread),
         "processes": [p.pid for p in (read("processes", nv.nvmlDeviceGetComputeRunningProcesses) or [])],
         "memory_used_mib": None if memory is None else int(memory.used) // (1 << 20),  # v2: less what is reserved
         "mig": (read("mig", nv.nvmlDeviceGetMigMode) or [None])[0],
@@ -227,26 +226,6 @@ def _field(nv: Any, h: Any, field: int | tuple[int, int], key: str, unread: Unre
         unread[key] = failure("nvmlDeviceGetFieldValues", code_name(values[0].nvmlReturn))
         return None
     return int(values[0].value.uiVal)
-
-
-def _c2c(nv: Any, h: Any, unread: Unread) -> dict[str, Any]:
-    """The Grace-GPU C2C link, through NVML's field values: each link's state and speed (MB/s) and the
-    back-to-back replay errors; {"not_read": why} where the GPU or its driver does not answer (no C2C
-    there, or a driver before 525). A lost GPU is recorded as lost, like every other reading."""
-    tried: Unread = {}
-    count = _field(nv, h, FIELD_C2C_COUNT, "c2c", tried)
-    links: list[dict[str, int | None]] = []
-    for link in range(count or 0):
-        state, mbps, b2b = (
-            _field(nv, h, (f, link), "c2c", tried) for f in (FIELD_C2C_STATUS, FIELD_C2C_MBPS, FIELD_C2C_REPLAY_B2B)
-        )
-        links.append({"active": state, "mbps": mbps, "replay_b2b": b2b})
-    failed = tried.get("c2c")
-    if failed is not None and failed["class"] != "absent":
-        unread["c2c"] = failed  # lost or failed: judged with the GPU's other readings
-    if count is None or failed is not None:
-        return {"not_read": failed["code"] if failed else "no answer"}
-    return {"links": links}
 
 
 def _nvlinks(nv: Any, h: Any, unread: Unread) -> dict[str, Any] | None:

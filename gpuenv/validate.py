@@ -19,7 +19,7 @@ MAX_LEN = 200
 
 class _Pattern:
     """A regular expression compiled at its first use (by re's own cache): every command imports
-    this module, and compiling its eighteen patterns at import cost each start a millisecond."""
+    this module, and compiling its patterns at import cost each start a millisecond."""
 
     __slots__ = ("flags", "source")
 
@@ -37,6 +37,7 @@ _DRIVER = _Pattern(r"\d{3}(\.\d{1,3}){0,2}", re.ASCII)
 _DRIVER_BRANCH = _Pattern(r"[Rr]?(\d{3})", re.ASCII)
 _OS = _Pattern(r"[a-z]{2,20}\d{1,2}(\.\d{2})?", re.ASCII)
 _SM = _Pattern(r"sm_?(\d)(\d{1,2})", re.ASCII | re.IGNORECASE)
+_COMPUTE_CAP = _Pattern(r"(\d{1,2})\.(\d)", re.ASCII)  # as nvidia-smi --query-gpu=compute_cap prints it: 9.0
 _GPU_NAME = _Pattern(r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,39}", re.ASCII)
 _INSTANCE_TYPE = _Pattern(r"[A-Za-z0-9][A-Za-z0-9._:/+-]{0,63}", re.ASCII)
 _PERCENT = _Pattern(r"(\d{1,2}(\.\d{1,3})?)\s*%?", re.ASCII)
@@ -124,12 +125,12 @@ def driver_branch(value: str, what: str = "driver branch") -> str:
 
 
 def gpu(value: str) -> str:
-    """A GPU model name ('H100') or a compute capability ('sm_90', 'sm_120'); case-insensitive."""
+    """A GPU model name ('H100') or a compute capability ('sm_90', 'sm_120', or '9.0' as nvidia-smi prints it)."""
     value = _basic(value, "GPU")
-    sm = _SM.fullmatch(value)
+    sm = _SM.fullmatch(value) or _COMPUTE_CAP.fullmatch(value)
     if sm:
         return f"sm_{sm.group(1)}{sm.group(2)}"
-    return _match(_GPU_NAME, value, "GPU", "a model name such as H100, A100, L4, or sm_90")
+    return _match(_GPU_NAME, value, "GPU", "a model name such as H100, A100, L4, or sm_90 (or 9.0)")
 
 
 RESERVED_HOSTS = ("all", "ungrouped")  # Ansible's own group names, not hosts

@@ -42,14 +42,17 @@ DRIVER_HELP = "NVIDIA driver the stack must run on, e.g. 535.104.05; 'auto' read
 
 
 def complete_gpu(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
-    """Shell completion of --gpu: the knowledge base's GPU models (NVIDIA's, then AMD's), then compute capabilities."""
+    """Shell completion of --gpu: the knowledge base's GPU models (NVIDIA's, then AMD's), then compute capabilities,
+    each one word a shell passes whole ("RTX5090", which --gpu reads as "RTX 5090")."""
     kb = load_kb(None)
     names = (
         [g.name for g in kb.gpus]
         + [g.name for g in kb.amd_gpus]
         + [f"sm_{a.sm.replace('.', '')}" for a in kb.architectures]
     )
-    return [CompletionItem(name) for name in names if name.lower().startswith(incomplete.lower())]
+    words = [name.replace(" ", "") for name in names]
+    typed = incomplete.replace(" ", "").lower()
+    return [CompletionItem(word) for word in words if word.lower().startswith(typed)]
 
 
 def complete_os(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:

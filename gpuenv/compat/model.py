@@ -313,8 +313,45 @@ class KnowledgeBase:
         return next((t for t in self.torch_rocm if t.torch == torch), None)
 
     def find_amd_gpu(self, name: str) -> AmdGpu | None:
-        key = _amd_key(name)
-        return next((g for g in self.amd_gpus if key in {_amd_key(n) for n in (g.name, *g.aliases)}), None)
+        found = self.gpu_named(name)
+        return found if isinstance(found, AmdGpu) else None
+
+    def gpu_named(self, name: str) -> Gpu | AmdGpu | None:
+        """The model of either vendor a name means, spelled as a user, nvidia-smi, NVML or amd-smi spells it
+        ("H100", "RTX5090", "Tesla V100-SXM2-32GB", "NVIDIA H100 80GB HBM3", "AMD Instinct MI300X"): the model
+        whose name, alias or PCI name its longest run of leading words spells."""
+        words = _name_words(name)
+        for count in range(len(words), 0, -1):
+            found = self._gpu_names.get("".join(words[:count]))
+            if found is not None:
+                return found
+        return None
+
+    @property
+    def models(self) -> tuple[Gpu | AmdGpu, ...]:
+        """Every GPU model, NVIDIA's then AMD's."""
+        return (*self.gpus, *self.amd_gpus)
+
+    def gpus_like(self, name: str) -> list[str]:
+        """The models of either vendor nearest a name no model has, nearest first (for a "did you mean")."""
+        import difflib  # only on the way to an error
+
+        models = {"".join(_name_words(g.name)): g.name for g in self.models}
+        near = difflib.get_close_matches("".join(_name_words(name)), models, n=3, cutoff=0.6)
+        return [models[key] for key in near]
+
+    @cached_property
+    def _gpu_names(self) -> dict[str, Gpu | AmdGpu]:
+        """Every name of every model, its words run together: its own, its aliases, its PCI rows' ("GV100GL
+        [Tesla V100 SXM2 32GB]" is "v100sxm232gb")."""
+        named: dict[str, Gpu | AmdGpu] = {}
+        for gpu in self.models:
+            for name in (gpu.name, *gpu.aliases):
+                named.setdefault("".join(_name_words(name)), gpu)
+        for device in self.pci_devices:
+            model = device.name.partition("[")[2].rstrip("]") or device.name
+            named.setdefault("".join(_name_words(model)), device.gpu)
+        return named
 
     @cached_property
     def cuda_by_build(self) -> dict[str, CudaRelease]:
@@ -337,11 +374,8 @@ class KnowledgeBase:
         return next((a for a in self.architectures if a.sm == sm), None)
 
     def find_gpu(self, name: str) -> Gpu | None:
-        key = _gpu_key(name)
-        for gpu in self.gpus:
-            if key in {_gpu_key(n) for n in (gpu.name, *gpu.aliases)}:
-                return gpu
-        return None
+        found = self.gpu_named(name)
+        return found if isinstance(found, Gpu) else None
 
     def index_url(self, build: str) -> str:
         return self.wheel_index.format(build=build)
@@ -351,13 +385,15 @@ class KnowledgeBase:
         return {d.device_id: d for d in self.pci_devices}
 
 
-def _gpu_key(name: str) -> str:
-    key = re.sub(r"[\s_-]+", "", name.lower())
-    return key.removeprefix("nvidia").removeprefix("geforce").removeprefix("tesla")
+_VENDOR_WORDS = frozenset({"nvidia", "geforce", "tesla", "amd", "instinct"})  # what leads the vendors' own names
 
 
-def _amd_key(name: str) -> str:
-    return re.sub(r"[\s_-]+", "", name.lower()).removeprefix("amd").removeprefix("instinct")
+def _name_words(name: str) -> list[str]:
+    """'NVIDIA A100-SXM4-80GB' -> ['a100', 'sxm4', '80gb']: the words of a GPU's name, less the vendor's."""
+    words = re.findall(r"[a-z0-9]+", name.lower())
+    while words and words[0] in _VENDOR_WORDS:
+        words.pop(0)
+    return words
 
 
 @cache  # a Version is immutable; loading and resolving parse the same few strings over a thousand times

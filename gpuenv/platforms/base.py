@@ -222,3 +222,14 @@ def skipped_plan(facts: HostFacts, why: str) -> dict[str, Any]:
     loaded = facts.driver or facts.amdgpu
     kept = f"keep the loaded {loaded}" if loaded else "no driver loaded, none installed"
     return {"action": "skip", "reason": why, "summary": f"skipped: {why}", "action_line": f"{kept} ({why})"}
+
+
+def unknown_gpu(kb: KnowledgeBase, gpu: str, message: str | None = None) -> BadRequest:
+    """The refusal of a GPU no model is named by: the nearest models of either vendor, else every one."""
+    near = kb.gpus_like(gpu)
+    also = "a compute capability (sm_90, 9.0) or an AMD gfx target (gfx942)"
+    if near:
+        hint = f"did you mean {' or '.join(filter(None, (', '.join(near[:-1]), near[-1])))}? or {also}"
+    else:
+        hint = f"known: {', '.join(g.name for g in kb.models)}; or {also}"
+    return BadRequest(message or f"unknown GPU {gpu!r}", hint=hint)

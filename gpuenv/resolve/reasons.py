@@ -5,6 +5,8 @@ ruled every alternative out, by the option that did. Pure; a platform adds its o
 
 from __future__ import annotations
 
+from collections import Counter
+
 from gpuenv.compat import KnowledgeBase, V
 from gpuenv.resolve.candidates import Candidate, Refused, Resolution
 from gpuenv.resolve.ranking import ranked_below
@@ -42,7 +44,8 @@ def runs_merged(rejected: list[Rejected]) -> list[Rejected]:
 
 
 def refusals(refused: list[Refused], request: Request, resolution: Resolution) -> str:
-    """What ruled every alternative out, by the option that did (--os's images, --driver, --gpu, …)."""
+    """What ruled every alternative out, by the option that did (--os's images, --driver, --gpu, …): the options
+    the user gave first, then what the defaults ruled out; within one, the reason that ruled out most first."""
     by_constraint: dict[str, list[Refused]] = {}
     for r in refused:
         by_constraint.setdefault(r.constraint, []).append(r)
@@ -50,11 +53,12 @@ def refusals(refused: list[Refused], request: Request, resolution: Resolution) -
         by_constraint.pop(resolution.option, None)
     given = request.given()
     parts = []
-    for constraint, items in by_constraint.items():
+    for constraint, items in sorted(by_constraint.items(), key=lambda pair: pair[0] not in given):
         flag = f"--{constraint} {given[constraint]}" if constraint in given else f"--{constraint}"
         line = resolution.refusal_line(constraint, items, flag)
         if line is None:
-            whys = list(dict.fromkeys(r.why for r in items))
+            count = Counter(why for why, _ in dict.fromkeys((r.why, r.torch.version) for r in items))
+            whys = sorted(count, key=lambda why: -count[why])  # releases per reason; equals keep the releases' order
             more = f" (and {len(whys) - 3} more)" if len(whys) > 3 else ""
             line = f"{flag}: {'; '.join(whys[:3])}{more}"
         parts.append(line)

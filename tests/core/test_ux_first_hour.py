@@ -109,6 +109,10 @@ def test_a_run_on_the_gpus_without_one_fails_once_and_skips_every_check_naming_w
     # the fix offered works here: it names no command that needs the GPU this machine lacks
     fix = failed[0]["findings"][0]["remediation"]
     assert "gpuenv verify --device cpu" in fix and "--driver auto" not in fix
+    # the CPU stack it names resolves here (its workloads, verify --device cpu, run in tests/verify's cpu tests)
+    assert "install the CPU stack (gpuenv resolve --platform cpu)" in fix
+    cpu_stack = run_gpuenv("resolve", "--platform", "cpu", "--json", env=gpu_less)
+    assert cpu_stack.returncode == 0 and json.loads(cpu_stack.stdout)["platform"] == "cpu", cpu_stack.stderr
     assert report["verdict"]["summary"] == "not certified: verify (1 fail, 5 skip)"
     # shown as a log shows it (stderr here, a pipe): each check once, no table, within 100 columns
     lines = proc.stderr.splitlines()

@@ -13,9 +13,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from gpuenv.fleet import history
+from gpuenv.resources import data_file
 from tests.conftest import REPO
 from tests.slurm.conftest import EXTRA_NODES, GHOST, NODE, Slurm, leftover_processes, new_mark
 
@@ -23,6 +25,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 VENV = str(REPO / ".venv")
 CHECKS = ("--check", "stack", "--check", "nvml", "--device", "cpu")  # the quickest run that can certify a CPU node
 NODES = (NODE, *EXTRA_NODES)
+FLEET_SCHEMA = json.loads(data_file("schemas/fleet-report.schema.json").read_text())
 
 
 def fleet_verify(cluster: Slurm, work: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
@@ -35,13 +38,18 @@ def fleet_verify(cluster: Slurm, work: Path, *args: str, env: dict[str, str] | N
     )
 
 
-def finished(proc: subprocess.Popen[str], timeout: float = 400) -> tuple[int, dict[str, Any], str]:
+def summary_of(proc: subprocess.Popen[str], timeout: float = 400) -> tuple[int, dict[str, Any], str]:
+    """(exit code, the --json summary, stderr)."""
     out, err = proc.communicate(timeout=timeout)
     try:
-        doc = json.loads(out)
+        return proc.returncode, json.loads(out), err
     except json.JSONDecodeError:
         pytest.fail(f"fleet verify --slurm printed no JSON (rc {proc.returncode}): {err[-3000:]}")
-    return proc.returncode, {h["host"]: h for h in doc["hosts"]}, err
+
+
+def finished(proc: subprocess.Popen[str], timeout: float = 400) -> tuple[int, dict[str, Any], str]:
+    rc, doc, err = summary_of(proc, timeout)
+    return rc, {h["host"]: h for h in doc["hosts"]}, err
 
 
 def outcomes(hosts: dict[str, Any]) -> dict[str, str]:
@@ -52,7 +60,8 @@ def test_nodes_are_certified_and_the_ones_slurm_cannot_start_a_task_on_are_unrea
     fleet_idle: Slurm, tmp_path: Path
 ) -> None:
     fleet_idle.cmd("scontrol", "update", "nodename=n3", "state=drain", "reason=gpuenv: test drain")
-    rc, hosts, err = finished(fleet_verify(fleet_idle, tmp_path, *CHECKS, "--reports-dir", str(tmp_path / "r")))
+    rc, doc, err = summary_of(fleet_verify(fleet_idle, tmp_path, *CHECKS, "--reports-dir", str(tmp_path / "r")))
+    hosts = {h["host"]: h for h in doc["hosts"]}
     assert rc == 1, err[-3000:]
     assert outcomes(hosts) == {NODE: "certified", "n2": "certified", "n3": "unreachable", GHOST: "unreachable"}
     assert hosts["n3"]["message"] == "Slurm has it drained: gpuenv: test drain"
@@ -64,6 +73,10 @@ def test_nodes_are_certified_and_the_ones_slurm_cannot_start_a_task_on_are_unrea
     summary = json.loads((tmp_path / "r" / "fleet-verify.json").read_text())
     assert {h["host"] for h in summary["hosts"]} == {*NODES, GHOST}
     assert "[4/4 done, 2 failing]" in err
+    fleet = doc["fleet_report"]  # the fleet report over the run, as the Ansible path ends with it
+    jsonschema.validate(fleet, FLEET_SCHEMA)
+    counted = {outcome: n for outcome, n in fleet["outcomes"].items() if n}
+    assert counted == {"certified": 2, "unreachable": 2} and fleet["healthy"] is False
     # the nodes not certified, again: n3 resumed now, the ghost still unreachable
     fleet_idle.cmd("scontrol", "update", "nodename=n3", "state=resume")
     again = fleet_verify(fleet_idle, tmp_path, *CHECKS, "--retry-failed", str(tmp_path / "r"))

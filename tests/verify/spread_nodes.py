@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,9 +53,17 @@ def baseline(tmp: Path, *, ranks: int, gbps: float = 1000.0) -> Path:
 
 
 def run_nodes(
-    tmp: Path, count: int, *args: str, env: dict[str, str], device: str = "cpu", timeout: float = 600
+    tmp: Path,
+    count: int,
+    *args: str,
+    env: dict[str, str],
+    device: str = "cpu",
+    timeout: float = 600,
+    master_addr: str = "127.0.0.1",
+    prefix: Callable[[int], list[str]] = lambda rank: [],
 ) -> list[Node]:
-    """`count` nodes n1..nN, one rank each, every one's exit code and report (in node order)."""
+    """`count` nodes n1..nN, one rank each, every one's exit code and report (in node order); `prefix`
+    starts a rank's command (e.g. in a network namespace of its own), `master_addr` is where rank 0 is."""
     port, procs = free_port(), []
     for rank in range(count):
         launcher = {
@@ -64,13 +73,13 @@ def run_nodes(
             "LOCAL_WORLD_SIZE": "1",
             "GROUP_RANK": str(rank),
             "GROUP_WORLD_SIZE": str(count),
-            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_ADDR": master_addr,
             "MASTER_PORT": str(port),
             "TORCHELASTIC_RUN_ID": f"localise-{port}",
         }
         if device == "cuda":
             launcher["CUDA_VISIBLE_DEVICES"] = str(rank)  # each "node" its own GPU
-        command = [sys.executable, "-m", "gpuenv", "verify", "--check", "allreduce", "--device", device]
+        command = [*prefix(rank), sys.executable, "-m", "gpuenv", "verify", "--check", "allreduce", "--device", device]
         command += ["--node-name", f"n{rank + 1}", "--report", str(tmp / f"n{rank + 1}.json"), *args]
         full_env = {**os.environ, **env, **launcher, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
         procs.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env))

@@ -2,9 +2,8 @@
 verify process of its own under torchrun's environment (tests/verify/spread_nodes.py).
 
 The slow node and the slow link are the test seam's (GPUENV_TEST_FAULT=allreduce:slow:rankN,
-allreduce:slowlink:rankA-rankB): a real slowed link between network namespaces needs tc's netem, and
-this machine's kernel has no sch_netem (`tc qdisc add dev lo root netem delay 50ms` inside a fresh
-namespace: "Specified qdisc kind is unknown"). A baseline no CPU meets stands for "the collective is
+allreduce:slowlink:rankA-rankB); test_localise_netns.py slows a real link between network namespaces
+(by rate: this machine's kernel has no sch_netem for a delay). A baseline no CPU meets stands for "the collective is
 below its expectation", which sets the search off at quick and standard."""
 
 from __future__ import annotations

@@ -44,6 +44,10 @@ def reasons(
     }
     if request.driver:
         reasons["driver"] = driver_runs_cuda(kb, request.driver, cuda.build).message
+        reasons["driver_branch"] = (
+            f"the branch of driver {request.driver}, which the stack was resolved for "
+            "(provision --driver-branch installs another)"
+        )
     if arch is not None:
         sm = arch.sm.replace(".", "")
         code = torch.arch[cuda.build]

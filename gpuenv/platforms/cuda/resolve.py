@@ -27,7 +27,7 @@ from gpuenv.compat import (
 )
 from gpuenv.errors import BadRequest
 from gpuenv.platforms.arch import CpuArchFacts
-from gpuenv.platforms.base import Claim, Row
+from gpuenv.platforms.base import Claim, Row, unknown_gpu
 from gpuenv.platforms.cuda import reasons as explain
 from gpuenv.resolve.candidates import Candidate, Refused
 from gpuenv.resolve.ranking import fit_for_default
@@ -78,7 +78,7 @@ def gpu_architecture(kb: KnowledgeBase, gpu: str) -> Architecture:
         return arch
     found = kb.find_gpu(gpu)
     if found is None:
-        raise BadRequest(f"unknown GPU {gpu!r}", hint=f"known: {', '.join(g.name for g in kb.gpus)}, or sm_NN")
+        raise unknown_gpu(kb, gpu)
     arch = kb.arch(found.sm)
     assert arch is not None  # guaranteed by the schema check
     return arch
@@ -231,7 +231,7 @@ class CudaResolution:
             numpy=numpy_requirement(torch.version),
             driver_min=cuda.bundled_driver,
             driver_floor=cuda.minor_compat_floor,
-            driver_branch=recommended_branch(kb, cuda).branch,
+            driver_branch=driver_branch(kb, cuda, self.request.driver),
             gpu_sm=arch.sm if arch else None,
             arch_list=arch_list(kb, torch, cuda, arch),
             base_image_eol=bool(images) and (cuda.eol or cuda.toolkit in cuda.deleted_tags),
@@ -242,11 +242,26 @@ class CudaResolution:
         )
 
     def refusal_line(self, constraint: str, refused: list[Refused], flag: str) -> str | None:
+        if constraint == "gpu" and self.arch is not None:
+            return self._gpu_line(refused, flag, self.arch)
         if constraint != "image":
             return None
         name = self.os_info.name
         toolkits = ", ".join(dict.fromkeys(self.kb.cuda_by_build[r.build].toolkit for r in refused))
         return f"--os {name}: nvidia/cuda has no {name} image for CUDA {toolkits}"
+
+    def _gpu_line(self, refused: list[Refused], flag: str, arch: Architecture) -> str:
+        """The builds without code for the GPU, by the GPU code they carry instead."""
+        by_code: dict[str, list[str]] = {}
+        for r in refused:
+            by_code.setdefault(r.torch.arch[r.build].span(), []).append(f"{r.torch.version}+{r.build}")
+        builds = " or ".join(
+            f"{names[0]} … {names[-1]} ({len(names)} builds, GPU code {code})"
+            if len(names) > 4
+            else f"{', '.join(names)} (GPU code {code})"
+            for code, names in by_code.items()
+        )
+        return f"{flag}: no kernel for {arch.family} sm_{arch.sm.replace('.', '')} in torch {builds}"
 
     def hints(self) -> list[str]:
         kb, request, tried = self.kb, self.request, []
@@ -280,6 +295,12 @@ def _spans(kb: KnowledgeBase, releases: list[str]) -> str:
         else:
             runs.append([version])
     return ", ".join(run[0] if len(run) == 1 else f"{run[0]}–{run[-1]}" for run in runs)
+
+
+def driver_branch(kb: KnowledgeBase, cuda: CudaRelease, driver: str | None) -> str:
+    """The branch a host of the stack keeps: the given driver's own (535.104.05 is R535), else the one recommended
+    for the CUDA."""
+    return f"R{driver.split('.')[0]}" if driver else recommended_branch(kb, cuda).branch
 
 
 def has_image(cuda: CudaRelease, os_info: OsInfo) -> bool:

@@ -16,9 +16,10 @@ from typing import Any
 from gpuenv.compat import AmdGpu, KnowledgeBase, OsInfo, Provenance, RocmRelease, TorchRelease, V
 from gpuenv.errors import BadRequest
 from gpuenv.platforms.arch import CpuArchFacts
-from gpuenv.platforms.base import Claim, Row, Unsupported
+from gpuenv.platforms.base import Claim, Row, Unsupported, unknown_gpu
 from gpuenv.platforms.rocm.oses import releases_named, rocm_os_row, rocm_os_warning
 from gpuenv.resolve.candidates import Candidate, Refused
+from gpuenv.resolve.reasons import runs_merged
 from gpuenv.resolve.request import Request, numpy_requirement, torch_matches
 from gpuenv.stack import NONE, Rejected, Stack
 
@@ -98,10 +99,7 @@ class RocmResolve:
     def start(self, kb: KnowledgeBase, request: Request, os_info: OsInfo) -> RocmResolution:
         amd = amd_target(kb, request.gpu) if request.gpu else None
         if request.gpu and amd is None:
-            raise BadRequest(
-                f"--gpu {request.gpu} is not an AMD GPU the knowledge base knows, and --rocm asks for ROCm",
-                hint=f"AMD GPUs: {', '.join(g.name for g in kb.amd_gpus)}, or gfx targets; drop --rocm for NVIDIA",
-            )
+            raise unknown_gpu(kb, request.gpu, f"--gpu {request.gpu} is not an AMD GPU the knowledge base knows")
         if request.driver:
             reason = f"--driver {request.driver} is an NVIDIA driver version; a ROCm stack runs on AMD's amdgpu driver"
             raise Unsupported(reason, "drop --driver").refuse()
@@ -221,9 +219,10 @@ class RocmResolution:
         """The releases without the ROCm build asked for, each named ("torch 2.2.0 is built for rocm5.7")."""
         if constraint != "rocm":
             return None
+        merged = runs_merged([Rejected(r.choice, r.why) for r in refused])  # torch 2.9.0–2.9.1, as CUDA's
         whys = list(
             dict.fromkeys(
-                f"{r.choice} is {r.why}" if r.why.startswith("built") else f"{r.choice}: {r.why}" for r in refused
+                f"{r.choice} is {r.why}" if r.why.startswith("built") else f"{r.choice}: {r.why}" for r in merged
             )
         )
         more = f" (and {len(whys) - 3} more)" if len(whys) > 3 else ""

@@ -13,6 +13,7 @@ from functools import cache, partial
 from typing import Any
 
 from gpuenv.adapters.management import LINK_STATES, ClockCause
+from gpuenv.adapters.nvml_c2c import c2c_links
 from gpuenv.adapters.nvml_errors import classify
 
 XID_EVENT = 0x8  # nvmlEventTypeXidCriticalError
@@ -193,6 +194,7 @@ def _gpu(nv: Any, index: int) -> dict[str, Any]:
             "memory_slowdown_temperature", nv.nvmlDeviceGetTemperatureThreshold, thresholds[1]
         ),
         "links": _nvlinks(nv, h, unread),
+        "c2c": c2c_links(lambda field, tried: _field(nv, h, field, "c2c", tried), unread),
         "processes": [p.pid for p in (read("processes", nv.nvmlDeviceGetComputeRunningProcesses) or [])],
         "memory_used_mib": None if memory is None else int(memory.used) // (1 << 20),  # v2: less what is reserved
         "mig": (read("mig", nv.nvmlDeviceGetMigMode) or [None])[0],
@@ -216,8 +218,8 @@ def _uncorrected_volatile(nv: Any) -> tuple[int, int]:
     return nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC
 
 
-def _field(nv: Any, h: Any, field: int, key: str, unread: Unread) -> int | None:
-    """One of NVML's field values, by its id; each field answers its own return code."""
+def _field(nv: Any, h: Any, field: int | tuple[int, int], key: str, unread: Unread) -> int | None:
+    """One of NVML's field values, by its id (and scope: a link's index); each field answers its own return code."""
     values = _read(unread, key, nv.nvmlDeviceGetFieldValues, h, [field])
     if values is None:
         return None

@@ -132,6 +132,7 @@ def host_report(report: VerifyReport, path: str, *, matmul: bool = False, costs:
         cost_basis=_cost_basis(report, plain) if costs else None,
         matmul_at=_matmul_at(report.checks),
         localisation=_localisation(report.multi_node),
+        cpu_arch=report.host.cpu_arch,
     )
 
 

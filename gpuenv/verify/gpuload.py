@@ -23,7 +23,6 @@ from typing import Any
 
 from gpuenv.processes import die_with_parent
 from gpuenv.verify import faults
-from gpuenv.processes import die_with_parent
 from gpuenv.verify.model import HEALTH
 
 LIMIT_S = 60.0  # unless the caller gives its own (the deep level holds the load a minute and more)

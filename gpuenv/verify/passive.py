@@ -22,7 +22,7 @@ from gpuenv.verify.checks.nvml.under_load import LoadStarter, gpu_load
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.facts import HostFacts, bus_fields, gpu_node_note, loads
 from gpuenv.verify.facts import host_facts as facts_from
-from gpuenv.verify.launch import hostname
+from gpuenv.verify.launch import host_identity
 from gpuenv.verify.model import HEALTH, CheckResult, Report, decide, status_from_findings
 from gpuenv.verify.options import VerifyOptions
 from gpuenv.verify.pci import buses_on_pci, driver_gpus, pci_scope
@@ -49,7 +49,7 @@ def run_passive(opts: VerifyOptions) -> Report:
         finished=_now(),
         gpuenv_version=__version__,
         host={
-            "hostname": hostname(),
+            **host_identity(),
             "device_decision": _decision(host),
             "gpus": [asdict(g) for g in host.gpus],
             "pci_nvidia": list(host.pci_nvidia),

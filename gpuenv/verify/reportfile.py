@@ -93,6 +93,7 @@ class HostGpu(msgspec.Struct, frozen=True, gc=False):
 
 class Host(msgspec.Struct, frozen=True, gc=False):
     hostname: str | None = None
+    cpu_arch: str | None = None  # `uname -m`; None in reports written before it was named
     gpus: tuple[HostGpu, ...] = ()
     instance_type: str | None = None
 

@@ -26,7 +26,7 @@ from gpuenv.types import SITE_PREFIX
 from gpuenv.verify import faults, registry
 from gpuenv.verify.baselines import load_baselines
 from gpuenv.verify.checks.nvml.policy import load_policy
-from gpuenv.verify.launch import Explicit, LauncherChoice, Placement, detect, hostname
+from gpuenv.verify.launch import Explicit, LauncherChoice, Placement, detect, host_identity, hostname
 from gpuenv.verify.model import HEALTH, CheckResult, DeviceChoice, Level, Report, Verdict
 from gpuenv.verify.options import OnStart, SiteOptions, VerifyOptions
 from gpuenv.verify.pci import nvidia_on_pci
@@ -271,7 +271,7 @@ def _hold_place(path: Path | None, opts: VerifyOptions) -> Path | None:
         started=started,
         finished=started,
         gpuenv_version=__version__,
-        host={"hostname": hostname(), "gpus": []},
+        host={**host_identity(), "gpus": []},
         stack={},
         checks=[],
         verdict=Verdict(False, "interrupted", EXIT_CANNOT_RUN, summary),

@@ -9,4 +9,5 @@ from __future__ import annotations
 from gpuenv.types import CpuArch, PlatformName
 
 NAME: PlatformName = "rocm"
-CPU_ARCHES: tuple[CpuArch, ...] = ("x86_64",)  # AMD ships amdgpu-dkms and ROCm for x86_64 only
+CPU_ARCHES: tuple[CpuArch, ...] = ("x86_64",)
+CPU_ARCHES_WHY = "AMD ships ROCm and amdgpu-dkms, and PyTorch its +rocm wheels, for x86_64 only"  # KB source rocm-arm

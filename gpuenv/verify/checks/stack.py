@@ -36,7 +36,7 @@ def evaluate(facts: dict[str, Any], kb: KnowledgeBase, *, device: str) -> list[F
         findings += _rocm(facts, kb)
     elif device == "cuda":
         if not torch_cuda:
-            return [finding("stack.cpu-only-build", f"torch {facts['torch']} is a CPU-only build on a GPU node")]
+            return [finding("stack.cpu-only-build", cpu_only_message(facts, kb))]
         findings += _driver(facts, kb, torch_cuda)
         findings += _arches(facts)
         if facts.get("cudnn") is None:
@@ -44,6 +44,24 @@ def evaluate(facts: dict[str, Any], kb: KnowledgeBase, *, device: str) -> list[F
         findings += _nvcc(facts, torch_cuda)
     findings += _knowledge_base(facts, kb)
     return findings
+
+
+def cpu_only_message(facts: dict[str, Any], kb: KnowledgeBase) -> str:
+    """A CPU-only torch on a GPU node, and the wheel index of its release's GPU wheels for this node's CPU
+    (PyPI's plain wheel is a CPU build on aarch64 through torch 2.10: the trap this names)."""
+    said = f"torch {facts['torch']} is a CPU-only build on a GPU node"
+    cpu = str(facts.get("cpu_arch") or "")
+    published = kb.for_cpu_arch(cpu)
+    version = str(facts["torch"]).split("+")[0]
+    release = next((t for t in published.torch if t.version == version), None) if published else None
+    if release is None:
+        return said
+    if not release.builds:
+        return f"{said}; torch {version} publishes no CUDA wheels for {cpu}"
+    plain = release.default_build in release.builds
+    build = release.default_build if plain else release.builds[-1]
+    trap = "" if plain else f"; PyPI's plain torch {version} for {cpu} is a CPU build"
+    return f"{said}{trap}: its CUDA wheels for {cpu} are on {kb.index_url(build)} ({', '.join(release.builds)})"
 
 
 def _driver(facts: dict[str, Any], kb: KnowledgeBase, torch_cuda: str) -> list[Finding]:
@@ -206,6 +224,7 @@ def gather(ctx: CheckContext) -> dict[str, Any]:
         "torch_hip": getattr(torch.version, "hip", None),  # None on CUDA builds and on old torch
         "amdgpu": amdgpu_version(),
         "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+        "cpu_arch": os.uname().machine,  # which wheels the index publishes for this node
         "torchvision": _dist_version("torchvision"),
         "torchaudio": _dist_version("torchaudio"),
         "cudnn": None,

@@ -12,6 +12,7 @@ from typing import Any
 from gpuenv.platforms import nodes
 from gpuenv.power.record import AppliedCap
 from gpuenv.verify import catalogue
+from gpuenv.verify.checks.nvml.c2c import c2c_findings
 from gpuenv.verify.checks.nvml.events import ras_findings
 from gpuenv.verify.checks.nvml.links import link_findings
 from gpuenv.verify.checks.nvml.load_rules import configured_findings, load_findings, peer_findings, power_findings
@@ -156,7 +157,7 @@ def gpu_findings(
     out += _memory_held(gpu, policy, g, label)
     if gpu.get("mig") == 1:
         out.append(rule_finding(policy, "mig_enabled", f"{label}: MIG mode enabled", g))
-    out += _compute_mode(gpu, policy, g, label)
+    out += _compute_mode(gpu, policy, g, label) + c2c_findings(gpu, policy)
     fabric = gpu.get("fabric")
     if (
         fabric

@@ -22,7 +22,6 @@ from gpuenv.kb import (
     kb_age_line,
     staleness_warning,
 )
-from gpuenv.errors import BadRequest
 from gpuenv.platforms.arch import DEFAULT_CPU_ARCH
 from gpuenv.platforms.cuda.resolve import gpu_architecture, rows_named
 from gpuenv.platforms.registry import DEFAULT_PLATFORM, claims, request_arch

@@ -13,7 +13,6 @@ from gpuenv.cli import settings
 from gpuenv.cli.output import console, emit_json, table, warn
 from gpuenv.cli.params import checked
 from gpuenv.cli.stack_params import cpu_arch_name, stack_options, stack_request
-from gpuenv.kb import KnowledgeBase, kb_age_line, load_kb
 from gpuenv.errors import BadRequest
 from gpuenv.kb import KnowledgeBase, kb_age_line, load_kb
 from gpuenv.matrix import (

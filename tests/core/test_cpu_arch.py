@@ -8,9 +8,9 @@ import json
 from dataclasses import replace
 
 import pytest
+from gpuenv.compat.model import SchemaError
 
 from gpuenv.compat import load_kb, parse_kb
-from gpuenv.compat.model import SchemaError
 from gpuenv.errors import BadRequest
 from gpuenv.resolve import Request
 from gpuenv.resolve.service import resolve

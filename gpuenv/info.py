@@ -18,6 +18,7 @@ from gpuenv.adapters import nvml
 from gpuenv.errors import GpuenvError
 from gpuenv.installed import entry_points, installed_version
 from gpuenv.kb import KnowledgeBase, load_kb
+from gpuenv.platforms.arch import cpu_arch, machine
 from gpuenv.platforms.registry import DEFAULT_PLATFORM, for_stack, platforms
 from gpuenv.resolve.request import Request
 from gpuenv.resolve.service import resolve
@@ -35,6 +36,7 @@ OPTIONAL_PACKAGES = ("nvidia-ml-py", "docker", "ansible-runner", "onnxruntime") 
 class MachineInfo:
     hostname: str
     os: str | None  # as the knowledge base names OSes, "ubuntu22.04"
+    cpu_arch: str  # as `uname -m` says it: "x86_64", "aarch64"
     python: str
     nvml: str  # "ok", or why NVML gave nothing (library-not-found, driver-not-loaded, ...)
     driver: str | None
@@ -61,9 +63,11 @@ def machine_info(*, kb_path: Path | None, os_release: Path = OS_RELEASE) -> Mach
     problem = nvml.init()
     versions = nvml.driver_versions() if problem is None else {}
     gpus = tuple(nvml.identities()) if problem is None else ()
-    this_os = os_name(os_release)
+    this_os, this_cpu = os_name(os_release), machine()
     kb = load_kb(kb_path)  # a user's file is read once: load_kb caches only the shipped one
     asked = constraints(driver=versions.get("driver"), gpus=gpus, this_os=this_os, kb=kb)
+    known = cpu_arch(this_cpu)
+    asked |= {"cpu_arch": known.name} if known else {}
     bus = platform_on_bus() if not gpus else DEFAULT_PLATFORM
     if bus != DEFAULT_PLATFORM:  # no NVIDIA GPU: AMD's, or none at all
         asked = {**asked, "platform": bus}
@@ -71,6 +75,7 @@ def machine_info(*, kb_path: Path | None, os_release: Path = OS_RELEASE) -> Mach
     return MachineInfo(
         hostname=hostname(),
         os=this_os,
+        cpu_arch=this_cpu,
         python=platform.python_version(),
         nvml=problem or ("ok" if gpus else "no GPU"),
         driver=versions.get("driver"),
@@ -130,7 +135,7 @@ def stack_line(stack: Stack) -> str:
 
 
 def _resolved(asked: dict[str, str], kb: KnowledgeBase) -> tuple[Stack | None, str]:
-    command = "gpuenv resolve " + " ".join(f"--{key} {value}" for key, value in asked.items())
+    command = "gpuenv resolve " + " ".join(f"--{key.replace('_', '-')} {value}" for key, value in asked.items())
     try:
         stack = resolve(kb, Request(**asked))
     except GpuenvError as exc:

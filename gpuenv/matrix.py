@@ -22,8 +22,9 @@ from gpuenv.kb import (
     kb_age_line,
     staleness_warning,
 )
+from gpuenv.platforms.arch import DEFAULT_CPU_ARCH
 from gpuenv.platforms.cuda.resolve import gpu_architecture, rows_named
-from gpuenv.platforms.registry import DEFAULT_PLATFORM, claims
+from gpuenv.platforms.registry import DEFAULT_PLATFORM, claims, request_arch
 from gpuenv.platforms.rocm.tables import AMD_GPU_COLUMNS, ROCM_COLUMNS, amd_gpu_rows, rocm_rows
 from gpuenv.resolve.request import Request, torch_matches
 from gpuenv.stack_service import Warn
@@ -39,6 +40,7 @@ class MatrixRequest:
     torch: str | None = None
     cuda: str | None = None
     gpu: str | None = None  # only the builds with code for this GPU ("H100" or "sm_90")
+    cpu_arch: str | None = None  # what is published for this CPU architecture; None: x86_64 (or the GPU's)
 
 
 @dataclass(frozen=True)
@@ -48,9 +50,11 @@ class Matrix:
     generated: str  # when the knowledge base was made
     age_days: int
     age_line: str  # "knowledge base: shipped, generated ... (N days old)"
+    cpu_arch: str = DEFAULT_CPU_ARCH
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "cpu_arch": self.cpu_arch,
             "generated": self.generated,
             "age_days": self.age_days,
             "torch": [_torch_dict(t) for t in self.torches],
@@ -95,6 +99,11 @@ def matrix(kb: KnowledgeBase, request: MatrixRequest, *, today: date, on_warning
     warning = staleness_warning(kb, today)
     if warning and on_warning is not None:
         on_warning(warning)
+    arch = request_arch(kb, Request(gpu=request.gpu, cpu_arch=request.cpu_arch))
+    published = kb.for_cpu_arch(arch)
+    if published is None:
+        raise BadRequest(f"the knowledge base in use has no wheel facts for {arch}", hint="use the shipped one")
+    kb = published
     named = rows_named(kb, request.cuda) if request.cuda else tuple(kb.cuda)
     if not named:
         known = ", ".join(c.version for c in kb.cuda)
@@ -110,7 +119,7 @@ def matrix(kb: KnowledgeBase, request: MatrixRequest, *, today: date, on_warning
     if request.gpu:
         torches = _for_gpu(torches, architecture(kb, request.gpu), request.gpu)
     cudas = tuple(c for c in named if not request.torch or any(c.build in t.builds for t in torches))
-    return Matrix(torches, cudas, kb.generated, kb_age_days(kb, today), kb_age_line(kb, today))
+    return Matrix(torches, cudas, kb.generated, kb_age_days(kb, today), kb_age_line(kb, today), arch)
 
 
 def architecture(kb: KnowledgeBase, gpu: str) -> Architecture:
@@ -189,6 +198,7 @@ def _cuda_dict(c: CudaRelease) -> dict[str, Any]:
         "cudnn": c.cudnn,
         "cudnn_tag": c.cudnn_tag,
         "images": list(c.images),
+        **({"cudnn_images": list(c.cudnn_images)} if c.cudnn_images is not None else {}),
         "eol": c.eol,
         "deleted_tags": list(c.deleted_tags),
         "source": c.provenance.source,

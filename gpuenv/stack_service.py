@@ -14,6 +14,7 @@ from gpuenv import schema, validate
 from gpuenv.adapters import nvml
 from gpuenv.errors import BadRequest, CannotRun
 from gpuenv.kb import OsInfo, load_kb, staleness_warning
+from gpuenv.platforms.arch import machine
 from gpuenv.platforms.registry import checked, for_stack, stack_from_dict
 from gpuenv.resolve.request import Purpose, Request
 from gpuenv.resolve.service import resolve
@@ -39,15 +40,15 @@ def stack_for(request: StackRequest, *, kb_path: Path | None, on_warning: Warn |
     """
     constraints = request.constraints
     if request.stack_file is not None:
-        if constraints.given():
+        if constraints.given() or constraints.cpu_arch:
             raise BadRequest(
-                "--stack cannot be combined with --torch/--cuda/--rocm/--platform/--driver/--python/--gpu/--os",
+                "--stack cannot be combined with the stack options (--torch, --cuda, --gpu, --os, --cpu-arch, …)",
                 hint="edit the stack file, or resolve again with the constraints",
             )
         return load_stack(request.stack_file)
     constraints = replace(constraints, purpose=request.purpose)
-    if constraints.driver == "auto":
-        constraints = replace(constraints, driver=local_driver_version())
+    if constraints.driver == "auto":  # this machine's driver, and its CPU unless another is asked
+        constraints = replace(constraints, driver=local_driver_version(), cpu_arch=constraints.cpu_arch or machine())
     kb = load_kb(kb_path)
     warning = staleness_warning(kb, date.today())
     if warning and on_warning is not None:
@@ -100,7 +101,7 @@ def describe(stack: Stack, *, quiet: bool) -> list[str]:
         *((f"image {variant}", ref, None) for variant, ref in stack.base_images.items()),
     ]
     width = max(len(str(value)) for _, value, _ in rows)
-    lines = [f"gpuenv stack: torch {stack.torch} + {stack.build} on {stack.os}"]
+    lines = [f"gpuenv stack: torch {stack.torch} + {stack.build} on {stack.os} {stack.cpu_arch}"]
     for label, value, reason in rows:
         why = "" if quiet or reason is None else f"  {stack.reasons.get(reason, '')}"
         lines.append(f"  {label:<20} {value:<{width}}{why}".rstrip())

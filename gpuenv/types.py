@@ -26,6 +26,8 @@ Outcome = Literal[ReportOutcome, "unreachable", "timeout", "not provisioned"]
 # the call failed otherwise (a warning naming the call and its code). The adapters' error tables
 # (gpuenv/adapters/*_errors.py) classify each return code per call.
 ErrorClass = Literal["lost", "absent", "failed"]
+# A GPU management library by its wire name (verify's host facts, the health check's `smi` metric)
+Smi = Literal["nvml", "amdsmi"]
 
 PLATFORMS: tuple[PlatformName, ...] = get_args(PlatformName)
 CPU_ARCHES: tuple[CpuArch, ...] = get_args(CpuArch)

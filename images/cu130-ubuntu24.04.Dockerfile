@@ -51,6 +51,7 @@ LABEL org.opencontainers.image.title="PyTorch 2.13.0 (cu130) on CUDA 13.0.3, Pyt
       io.gpuenv.cudnn="bundled-with-torch" \
       io.gpuenv.python="3.12" \
       io.gpuenv.os="ubuntu24.04" \
+      io.gpuenv.cpu-arch="x86_64" \
       io.gpuenv.numpy="numpy<3" \
       io.gpuenv.driver-min="580.126.20" \
       io.gpuenv.driver-floor="580.65.06" \

@@ -20,6 +20,7 @@ from functools import partial
 from typing import Any
 
 from gpuenv.adapters.amdsmi_errors import classify, code_name
+from gpuenv.adapters.management import ClockCause, LinkState
 
 INSTALL_HINT = "pip install 'gpuenv[rocm]' (the amdsmi bindings of the host's ROCm release)"
 LIBRARY_HINT = "install ROCm's amd-smi-lib (the amdgpu driver's user space) or set ROCM_PATH to the ROCm install"
@@ -103,6 +104,23 @@ def _read(unread: Unread, key: str, call: Callable[..., Any], *args: Any) -> Any
 def _handles(unread: Unread) -> list[Any]:
     """Every GPU's handle (none, with the failure in `unread`, when AMD SMI cannot list them)."""
     return list(_read(unread, "count", _amdsmi().amdsmi_get_processor_handles) or [])
+
+
+def count_problem() -> str | None:
+    """Why AMD SMI cannot list its GPUs ("amdsmi_get_processor_handles answered DRM_ERROR"), or None; needs init()."""
+    unread: Unread = {}
+    _handles(unread)
+    return f"{unread['count']['call']} answered {unread['count']['code']}" if unread else None
+
+
+def register_xids(state: dict[str, Any], count: int) -> list[dict[str, Any]]:
+    """Nothing to register: AMD GPUs raise no XID events (their RAS error counts are read in `snapshot`)."""
+    return []
+
+
+def drain_xids(state: dict[str, Any]) -> tuple[list[tuple[int, int, int | None]], dict[str, Any] | None]:
+    """No XID events on AMD GPUs (see register_xids)."""
+    return [], None
 
 
 def identities() -> list[dict[str, Any]]:
@@ -194,17 +212,17 @@ def _number(value: Any) -> int | None:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+XGMI: tuple[tuple[LinkState, str], ...] = (("up", "U"), ("down", "D"))  # AMD SMI's letters; "X" is no link
+
+
 def _xgmi(status: dict[str, Any] | None) -> dict[str, Any] | None:
     """The XGMI links AMD SMI reports up ("U") and down ("D"; "X" is disabled: not a link); None
     where unread."""
     if status is None:
         return None
     states = list(status.get("status") or [])
-    return {
-        "kind": "xgmi",
-        "up": [n for n, state in enumerate(states) if state == "U"],
-        "down": [n for n, state in enumerate(states) if state == "D"],
-    }
+    links: dict[str, list[int]] = {s: [n for n, state in enumerate(states) if state == code] for s, code in XGMI}
+    return {"kind": "xgmi", **links}
 
 
 def _thermal_limits(status: dict[str, Any] | None) -> list[str] | None:
@@ -232,7 +250,7 @@ def _power(cap: dict[str, Any] | None, info: dict[str, Any] | None) -> dict[str,
 # AMD SMI's violation status (MI300 and later): each limit has an active_* flag (holding the clocks
 # down now) and an acc_* residency counter that grows with acc_counter while the limit holds; as
 # the causes every vendor's readings are judged by (gpuenv.adapters.nvml.CLOCK_CAUSES)
-VIOLATION_LIMITS = {
+VIOLATION_LIMITS: dict[str, ClockCause] = {
     "prochot_thrm": "prochot",
     "ppt_pwr": "power_cap",
     "socket_thrm": "thermal",
@@ -381,19 +399,36 @@ def set_power_limit_mw(index: int, milliwatts: int) -> None:
     _must(what, partial(smi.amdsmi_set_power_cap, h, 0, int(milliwatts) * 1000))
 
 
-def power_mw(index: int) -> int | None:
-    """The socket power one GPU draws now (milliwatts), None where it cannot say; needs init()."""
-    smi = _amdsmi()
-    info = _read({}, "power", smi.amdsmi_get_power_info, _handle(index)) or {}
+def power_mw(indices: list[int]) -> dict[int, int | None]:
+    """The socket power these GPUs (AMD SMI index) draw now (milliwatts), None where a GPU cannot say;
+    needs init()."""
+    return _each(indices, "power", _socket_mw)
+
+
+def energy_mj(indices: list[int]) -> dict[int, float | None]:
+    """These GPUs' energy accumulators (millijoules: the count times its resolution, in microjoules),
+    None where a GPU keeps none; needs init()."""
+    return _each(indices, "energy", _energy_mj)
+
+
+def _socket_mw(h: Any, unread: Unread) -> int | None:
+    info = _read(unread, "power", _amdsmi().amdsmi_get_power_info, h) or {}
     watts = _number(info.get("current_socket_power")) or _number(info.get("socket_power"))
     return None if watts is None else watts * 1000
 
 
-def energy_mj(index: int) -> float | None:
-    """One GPU's energy accumulator (millijoules: the count times its resolution, in microjoules),
-    None where it is unsupported; needs init()."""
-    smi = _amdsmi()
-    counter = _read({}, "energy", smi.amdsmi_get_energy_count, _handle(index))
+def _energy_mj(h: Any, unread: Unread) -> float | None:
+    counter = _read(unread, "energy", _amdsmi().amdsmi_get_energy_count, h)
     if not counter or _number(counter.get("energy_accumulator")) is None:
         return None
     return float(counter["energy_accumulator"]) * float(counter["counter_resolution"]) / 1000
+
+
+def _each(indices: list[int], key: str, read: Callable[[Any, Unread], Any]) -> dict[int, Any]:
+    """`read(handle, unread)` for each of these GPUs (AMD SMI index); None where it does not answer."""
+    unread: Unread = {}
+    handles = _handles(unread)
+    return {i: read(handles[i], unread) if 0 <= i < len(handles) else None for i in indices}
+
+
+CallFailed = AmdSmiCallFailed

@@ -99,6 +99,7 @@ def build(
     buildargs: dict[str, str] | None = None,
     nocache: bool = False,
     network_mode: str | None = None,
+    platform: str | None = None,
     timeout: float = BUILD_TIMEOUT,
     on_event: Callable[[BuildEvent], None] | None = None,
 ) -> BuildResult:
@@ -122,6 +123,7 @@ def build(
                 forcerm=True,
                 decode=True,
                 network_mode=network_mode,
+                platform=platform,  # "linux/arm64": the stack's CPU, whatever the daemon's own
             )
             for chunk in stream:
                 _take(chunk, result, tail, emit)

@@ -1,10 +1,8 @@
-"""NVML through the `pynvml` module of nvidia-ml-py, imported only when called.
-
-Every call on a GPU goes through `_read`: a call that does not answer leaves its reading None and
-records, under the reading's name in the GPU's `unread`, the call, NVML's code and what that code
-means for that call (gpuenv/adapters/nvml_errors.py: the GPU lost, the reading absent on this GPU,
-or the call failed), never an exception. The handle and count calls are guarded the same way: a GPU
-whose handle cannot be had is listed with only its index and why.
+"""NVML through the `pynvml` module of nvidia-ml-py, imported only when called: one of the GPU management
+libraries behind gpuenv.adapters.management's face. Every call on a GPU goes through `_read`: a call that does
+not answer leaves its reading None and records, under the reading's name in the GPU's `unread`, the call, NVML's
+code and what it means for that call (nvml_errors.py: lost, absent, failed), never an exception; the handle
+and count calls likewise (a GPU whose handle cannot be had is listed with only its index and why).
 """
 
 from __future__ import annotations
@@ -14,6 +12,8 @@ from collections.abc import Callable
 from functools import cache, partial
 from typing import Any
 
+from gpuenv.adapters.management import LINK_STATES, ClockCause
+from gpuenv.adapters.nvml_c2c import c2c_links
 from gpuenv.adapters.nvml_errors import classify
 
 XID_EVENT = 0x8  # nvmlEventTypeXidCriticalError
@@ -21,8 +21,7 @@ XID_RECOVERY = 154  # GPU recovery action changed: the action is read from field
 FABRIC_INFO_V2 = 0x02000024  # nvmlGpuFabricInfo_v2: version 2, sizeof(nvmlGpuFabricInfo_v2_t)
 FIELD_MEMORY_TEMP = 82  # NVML_FI_DEV_MEMORY_TEMP
 FIELD_RECOVERY_ACTION = 230  # NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
-# NVML's clock-event reasons as the causes every vendor's readings are judged by (gpuenv.verify)
-CLOCK_CAUSES = {
+CLOCK_CAUSES: dict[int, ClockCause] = {  # NVML's clock-event reasons in the causes' vocabulary (management.py)
     0x1: "idle",
     0x2: "configured",  # application clocks
     0x4: "power_cap",
@@ -84,6 +83,11 @@ def _read(unread: Unread, key: str, call: Callable[..., Any], *args: Any, **kwar
 NOT_INSTALLED = "nvidia-ml-py not installed"
 
 
+def missing(problem: str) -> bool:
+    """Whether `problem` (from init) says NVML is not there at all (no bindings, no libnvidia-ml), not a bad GPU."""
+    return problem == NOT_INSTALLED or problem.startswith("library-not-found")
+
+
 def init() -> str | None:
     """nvmlInit; None on success, else the reason (NOT_INSTALLED, or see init_error_name)."""
     try:
@@ -112,14 +116,12 @@ def driver_versions() -> dict[str, Any]:
 
 def gpu_count(unread: Unread) -> int:
     """How many GPUs NVML lists (0, with the failure in `unread`, when it cannot say); needs init()."""
-    nv = _pynvml()
-    return int(_read(unread, "count", nv.nvmlDeviceGetCount) or 0)
+    return int(_read(unread, "count", _pynvml().nvmlDeviceGetCount) or 0)
 
 
 def count_problem() -> str | None:
     """Why NVML cannot count its GPUs ("nvmlDeviceGetCount answered GPU_IS_LOST"), or None; needs init()."""
-    unread: Unread = {}
-    gpu_count(unread)
+    gpu_count(unread := Unread())
     return f"{unread['count']['call']} answered {unread['count']['code']}" if unread else None
 
 
@@ -192,6 +194,7 @@ def _gpu(nv: Any, index: int) -> dict[str, Any]:
             "memory_slowdown_temperature", nv.nvmlDeviceGetTemperatureThreshold, thresholds[1]
         ),
         "links": _nvlinks(nv, h, unread),
+        "c2c": c2c_links(lambda field, tried: _field(nv, h, field, "c2c", tried), unread),
         "processes": [p.pid for p in (read("processes", nv.nvmlDeviceGetComputeRunningProcesses) or [])],
         "memory_used_mib": None if memory is None else int(memory.used) // (1 << 20),  # v2: less what is reserved
         "mig": (read("mig", nv.nvmlDeviceGetMigMode) or [None])[0],
@@ -215,8 +218,8 @@ def _uncorrected_volatile(nv: Any) -> tuple[int, int]:
     return nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC
 
 
-def _field(nv: Any, h: Any, field: int, key: str, unread: Unread) -> int | None:
-    """One of NVML's field values, by its id; each field answers its own return code."""
+def _field(nv: Any, h: Any, field: int | tuple[int, int], key: str, unread: Unread) -> int | None:
+    """One of NVML's field values, by its id (and scope: a link's index); each field answers its own return code."""
     values = _read(unread, key, nv.nvmlDeviceGetFieldValues, h, [field])
     if values is None:
         return None
@@ -229,7 +232,7 @@ def _field(nv: Any, h: Any, field: int, key: str, unread: Unread) -> int | None:
 def _nvlinks(nv: Any, h: Any, unread: Unread) -> dict[str, Any] | None:
     """The GPU's NVLinks, active (`up`) and inactive (`down`): NVML answers each link until
     INVALID_ARGUMENT past the last. None when the GPU has none or a link could not be read."""
-    states: dict[str, list[int]] = {"up": [], "down": []}
+    states: dict[str, list[int]] = {state: [] for state in LINK_STATES}
     for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
         active = _read(unread, "nvlink", nv.nvmlDeviceGetNvLinkState, h, link)
         if active is None:
@@ -369,7 +372,7 @@ def drain_xids(state: dict[str, Any]) -> tuple[list[tuple[int, int, int | None]]
     return seen, None
 
 
-def energy_mj(indices: list[int]) -> dict[int, int | None]:
+def energy_mj(indices: list[int]) -> dict[int, float | None]:
     """Total energy counters (millijoules) of the GPUs with these NVML indices; needs init()."""
     return _each(indices, "energy", _pynvml().nvmlDeviceGetTotalEnergyConsumption)
 
@@ -396,6 +399,9 @@ class NvmlCallFailed(Exception):
     def __init__(self, what: str, reason: str) -> None:
         super().__init__(f"{what}: {reason}")
         self.reason = reason
+
+
+CallFailed = NvmlCallFailed
 
 
 def _must(what: str, call: Callable[[], Any]) -> Any:

@@ -125,7 +125,8 @@ def build_image(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
             say(os_line(prepared.plan.stack, request.stack, for_what="the image's base,"))
             click.echo(f"wrote {', '.join(written.files)} into {written.dest}")
             click.echo(
-                f"build it with: docker build -t {shlex.quote(prepared.plan.tags[0])} {shlex.quote(str(written.dest))}"
+                f"build it with: docker build -t {shlex.quote(prepared.plan.tags[0])} "
+                f"--platform {prepared.plan.docker_platform} {shlex.quote(str(written.dest))}"
             )
         return 0
     with _progress(say, live=sys.stderr.isatty() and not quiet, verbose=verbose) as on_event:

@@ -37,7 +37,7 @@ def lines(found: MachineInfo) -> list[str]:
     if found.cuda_driver:
         driver += f" (runs CUDA up to {found.cuda_driver})"
     rows = [
-        ("host", f"{found.hostname} ({found.os or 'unknown OS'}, Python {found.python})"),
+        ("host", f"{found.hostname} ({found.os or 'unknown OS'}, {found.cpu_arch}, Python {found.python})"),
         ("NVML", found.nvml),
         ("driver", driver),
         ("GPUs", _gpu_count(found.gpus)),

@@ -17,7 +17,7 @@ from gpuenv.errors import BadRequest
 from gpuenv.files import check_output
 from gpuenv.types import DEVICE_CHOICES, LEVELS, SITE_PREFIX
 from gpuenv.verify.options import SiteOptions
-from gpuenv.verify.registry import CHECKS
+from gpuenv.verify.registry import ALIASES, CHECKS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -101,17 +101,19 @@ def gpu_indices(text: str) -> tuple[int, ...]:
 
 
 class CheckName(click.Choice):  # type: ignore[type-arg]
-    """One of gpuenv's checks, or a site check's name (site.NAME): which site checks a host has is
-    known only where they are enabled (verify says when one is not)."""
+    """One of gpuenv's checks (by its name, or an alias: `health` is the check reports call nvml), or a
+    site check's name (site.NAME): which site checks a host has is known only where they are enabled
+    (verify says when one is not)."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and value.startswith(SITE_PREFIX):
             site_check_name(value.removeprefix(SITE_PREFIX), f"--check {value}")
             return value
-        return super().convert(value, param, ctx)
+        named = super().convert(value, param, ctx)
+        return ALIASES.get(named, named)
 
 
-CHECK_NAMES = CheckName([c.name for c in CHECKS])
+CHECK_NAMES = CheckName([*ALIASES, *(c.name for c in CHECKS)])
 
 
 def site_check_name(value: str, what: str = "--plugin") -> str:

@@ -13,7 +13,7 @@ from gpuenv.cli import settings
 from gpuenv.cli.fleet_params import fleet_options, fleet_source
 from gpuenv.cli.output import console, emit_json, table, warn
 from gpuenv.cli.params import checked
-from gpuenv.cli.stack_params import stack_options, stack_request
+from gpuenv.cli.stack_params import cpu_arch_name, stack_options, stack_request
 from gpuenv.errors import BadRequest
 from gpuenv.fleet.source import resolve_for_fleet
 from gpuenv.kb import KnowledgeBase, kb_age_line, load_kb
@@ -96,13 +96,12 @@ def resolve(ctx: click.Context, /, as_json: bool, fmt: str, purpose: Purpose, **
     "--cuda", callback=checked(lambda v: spelling.option_value("cuda", v)), help="Only this CUDA (12.4, 12, cu124)."
 )
 @click.option("--gpu", callback=checked(validate.gpu), help="Only the builds that run on this GPU (H100, sm_90).")
+@click.option("--cpu-arch", "cpu_arch", callback=checked(cpu_arch_name), help="Only what x86_64 or aarch64 gets.")
 @click.option("--drivers", is_flag=True, help="Each driver branch: its max CUDA and the torch builds it runs.")
 @click.option("--rocm", is_flag=True, help="The ROCm releases (OS support, images, torch builds) and AMD's GPUs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 @click.pass_context
-def matrix(
-    ctx: click.Context, torch: str | None, cuda: str | None, gpu: str | None, drivers: bool, rocm: bool, as_json: bool
-) -> int:
+def matrix(ctx: click.Context, /, drivers: bool, rocm: bool, as_json: bool, **only: str | None) -> int:
     """Show the compatibility knowledge base as tables.
 
     \b
@@ -111,6 +110,7 @@ def matrix(
       gpuenv matrix --torch 2.4
       gpuenv matrix --cuda 12.4 --json
       gpuenv matrix --gpu H100
+      gpuenv matrix --cpu-arch aarch64
       gpuenv matrix --drivers
       gpuenv matrix --rocm
     Exit codes: 0 the tables, 2 bad request (a version or GPU the knowledge base does not know), 3
@@ -121,13 +121,13 @@ def matrix(
         return show_drivers(kb, as_json=as_json)
     if rocm:
         return show_rocm(kb, as_json=as_json)
-    found = query(kb, MatrixRequest(torch=torch, cuda=cuda, gpu=gpu), today=date.today(), on_warning=warn)
+    found = query(kb, MatrixRequest(**only), today=date.today(), on_warning=warn)
     if as_json:
         emit_json(found.to_dict())
         return 0
     out = console()
-    out.print(table(TORCH_COLUMNS, found.torch_rows(), title="PyTorch releases"))
-    out.print(table(CUDA_COLUMNS, found.cuda_rows(), title="CUDA"))
+    out.print(table(TORCH_COLUMNS, found.torch_rows(), title=f"PyTorch releases ({found.cpu_arch} wheels)"))
+    out.print(table(CUDA_COLUMNS, found.cuda_rows(), title=f"CUDA ({found.cpu_arch} images)"))
     click.echo(found.age_line)
     return 0
 

@@ -17,12 +17,15 @@ from gpuenv.cli.params import F, checked, version_of
 from gpuenv.errors import BadRequest
 from gpuenv.kb import load_kb
 from gpuenv.platforms import spelling
+from gpuenv.platforms.arch import cpu_arch_named
 from gpuenv.resolve.request import Request
 from gpuenv.stack_service import StackRequest
 from gpuenv.types import PLATFORMS
 
 # The parameters stack_options adds: the fields of resolve.Request, uv's name for the backend, and the stack file.
-STACK_KEYS = ("torch", "cuda", "driver", "python", "gpu", "os", "rocm", "platform", "torch_backend", "stack_file")
+STACK_KEYS = (
+    "torch", "cuda", "driver", "python", "gpu", "os", "rocm", "platform", "cpu_arch", "torch_backend", "stack_file"
+)  # fmt: skip
 BACKEND_KEYS = ("cuda", "rocm", "platform")  # what --torch-backend stands for
 TORCH_HELP = (
     "PyTorch version, e.g. 2.4, 2.4.0, 2.4.0+cu121, 2.6.0+rocm6.2.4 or 2.5.1+cpu (a local version picks the build)."
@@ -34,6 +37,7 @@ BACKEND_HELP = (
     "uv's name for the backend instead of --cuda/--rocm/--platform: cpu, cu126, rocm6.4; auto: --driver auto."
 )
 OS_HELP = "ubuntu20.04, ubuntu22.04 (default), ubuntu24.04, debian12, rockylinux8, rockylinux9."
+CPU_ARCH_HELP = "The target's CPU: x86_64 (amd64, the default) or aarch64 (arm64); GH200/GB200 imply aarch64."
 DRIVER_HELP = "NVIDIA driver the stack must run on, e.g. 535.104.05; 'auto' reads this machine's."
 
 
@@ -62,7 +66,7 @@ def complete_rocm(ctx: click.Context, param: click.Parameter, incomplete: str) -
 
 
 def stack_options(func: F) -> F:
-    """Add --torch --cuda --rocm --platform --torch-backend --driver --python --gpu --os --stack to a command."""
+    """Add --torch --cuda --rocm --platform --torch-backend --driver --python --gpu --os --cpu-arch --stack."""
     options = [
         click.option("--torch", callback=checked(spelling.torch_version), help=TORCH_HELP),
         click.option("--cuda", callback=checked(lambda v: spelling.option_value("cuda", v)), help=CUDA_HELP),
@@ -83,6 +87,7 @@ def stack_options(func: F) -> F:
             help="GPU model (H100, A100, L4…, or AMD's MI300X, MI355X…), sm_NN, or an AMD gfx target (gfx942).",
         ),
         click.option("--os", "os", callback=checked(validate.os_name), shell_complete=complete_os, help=OS_HELP),
+        click.option("--cpu-arch", "cpu_arch", callback=checked(cpu_arch_name), help=CPU_ARCH_HELP),
         click.option(
             "--stack",
             "stack_file",
@@ -91,6 +96,10 @@ def stack_options(func: F) -> F:
         ),
     ]
     return functools.reduce(lambda f, opt: opt(f), reversed(options), func)
+
+
+def cpu_arch_name(value: str) -> str:
+    return cpu_arch_named(value).name  # canonical: aarch64, not arm64
 
 
 def _backend(value: str) -> str:

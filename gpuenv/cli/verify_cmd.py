@@ -114,7 +114,7 @@ def multi_node_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.option(
     "--passive",
     is_flag=True,
-    help="Read NVML in this process, without load, torch or a worker (the Slurm epilog); implies --check nvml.",
+    help="Read NVML (AMD SMI) in this process, no load, torch or worker (the Slurm epilog); implies --check nvml.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @output_option("--report", "Write the JSON report here (atomically, also when interrupted; - for stdout).")

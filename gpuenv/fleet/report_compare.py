@@ -72,11 +72,11 @@ class Pool:
 
 
 def grouped(hosts: Iterable[HostReport]) -> dict[GroupKey, Pool]:
-    """Every series under its group (GPU model x count x figure x collective x size)."""
-    pools: dict[tuple[str, int, str, str | None, int | None], Pool] = defaultdict(Pool)
+    """Every series under its group (GPU model x count x figure x collective x size x CPU architecture)."""
+    pools: dict[tuple[str, int, str, str | None, int | None, str | None], Pool] = defaultdict(Pool)
     for i, host in enumerate(hosts):
         for s in host.series:
-            pool = pools[(host.gpu_model, host.gpu_count, s.figure, s.collective, s.nbytes)]
+            pool = pools[(host.gpu_model, host.gpu_count, s.figure, s.collective, s.nbytes, host.cpu_arch)]
             pool.values.extend(s.values.values())
             pool.series.append((i, s))
     return {GroupKey(*key): pool for key, pool in pools.items()}
@@ -137,8 +137,8 @@ def _expected_figure(key: GroupKey, matmul_at: set[tuple[str, str] | None], tabl
     return None
 
 
-def _sort_key(key: GroupKey) -> tuple[str, int, str, str, int]:
-    return (key.gpu_model, key.gpu_count, key.figure, key.collective or "", key.nbytes or 0)
+def _sort_key(key: GroupKey) -> tuple[str, int, str, str, int, str]:
+    return (key.gpu_model, key.gpu_count, key.figure, key.collective or "", key.nbytes or 0, key.cpu_arch or "")
 
 
 def failures_by_code(hosts: Iterable[HostReport]) -> list[Failure]:

@@ -71,8 +71,8 @@ class HostReport:
     flags: tuple[str, ...] = ()  # what the reader doubts about this host (a report dated ahead of the clock)
     matmul_at: tuple[str, str] | None = None  # (dtype, shape) of the amp check's matmul_tflops
     localisation: tuple[str, dict[str, Any]] | None = None  # a run across nodes that localised: (job, its rounds)
+    cpu_arch: str | None = None  # the report's host.cpu_arch ("aarch64"); None in reports written before it
     driver: str | None = None  # the loaded GPU driver, as the report found it
-    cpu_arch: str | None = None  # as uname names it; None: a report from before gpuenv recorded it
 
     @property
     def certified(self) -> bool:
@@ -106,13 +106,15 @@ class GroupKey:
     figure: str
     collective: str | None = None
     nbytes: int | None = None
+    cpu_arch: str | None = None  # a GH200 node is not an H100 node's peer: the CPU is part of the group
 
     def metric(self) -> str:
         """The figure, with the collective and message size for bandwidth."""
         return f"{self.figure} {self.collective} {_size(self.nbytes)}" if self.collective else self.figure
 
     def label(self) -> str:
-        return f"{self.gpu_count}x {self.gpu_model} {self.metric()}"
+        cpu = f" ({self.cpu_arch})" if self.cpu_arch else ""
+        return f"{self.gpu_count}x {self.gpu_model}{cpu} {self.metric()}"
 
 
 Basis = Literal["peers", "expected"]  # what a group was judged against: its hosts' median, the model's figure
@@ -330,6 +332,7 @@ def _group_dict(group: Group) -> dict[str, Any]:
     return {
         "gpu_model": group.key.gpu_model,
         "gpu_count": group.key.gpu_count,
+        "cpu_arch": group.key.cpu_arch,
         "metric": group.key.figure,
         "collective": group.key.collective,
         "bytes": group.key.nbytes,

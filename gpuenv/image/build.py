@@ -134,6 +134,7 @@ def build(prepared: Prepared, *, on_event: Callable[[Any], None], say: Say) -> B
             buildargs=plan.buildargs,
             nocache=request.no_cache,
             network_mode=None if request.network == "default" else request.network,
+            platform=plan.docker_platform,
             on_event=on_event,
         )
         wheel_sha256 = _wheel_digest(context)

@@ -60,6 +60,11 @@ class Plan:
     os_info: OsInfo  # the knowledge base's row for the stack's OS
 
     @property
+    def docker_platform(self) -> str:
+        """The platform Docker builds the image for: the stack's CPU architecture ("linux/arm64")."""
+        return for_stack(self.stack).cpu_arch.docker
+
+    @property
     def buildargs(self) -> dict[str, str]:
         return dict(arg.split("=", 1) for arg in self.request.build_args)
 
@@ -143,6 +148,7 @@ def _default_tag(stack: Stack, options: ImageOptions) -> str:
     flavor = options.flavor + ("-cudnn" if options.cudnn and options.flavor == "runtime" else "")
     flavor += "-slim" if options.slim else ""
     tag = f"gpuenv/pytorch:{stack.torch}-{stack.build}-py{stack.python}-{stack.os}-{flavor}"
+    tag += for_stack(stack).cpu_arch.tag_suffix
     return validate.image_ref(tag, "default tag")
 
 

@@ -22,6 +22,7 @@ from gpuenv.kb.model import (
     AnsibleNames,
     Architecture,
     ArchList,
+    CudaOnArch,
     CudaRelease,
     DriverBranch,
     Gpu,
@@ -31,6 +32,7 @@ from gpuenv.kb.model import (
     Provenance,
     RocmRelease,
     SchemaError,
+    TorchOnArch,
     TorchRelease,
     TorchRocm,
     V,
@@ -77,6 +79,8 @@ _REQUIRED: dict[str, dict[str, type | tuple[type, ...]]] = {
     "driver_branches": {"branch": str, "lts": bool, "latest": (str, type(None))},
     "rocm": {"version": str, "build": str, "release": str, "os": list, "images": list},
     "torch_rocm": {"torch": str, "builds": dict},
+    "torch_cpu_arch": {"torch": str, "cpu_arch": str, "builds": dict, "plain_build": str},
+    "cuda_cpu_arch": {"cuda": str, "cpu_arch": str, "images": list, "cudnn_images": list},
     "amd_gpus": {"name": str, "gfx": str, "aliases": list, "pci_ids": list, "min_rocm": (str, type(None))},
     "os": {
         "name": str,
@@ -145,7 +149,10 @@ def parse_kb(raw: Any, *, origin: str = "shipped") -> KnowledgeBase:
         raise SchemaError("'wheel_index' must be a URL template containing {build}")
     if not isinstance(raw.get("generated"), str) or not _DATE.fullmatch(raw["generated"]):
         raise SchemaError("'generated' must be the date the file was made (YYYY-MM-DD)")
-    gpus = tuple(Gpu(r["name"], r["sm"], tuple(r["aliases"]), r["nvswitch_systems"]) for r in _check_rows(raw, "gpus"))
+    gpus = tuple(
+        Gpu(r["name"], r["sm"], tuple(r["aliases"]), r["nvswitch_systems"], r.get("cpu_arch"), r.get("open_modules"))
+        for r in _check_rows(raw, "gpus")
+    )
     try:
         kb = KnowledgeBase(
             torch=tuple(
@@ -195,8 +202,10 @@ def parse_kb(raw: Any, *, origin: str = "shipped") -> KnowledgeBase:
             sources=dict(raw.get("sources", {})),
             origin=origin,
             **_rocm_tables(raw),
+            **_cpu_arch_tables(raw),
         )
         _check_references(kb)
+        _check_cpu_arch_references(kb)
         _check_rocm_references(kb)
     except (KeyError, TypeError, IndexError, InvalidVersion, ValueError) as exc:
         raise SchemaError(str(exc) if isinstance(exc, SchemaError) else f"{type(exc).__name__}: {exc}") from exc
@@ -220,6 +229,46 @@ def _rocm_tables(raw: dict[str, Any]) -> dict[str, Any]:
             for r in amd_gpus
         ),
     }
+
+
+def _cpu_arch_tables(raw: dict[str, Any]) -> dict[str, Any]:
+    """The torch and CUDA rows as published for other CPU architectures (optional: older files lack them)."""
+    return {
+        "torch_cpu_arch": tuple(
+            TorchOnArch(
+                r["torch"],
+                r["cpu_arch"],
+                {build: ArchList.parse(text) for build, text in r["builds"].items()},
+                r["plain_build"],
+                _prov(r),
+            )
+            for r in _optional_rows(raw, "torch_cpu_arch")
+        ),
+        "cuda_cpu_arch": tuple(
+            CudaOnArch(r["cuda"], r["cpu_arch"], tuple(r["images"]), tuple(r["cudnn_images"]), _prov(r))
+            for r in _optional_rows(raw, "cuda_cpu_arch")
+        ),
+    }
+
+
+def _check_cpu_arch_references(kb: KnowledgeBase) -> None:
+    """Each architecture's rows name a known release, once, with known builds; a GPU's CPU is one the KB knows."""
+    torch, cuda = {t.version for t in kb.torch}, {c.version for c in kb.cuda}
+    seen: set[tuple[str, str]] = set()
+    for t in kb.torch_cpu_arch:
+        where = f"torch_cpu_arch {t.torch} {t.cpu_arch}"
+        if t.torch not in torch or (t.torch, t.cpu_arch) in seen or t.cpu_arch == kb.rows_cpu_arch:
+            raise SchemaError(f"{where}: names an unknown torch release, twice, or the torch rows' own architecture")
+        seen.add((t.torch, t.cpu_arch))
+        unknown = [b for b in t.arch if b not in kb.cuda_by_build]
+        if unknown or t.plain_build not in (*t.arch, "cpu"):
+            raise SchemaError(f"{where}: builds {unknown or t.plain_build} are not its CUDA builds or cpu")
+    for c in kb.cuda_cpu_arch:
+        if c.cuda not in cuda or not set(c.cudnn_images) <= set(c.images) <= set(kb.os_by_name):
+            raise SchemaError(f"cuda_cpu_arch {c.cuda} {c.cpu_arch}: an unknown CUDA row or OS, or cuDNN alone")
+    for g in kb.gpus:
+        if g.cpu_arch is not None and g.cpu_arch not in kb.cpu_arches:
+            raise SchemaError(f"GPU {g.name}: CPU architecture {g.cpu_arch} has no wheel facts in the knowledge base")
 
 
 def _gfx_list(text: str, torch: str) -> tuple[str, ...]:

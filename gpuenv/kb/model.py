@@ -7,7 +7,7 @@ are surfaced as warnings by whoever uses them. docs/knowledge-base.md describes 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache, cached_property
 
 from packaging.version import Version
@@ -74,6 +74,44 @@ class TorchRelease:
         disputed = ("builds", f"build:{build}", f"arch:{build}")
         return not any(u in disputed for u in self.provenance.unconfirmed)
 
+    def published_as(self, on: TorchOnArch | None) -> TorchRelease:
+        """The release as its wheels are for another CPU architecture: the builds published for it, their GPU
+        code, the build of its plain PyPI wheel there (None: no GPU build is published for it)."""
+        arch = dict(on.arch) if on else {}
+        kept = tuple(u for u in self.provenance.unconfirmed if not _about_builds(u))
+        source = f"{self.provenance.source}; {on.provenance.source}" if on else self.provenance.source
+        unconfirmed = kept + (on.provenance.unconfirmed if on else ())
+        return replace(
+            self,
+            builds=tuple(arch),
+            arch=arch,
+            default_build=on.plain_build if on else "cpu",
+            provenance=Provenance(source, on.provenance.checked if on else self.provenance.checked, unconfirmed),
+        )
+
+
+@dataclass(frozen=True)
+class TorchOnArch:
+    """A torch release's wheels for a CPU architecture other than the torch rows' own (aarch64): the CUDA
+    builds published for it with the GPU code of each, and the build PyPI's plain wheel is there ("cpu")."""
+
+    torch: str
+    cpu_arch: str
+    arch: dict[str, ArchList]  # build -> its GPU code on this architecture; the keys are the builds
+    plain_build: str
+    provenance: Provenance
+
+
+@dataclass(frozen=True)
+class CudaOnArch:
+    """Which nvidia/cuda images of a CUDA release are published for another CPU architecture."""
+
+    cuda: str  # the CUDA row's version, "12.8"
+    cpu_arch: str
+    images: tuple[str, ...]  # OS names with base/runtime/devel images for this architecture
+    cudnn_images: tuple[str, ...]  # OS names with cuDNN images for it
+    provenance: Provenance
+
 
 @dataclass(frozen=True)
 class CudaRelease:
@@ -88,12 +126,25 @@ class CudaRelease:
     eol: bool
     deleted_tags: tuple[str, ...]
     provenance: Provenance
+    cudnn_images: tuple[str, ...] | None = None  # OS names with cuDNN images; None: every one of `images`
 
     def names(self, cuda: str) -> bool:
         """Whether `cuda` names this release: its minor, toolkit or build, or another patch of its minor."""
         parts = cuda.split(".")
         patch_of_minor = len(parts) == 3 and all(p.isdigit() for p in parts) and ".".join(parts[:2]) == self.version
         return cuda in (self.version, self.toolkit, self.build) or patch_of_minor
+
+    def published_as(self, on: CudaOnArch | None) -> CudaRelease:
+        """The release's nvidia/cuda images as published for another CPU architecture (None: none known)."""
+        kept = tuple(u for u in self.provenance.unconfirmed if not u.startswith("images"))
+        unconfirmed = kept + (on.provenance.unconfirmed if on else ())
+        source = f"{self.provenance.source}; {on.provenance.source}" if on else self.provenance.source
+        return replace(
+            self,
+            images=on.images if on else (),
+            cudnn_images=on.cudnn_images if on else (),
+            provenance=Provenance(source, self.provenance.checked, unconfirmed),
+        )
 
 
 @dataclass(frozen=True)
@@ -153,6 +204,8 @@ class Gpu:
     sm: str
     aliases: tuple[str, ...]
     nvswitch_systems: bool
+    cpu_arch: str | None = None  # the CPU every system of this GPU has ("aarch64": Grace); None: any
+    open_modules: str | None = None  # "required" where the GPU needs NVIDIA's open kernel modules whatever its sm
 
 
 @dataclass(frozen=True)
@@ -226,6 +279,30 @@ class KnowledgeBase:
     rocm: tuple[RocmRelease, ...] = ()  # empty in knowledge bases written before ROCm
     torch_rocm: tuple[TorchRocm, ...] = ()
     amd_gpus: tuple[AmdGpu, ...] = ()
+    torch_cpu_arch: tuple[TorchOnArch, ...] = ()  # the torch rows as published for other CPU architectures
+    cuda_cpu_arch: tuple[CudaOnArch, ...] = ()
+    rows_cpu_arch: str = "x86_64"  # the CPU architecture the torch and cuda rows' wheels and images were read for
+
+    @property
+    def cpu_arches(self) -> tuple[str, ...]:
+        """The CPU architectures whose wheel facts the knowledge base holds."""
+        return (self.rows_cpu_arch, *dict.fromkeys(t.cpu_arch for t in self.torch_cpu_arch))
+
+    def for_cpu_arch(self, name: str) -> KnowledgeBase | None:
+        """The knowledge base as torch's wheels and NVIDIA's images are for CPU architecture `name` (a release
+        or CUDA row it lacks has none for it); None when it holds no wheel facts for that architecture."""
+        if name == self.rows_cpu_arch:
+            return self
+        torch = {t.torch: t for t in self.torch_cpu_arch if t.cpu_arch == name}
+        if not torch:
+            return None
+        cuda = {c.cuda: c for c in self.cuda_cpu_arch if c.cpu_arch == name}
+        return replace(
+            self,
+            torch=tuple(t.published_as(torch.get(t.version)) for t in self.torch),
+            cuda=tuple(c.published_as(cuda.get(c.version)) for c in self.cuda),
+            rows_cpu_arch=name,
+        )
 
     @cached_property
     def rocm_by_build(self) -> dict[str, RocmRelease]:
@@ -323,6 +400,10 @@ def _name_words(name: str) -> list[str]:
 def V(text: str) -> Version:
     """A comparable version; driver versions like 535.104.05 parse too."""
     return Version(text)
+
+
+def _about_builds(unconfirmed: str) -> bool:
+    return unconfirmed == "builds" or unconfirmed.startswith(("build:", "arch:"))
 
 
 def _sm_digits(sm: str) -> str:

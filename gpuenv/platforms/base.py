@@ -5,7 +5,9 @@
 - image: which base image a build starts from, its labels, the Dockerfile's platform pieces (comments,
   environment, devel tools), what a wheelhouse must hold;
 - host: whose GPUs it serves (PCI vendor, device ids), a host's stack and why a host cannot take one, the
-  driver it installs (role variables, the plan shown before anything runs).
+  driver it installs (role variables, the plan shown before anything runs);
+- node: which management library reads its GPUs on a node, which variables pick them, what the health
+  rules read (gpuenv.platforms.node: a `GpuNode`, or `Unsupported` for a platform without GPUs).
 
 A feature a platform lacks is answered, not skipped: `Unsupported` carries the reason a user reads.
 Each platform package builds one frozen `Platform` for a CPU architecture (gpuenv.platforms.arch);
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 from gpuenv.errors import BadRequest
 from gpuenv.kb import KnowledgeBase, OsInfo
 from gpuenv.platforms.arch import CpuArchFacts
+from gpuenv.platforms.node import NodeHalf, Unsupported
 from gpuenv.resolve.candidates import Resolution
 from gpuenv.resolve.request import Request
 from gpuenv.stack import Stack
@@ -40,16 +43,6 @@ class Claim(NamedTuple):
 
     option: str  # "--cuda 12.4", "--gpu MI300X"
     why: str | None = None  # "--gpu MI300X is an AMD GPU (gfx942): it runs torch's ROCm builds"
-
-
-class Unsupported(NamedTuple):
-    """What a platform answers for a feature it lacks: the reason, said to the user, and what to do instead."""
-
-    reason: str
-    hint: str
-
-    def refuse(self) -> BadRequest:
-        return BadRequest(self.reason, hint=self.hint)
 
 
 class ResolveHalf(Protocol):
@@ -200,6 +193,9 @@ class Platform(Protocol):
     @property
     def host(self) -> HostHalf: ...
 
+    @property
+    def node(self) -> NodeHalf: ...
+
 
 ResolveT = TypeVar("ResolveT")
 ImageT = TypeVar("ImageT")
@@ -207,14 +203,22 @@ HostT = TypeVar("HostT")
 
 
 class Halves(Generic[ResolveT, ImageT, HostT]):
-    """A platform as its package builds it: its name and CPU architecture, and its three halves' own types
-    (mypy checks them against the Protocols wherever a `Halves` is taken for a `Platform`)."""
+    """A platform as its package builds it: its name and CPU architecture, its resolve, image and host halves'
+    own types (mypy checks them against the Protocols wherever a `Halves` is taken for a `Platform`) and its
+    node half."""
 
     def __init__(
-        self, name: PlatformName, label: str, cpu_arch: CpuArchFacts, resolver: ResolveT, image: ImageT, host: HostT
+        self,
+        name: PlatformName,
+        label: str,
+        cpu_arch: CpuArchFacts,
+        resolver: ResolveT,
+        image: ImageT,
+        host: HostT,
+        node: NodeHalf,
     ) -> None:
         self.name, self.label, self.cpu_arch = name, label, cpu_arch
-        self.resolver, self.image, self.host = resolver, image, host
+        self.resolver, self.image, self.host, self.node = resolver, image, host, node
 
 
 def skipped_plan(facts: GatheredHost, why: str) -> dict[str, Any]:

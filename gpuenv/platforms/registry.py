@@ -4,8 +4,8 @@
 (what a host's GPUs and architecture take) are the only places that choose a platform; everything
 past them calls the chosen platform's halves. Each platform package names the architectures it
 serves; the registry builds one frozen Platform per pair at import, from the architecture's facts.
-x86_64 is every platform's; CUDA and CPU hosts on aarch64 are served as before, their stacks
-resolved from the x86_64 wheel facts with a warning that says so (gpuenv.platforms.arch).
+x86_64 is every platform's; CUDA and CPU are served on aarch64 too, from the knowledge base as published
+for it (KnowledgeBase.for_cpu_arch); a platform served on fewer says why (Entry.why_only).
 """
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from gpuenv.errors import BadRequest
 from gpuenv.kb import KnowledgeBase
-from gpuenv.platforms import cpu, cuda, rocm
-from gpuenv.platforms.arch import ARCHES, DEFAULT_CPU_ARCH, CpuArchFacts, cpu_arch
+from gpuenv.platforms.arch import ARCHES, DEFAULT_CPU_ARCH, CpuArchFacts, cpu_arch, cpu_arch_named
 from gpuenv.platforms.base import Claim, Platform
+from gpuenv.platforms.cpu import halves as cpu
+from gpuenv.platforms.cuda import halves as cuda
+from gpuenv.platforms.rocm import halves as rocm
 from gpuenv.resolve.request import Request
 from gpuenv.stack import SCHEMA, SCHEMA_V1, Stack
 from gpuenv.types import CpuArch, PlatformName, platform_named
@@ -32,14 +34,18 @@ class Entry:
     Typed so that mypy checks each package's Platform against the Protocol, every half and every method."""
 
     def __init__(
-        self, name: PlatformName, build: Callable[[CpuArchFacts], Platform], cpu_arches: tuple[CpuArch, ...]
+        self,
+        name: PlatformName,
+        build: Callable[[CpuArchFacts], Platform],
+        cpu_arches: tuple[CpuArch, ...],
+        why_only: str = "",  # why it is served on these architectures alone, said when another is asked
     ) -> None:
-        self.name, self.build, self.cpu_arches = name, build, cpu_arches
+        self.name, self.build, self.cpu_arches, self.why_only = name, build, cpu_arches, why_only
 
 
 ENTRIES = (  # in the order a request's claims are read and messages list them
     Entry(cuda.NAME, cuda.platform, cuda.CPU_ARCHES),
-    Entry(rocm.NAME, rocm.platform, rocm.CPU_ARCHES),
+    Entry(rocm.NAME, rocm.platform, rocm.CPU_ARCHES, rocm.CPU_ARCHES_WHY),
     Entry(cpu.NAME, cpu.platform, cpu.CPU_ARCHES),
 )
 REGISTRY: Mapping[tuple[PlatformName, CpuArch], Platform] = MappingProxyType(
@@ -57,22 +63,36 @@ class Wanted:
 
 
 def platforms(arch: CpuArch = DEFAULT_CPU_ARCH) -> tuple[Platform, ...]:
+    """The platforms served on `arch` (on x86_64: every one)."""
     return tuple(p for (_, a), p in REGISTRY.items() if a == arch)
 
 
 def named(name: PlatformName, arch: CpuArch = DEFAULT_CPU_ARCH) -> Platform:
     found = REGISTRY.get((name, arch))
     if found is None:
-        served = ", ".join(a for (n, a) in REGISTRY if n == name)
-        raise BadRequest(f"gpuenv serves {name} stacks on {served}, not {arch}", hint="choose another platform")
+        entry = next(e for e in ENTRIES if e.name == name)
+        served = ", ".join(entry.cpu_arches)
+        why = f": {entry.why_only}" if entry.why_only else ""
+        others = ", ".join(e.name for e in ENTRIES if arch in e.cpu_arches)
+        raise BadRequest(
+            f"gpuenv serves {name} stacks on {served}, not {arch}{why}",
+            hint=f"on {arch}: --platform {others.replace(', ', ' or ')}; or resolve for --cpu-arch {served}",
+        )
     return found
 
 
-def request_arch(request: Request) -> CpuArch:
-    facts = cpu_arch(request.cpu_arch) if request.cpu_arch else ARCHES[DEFAULT_CPU_ARCH]
-    if facts is None:
-        raise BadRequest(f"unknown CPU architecture {request.cpu_arch}", hint=f"known: {', '.join(ARCHES)}")
-    return facts.name
+def request_arch(kb: KnowledgeBase, request: Request) -> CpuArch:
+    """The CPU a request is for: --cpu-arch (any spelling), else its --gpu's (GH200: aarch64), else x86_64."""
+    asked = cpu_arch_named(request.cpu_arch) if request.cpu_arch else None
+    gpu = kb.find_gpu(request.gpu) if request.gpu else None
+    implied = cpu_arch(gpu.cpu_arch) if gpu and gpu.cpu_arch else None
+    if asked and implied and asked.name != implied.name:
+        raise BadRequest(
+            f"--gpu {request.gpu}: every {gpu.name if gpu else request.gpu} system's CPU is {implied.name}, "
+            f"not {asked.name}",
+            hint=f"drop --cpu-arch, or give --cpu-arch {implied.name}",
+        )
+    return (asked or implied or ARCHES[DEFAULT_CPU_ARCH]).name
 
 
 def claims(kb: KnowledgeBase, request: Request) -> dict[PlatformName, Claim]:
@@ -83,7 +103,7 @@ def claims(kb: KnowledgeBase, request: Request) -> dict[PlatformName, Claim]:
     if asked is not None:
         found[asked] = Claim(f"--platform {request.platform}")
     build = (request.torch or "").partition("+")[2]
-    for platform in platforms(request_arch(request)):
+    for platform in platforms():  # every platform's, whatever the architecture: for_request refuses one not served
         claim = platform.resolver.claims(kb, request)
         if claim is None and build and platform.resolver.owns(build):
             claim = Claim(f"--torch {request.torch}")
@@ -94,7 +114,7 @@ def claims(kb: KnowledgeBase, request: Request) -> dict[PlatformName, Claim]:
 
 def for_request(kb: KnowledgeBase, request: Request) -> Platform:
     """The platform a request asks for (CUDA when it names none); BadRequest when its options ask for two."""
-    arch = request_arch(request)
+    arch = request_arch(kb, request)
     if request.platform and platform_named(request.platform) is None:
         raise BadRequest(f"unknown platform {request.platform!r}", hint=f"choose one of: {', '.join(_names())}")
     found = claims(kb, request)
@@ -107,8 +127,7 @@ def for_build(kb: KnowledgeBase, request: Request) -> Request:
     """--torch VERSION+BUILD as the options the build stands for, checked against the request's others."""
     torch = request.torch or ""
     version, _, build = torch.partition("+")
-    arch = request_arch(request)
-    for platform in platforms(arch):
+    for platform in platforms():
         pinned = platform.resolver.pin(kb, request, version, build)
         if pinned is None:
             continue

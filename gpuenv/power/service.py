@@ -42,7 +42,7 @@ from gpuenv.power.devices import PowerControl
 from gpuenv.power.workload import PARENT_ENV
 from gpuenv.types import DeviceChoice, Level
 from gpuenv.verify import faults
-from gpuenv.verify.facts import visible, visible_spec
+from gpuenv.verify.facts import visible
 
 HELLO_TIMEOUT = 300.0  # the workload process imports torch (and initialises CUDA) first
 HELD_TOLERANCE_MW = 1000
@@ -321,7 +321,7 @@ def _start(workload: Workload, request: TuneRequest, gpus: list[GpuLimits], adap
             hint="install a CUDA (on AMD, ROCm) build of torch; --device cpu only exercises the mechanism",
         )
     if device == "cuda" and hello.get("cuda_devices", 0) < len(gpus):
-        masks = "ROCR_VISIBLE_DEVICES and HIP_VISIBLE_DEVICES" if adapter.smi == "amdsmi" else "CUDA_VISIBLE_DEVICES"
+        masks = adapter.node.devices_variables
         raise CannotRun(
             f"torch sees {hello.get('cuda_devices')} GPU(s), {adapter.library} {len(gpus)}",
             hint=f"unset {masks}, or --gpu the GPUs torch sees",
@@ -332,9 +332,9 @@ def _start(workload: Workload, request: TuneRequest, gpus: list[GpuLimits], adap
 def _cuda_index(adapter: PowerControl, gpu: GpuLimits) -> int:
     """The GPU's torch index: NVML's under CUDA_VISIBLE_DEVICES; AMD SMI's under ROCR_VISIBLE_DEVICES
     and HIP_VISIBLE_DEVICES (positions among every GPU, so all of them are listed)."""
-    amd = adapter.smi == "amdsmi"
-    every = [{"index": g["index"], "uuid": g["uuid"]} for g in adapter.power_limits()] if amd else []
-    listed = visible(every or [{"index": gpu.index, "uuid": gpu.uuid}], visible_spec(adapter.smi, every, os.environ))
+    by_position = adapter.node.visible_by_position
+    among = [{"index": g["index"], "uuid": g["uuid"]} for g in adapter.power_limits()] if by_position else []
+    listed = visible(among or [{"index": gpu.index, "uuid": gpu.uuid}], adapter.node.visible(among, os.environ))
     mine = [g for g in listed if g["index"] == gpu.index]
     return int(mine[0]["cuda_index"]) if mine else gpu.index
 

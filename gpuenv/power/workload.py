@@ -17,10 +17,10 @@ import sys
 import traceback
 from typing import Any
 
-from gpuenv.power.energy import AmdEnergyMeter
+from gpuenv.platforms import nodes
+from gpuenv.power.energy import EnergyMeter
 from gpuenv.processes import die_with_parent
 from gpuenv.verify import faults
-from gpuenv.verify.checks.common import EnergyMeter
 from gpuenv.verify.workloads import nlp
 
 PARENT_ENV = "GPUENV_TUNE_PARENT"
@@ -48,7 +48,7 @@ def measure(request: dict[str, Any]) -> dict[str, Any]:
     device = f"cuda:{request['cuda_index']}" if request["device"] == "cuda" else "cpu"
     size = nlp.size_for(device, request["level"])
     index = int(request["nvml_index"])  # the management library's index: NVML's, or AMD SMI's
-    meter = AmdEnergyMeter(index) if request.get("smi") == "amdsmi" else EnergyMeter(index)
+    meter = EnergyMeter(index, nodes.for_smi(request.get("smi", "")))
     result = nlp.throughput(device, size=size, steps=int(request["steps"]), around=meter)
     return {
         "tokens": int(result.tokens),

@@ -108,7 +108,9 @@ def request_from(
         python = f", Python {wheels.python}" if wheels.python else ""
         notes.append(f"from the wheelhouse: torch {wheels.torch}{build}{python}")
     request = HostRequest(
-        constraints=Request(**{k: v for k, v in given.items() if k not in ("os", "gpu")}),
+        constraints=Request(
+            **{k: v for k, v in given.items() if k not in ("os", "gpu")}, cpu_arch=constraints.cpu_arch
+        ),
         os_check=given.get("os"),
         gpu_check=given.get("gpu"),
         pinned=pinned,
@@ -186,6 +188,9 @@ def _check_host(kb: KnowledgeBase, request: HostRequest, facts: GatheredHost) ->
         return f"the host runs {facts.os}, --os asks for {request.os_check}"
     if request.gpu_check and not _has_wanted_gpus(kb, request.gpu_check, facts):
         return f"the host has {facts.gpu_label()}, --gpu asks for {request.gpu_check}"
+    asked = request.constraints.cpu_arch
+    if asked and asked != facts.architecture:  # both as `uname -m` names them (--cpu-arch's spelling is read first)
+        return f"the host is {facts.architecture}, --cpu-arch asks for {asked}"
     return None
 
 
@@ -243,7 +248,9 @@ def _platform_warnings(
 def _pinned_refusal(
     kb: KnowledgeBase, stack: Stack, facts: GatheredHost, platform: Platform, *, kept_driver: str | None
 ) -> str | None:
-    """Why a pinned stack cannot serve this host (its OS's Pythons, its GPUs, a kept driver), or None."""
+    """Why a pinned stack cannot serve this host (its CPU, its OS's Pythons, its GPUs, a kept driver), or None."""
+    if platform.cpu_arch.name != stack.cpu_arch:  # torch's wheels and their GPU code differ per architecture
+        return f"the stack is for {stack.cpu_arch}, the host is {platform.cpu_arch.name}"
     os_info = kb.os_by_name.get(facts.os or "")
     if os_info is not None and stack.python not in os_info.python:
         return f"{facts.os} has no known way to provide Python {stack.python} (has {', '.join(os_info.python)})"

@@ -185,9 +185,9 @@ def _host_request(
 def _pinned(request: StackRequest) -> Stack | None:
     if request.stack_file is None:
         return None
-    if request.constraints.given():
+    if request.constraints.given() or request.constraints.cpu_arch:
         raise BadRequest(
-            "--stack cannot be combined with --torch/--cuda/--rocm/--platform/--driver/--python/--gpu/--os",
+            "--stack cannot be combined with the stack options (--torch, --cuda, --gpu, --os, --cpu-arch, …)",
             hint="edit the stack file, or resolve again with the constraints",
         )
     return load_stack(request.stack_file)

@@ -22,7 +22,7 @@ from gpuenv.verify.options import SiteOptions
 
 DRIVER_SOURCES = ("auto", "distro", "cuda-repo")
 KERNEL_MODULES = ("auto", "open", "proprietary")
-STACK_SUMMARY = ("torch", "torchvision", "platform", "cuda", "build", "python", "os", "driver_branch")
+STACK_SUMMARY = ("torch", "torchvision", "platform", "cuda", "build", "python", "os", "driver_branch", "cpu_arch")
 
 
 @dataclass(frozen=True)

@@ -93,6 +93,7 @@ def image_labels(stack: Stack, options: ImageOptions, base: str) -> dict[str, st
         **{f"{LABEL_PREFIX}{name}": value for name, value in platform.image.labels(stack, options).items()},
         f"{LABEL_PREFIX}python": stack.python,
         f"{LABEL_PREFIX}os": stack.os,
+        f"{LABEL_PREFIX}cpu-arch": stack.cpu_arch,
         f"{LABEL_PREFIX}numpy": stack.numpy,
         **{f"{LABEL_PREFIX}{name}": value for name, value in platform.image.host_labels(stack).items()},
         f"{LABEL_PREFIX}arch-list": stack.arch_list,

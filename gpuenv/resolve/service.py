@@ -36,6 +36,9 @@ def _resolve(kb: KnowledgeBase, request: Request, *, explain: bool) -> Stack:
     if request.torch and not any(torch_matches(t.version, request.torch) for t in kb.torch):
         raise BadRequest(f"unknown torch version {request.torch}", hint=f"known: {release_lines(kb)}")
     platform = for_request(kb, request)
+    request = replace(request, cpu_arch=platform.cpu_arch.name)
+    published = kb.for_cpu_arch(platform.cpu_arch.name)  # the releases' builds as published for it
+    kb = published or kb
     resolution = platform.resolver.start(kb, request, os_info)
     survivors, refused = candidates(kb, request, os_info, resolution)
     if not survivors:
@@ -44,7 +47,7 @@ def _resolve(kb: KnowledgeBase, request: Request, *, explain: bool) -> Stack:
         raise BadRequest(message, hint=hint or "relax a constraint; see gpuenv matrix")
     chosen = best(survivors, resolution)
     stack = resolution.stack(chosen, survivors, tuple(nearby(refused, chosen, survivors, resolution)))
-    caveat = platform.cpu_arch.caveat
+    caveat = None if published else platform.cpu_arch.caveat
     return replace(stack, warnings=(*stack.warnings, caveat)) if caveat else stack
 
 

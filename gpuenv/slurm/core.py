@@ -6,6 +6,9 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gpuenv.platforms import nodes
+from gpuenv.platforms.node import GpuNode
+
 if TYPE_CHECKING:  # the hooks' commands load this module: the reader (msgspec) only where a report is read
     from gpuenv.verify.reportfile import VerifyReport
 
@@ -64,20 +67,10 @@ def could_not_run_reason(why: str) -> str:
     return reason("could not run:", why.removeprefix("could not run: "))
 
 
-def job_gpus(env: dict[str, str]) -> str | None:
-    """The job's GPUs as CUDA_VISIBLE_DEVICES wants them: its own value, else SLURM_JOB_GPUS."""
-    return _first(env, ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_GPUS", "SLURM_STEP_GPUS"))
-
-
-# On an AMD node the runtime reads ROCR_VISIBLE_DEVICES among every GPU, then HIP_VISIBLE_DEVICES
-# (or CUDA_VISIBLE_DEVICES, which HIP reads too) among those: without ROCR each of them is absolute.
-AMD_JOB_GPU_VARIABLES = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
-
-
-def amd_job_gpus(env: dict[str, str]) -> str | None:
-    """The job's AMD GPUs as ROCR_VISIBLE_DEVICES wants them (AMD SMI's indices, as Slurm's gres
-    numbers them): the ROCm variables the job has, else SLURM_JOB_GPUS."""
-    return _first(env, (*AMD_JOB_GPU_VARIABLES, "SLURM_JOB_GPUS", "SLURM_STEP_GPUS"))
+def job_gpus(env: dict[str, str], node: GpuNode = nodes.GPU_NODES[0]) -> str | None:
+    """The job's GPUs as the node's first job variable wants them (CUDA_VISIBLE_DEVICES; on AMD
+    ROCR_VISIBLE_DEVICES): the variables the job has, else SLURM_JOB_GPUS."""
+    return _first(env, (*node.job_variables, "SLURM_JOB_GPUS", "SLURM_STEP_GPUS"))
 
 
 def _first(env: dict[str, str], names: tuple[str, ...]) -> str | None:
@@ -88,17 +81,15 @@ def _first(env: dict[str, str], names: tuple[str, ...]) -> str | None:
     return None
 
 
-def job_gpu_env(env: dict[str, str], *, amd: bool) -> dict[str, str | None]:
+def job_gpu_env(env: dict[str, str], node: GpuNode) -> dict[str, str | None]:
     """What verify's environment needs so it reads the job's GPUs only: a variable to set, or None
     to remove. NVIDIA: CUDA_VISIBLE_DEVICES. AMD: ROCR_VISIBLE_DEVICES alone, since HIP's and
     CUDA's would then pick among the ROCR list, not among every GPU."""
-    if not amd:
-        gpus = job_gpus(env)
-        return {"CUDA_VISIBLE_DEVICES": gpus} if gpus else {}
-    gpus = amd_job_gpus(env)
+    gpus = job_gpus(env, node)
     if not gpus:
         return {}
-    return {"ROCR_VISIBLE_DEVICES": gpus, "HIP_VISIBLE_DEVICES": None, "CUDA_VISIBLE_DEVICES": None}
+    first, *others = node.job_variables
+    return {first: gpus, **dict.fromkeys(others)}
 
 
 def candidate_node_names(env: dict[str, str], hostname: str) -> list[str]:

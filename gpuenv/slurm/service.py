@@ -17,12 +17,13 @@ from typing import Any
 
 from gpuenv import validate
 from gpuenv.errors import BadRequest, CannotRun
+from gpuenv.platforms import nodes
 from gpuenv.slurm import core, kernel_xids, scontrol
 from gpuenv.verify import pci, reportfile
 from gpuenv.verify.checks.nvml.events import xid_findings
 from gpuenv.verify.checks.nvml.policy import load_policy
 from gpuenv.verify.facts import GpuInfo, visible
-from gpuenv.verify.model import Finding
+from gpuenv.verify.model import HEALTH, Finding
 from gpuenv.verify.reportfile import VerifyReport
 
 TERM_GRACE = 3.0  # seconds verify gets after SIGTERM to write its partial report
@@ -155,10 +156,11 @@ def job_kernel_xids(
 ) -> tuple[list[Finding], str | None]:
     """XIDs the kernel logged on the job's GPUs since the job started, judged like the nvml
     check's; the note says what was not read (or the warnings), else None."""
-    nvml = next((c for c in report.checks if c.name == "nvml"), None)
-    if nvml is not None and nvml.metrics.get("smi") == "amdsmi":
-        return [], "kernel log not read: XIDs are NVIDIA's; AMD SMI's findings are the nvml check's"
-    snap = _snapshot(nvml) if nvml is not None else None
+    health = next((c for c in report.checks if c.name == HEALTH), None)
+    node = nodes.for_smi(health.metrics.get("smi", "") if health is not None else "")
+    if not node.watches_xids:
+        return [], f"kernel log not read: XIDs are NVIDIA's; {node.library}'s findings are the {HEALTH} check's"
+    snap = _snapshot(health) if health is not None else None
     if not snap:
         return [], "kernel log not read: the report has no NVML snapshot to name the job's GPUs"
     gpus = visible(snap.get("gpus", []), env.get("CUDA_VISIBLE_DEVICES"))
@@ -240,7 +242,7 @@ def _verify_args(req: HookRequest, report: Path | None) -> list[str]:
     args = ["--level", req.level, "--timeout", f"{per_check:.0f}"]
     for name in req.checks:
         args += ["--check", name]
-    if req.hook == "epilog" and req.checks == ("nvml",):
+    if req.hook == "epilog" and req.checks == (HEALTH,):
         args.append("--passive")  # what the job left, read in one process: no torch, no load
     if req.expect_gpus:
         args += ["--expect-gpus", str(req.expect_gpus)]
@@ -253,16 +255,12 @@ def _verify_env(req: HookRequest) -> dict[str, str]:
     env = dict(os.environ)
     if req.hook == "health-check":
         return env
-    for name, value in core.job_gpu_env(env, amd=amd_node()).items():
+    for name, value in core.job_gpu_env(env, nodes.on_bus(pci.buses_on_pci())).items():
         if value is None:
             env.pop(name, None)
         else:
             env[name] = value
     return env
-
-
-def amd_node() -> bool:
-    return bool(pci.amd_on_pci()) and not pci.nvidia_on_pci()
 
 
 def run_verify(args: list[str], max_time: float, report: Path | None, env: dict[str, str]) -> VerifyRun:

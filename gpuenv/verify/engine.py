@@ -16,7 +16,7 @@ from typing import Any
 from gpuenv import __version__
 from gpuenv.verify import registry
 from gpuenv.verify.gpucount import run_findings
-from gpuenv.verify.launch import comm_environment, hostname
+from gpuenv.verify.launch import comm_environment, host_identity
 from gpuenv.verify.model import CheckResult, Report, decide
 from gpuenv.verify.options import OnStart, VerifyOptions
 from gpuenv.verify.runner import Run
@@ -56,8 +56,7 @@ def run_verify(
                 run.results.append(CheckResult(spec.name, "skip", summary=f"not run: interrupted by {interrupted}"))
     verdict = decide(run.results, strict=opts.strict, cpu_only=run.cpu_only, interrupted=interrupted)
     host = {
-        "hostname": hostname(),
-        "cpu_arch": os.uname().machine,
+        **host_identity(),
         "device_decision": run.device_note,
         "gpus": [asdict(g) for g in run.host.gpus],
         "pci_nvidia": list(run.host.pci_nvidia),

@@ -8,15 +8,16 @@ as JSON (`to_dict` / `from_dict`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from gpuenv.platforms import nodes
+from gpuenv.types import Smi
 from gpuenv.verify.model import GpuRef
 
 PciScope = Literal["host", "container", "job"]
-Smi = Literal["nvml", "amdsmi"]  # the management library that names the GPUs: NVIDIA's or AMD's
-SMI_NAMES: dict[str, str] = {"nvml": "NVML", "amdsmi": "AMD SMI"}
+SMI_NAMES: dict[str, str] = {n.smi: n.library for n in nodes.GPU_NODES}
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,16 @@ class HostFacts:
             if gpu.cuda_index == cuda_index:
                 return GpuRef(cuda_index, gpu.uuid, gpu.pci_bus_id)
         return GpuRef(cuda_index)
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the management library started and named the GPUs."""
+        return self.nvml == "ok"
+
+    def on_bus(self) -> tuple[str, ...]:
+        """The bus ids of the management library's own vendor's GPUs on the PCI bus."""
+        found: tuple[str, ...] = getattr(self, nodes.for_smi(self.smi).bus_field)
+        return found
 
     def nvml_index(self, cuda_index: int) -> int:
         return next((g.index for g in self.gpus if g.cuda_index == cuda_index), cuda_index)
@@ -144,54 +155,20 @@ def bus_reference(
     return None, f"in a {scope}: the host's PCI bus shows GPUs this {scope} was not given; not compared"
 
 
-def rocm_visible(gpus: list[dict[str, Any]], environ: Mapping[str, str]) -> str | None:
-    """The AMD SMI indices this process may use, as a CUDA_VISIBLE_DEVICES-style list for
-    `visible`: ROCR_VISIBLE_DEVICES picks among all GPUs, then HIP_VISIBLE_DEVICES (or
-    CUDA_VISIBLE_DEVICES, which HIP also reads) among those, by position or UUID; None: all."""
-    rocr = environ.get("ROCR_VISIBLE_DEVICES")
-    hip = environ.get("HIP_VISIBLE_DEVICES", environ.get("CUDA_VISIBLE_DEVICES"))
-    if rocr is None and hip is None:
-        return None
-    chosen = list(gpus)
-    for spec in (rocr, hip):
-        if spec is not None:
-            chosen = _picked(chosen, spec)
-    return ",".join(str(g["index"]) for g in chosen)
-
-
-def _picked(gpus: list[dict[str, Any]], spec: str) -> list[dict[str, Any]]:
-    picked = []
-    for token in filter(None, (t.strip() for t in spec.split(","))):
-        uuid = token.removeprefix("GPU-").lower()
-        match = next(
-            (
-                g
-                for n, g in enumerate(gpus)
-                if (token.isdigit() and n == int(token)) or (g.get("uuid") and str(g["uuid"]).lower().startswith(uuid))
-            ),
-            None,
-        )
-        if match is None:
-            break  # the runtime stops at the first invalid entry, as CUDA does
-        picked.append(match)
-    return picked
-
-
 def visible_spec(smi: str, gpus: list[dict[str, Any]], environ: Mapping[str, str]) -> str | None:
-    """The CUDA_VISIBLE_DEVICES-style list of the GPUs this process may use, for either vendor."""
-    return rocm_visible(gpus, environ) if smi == "amdsmi" else environ.get("CUDA_VISIBLE_DEVICES")
+    """The CUDA_VISIBLE_DEVICES-style list of the GPUs this process may use, as the node's platform reads
+    its own variables (gpuenv.platforms.node)."""
+    return nodes.for_smi(smi).visible(gpus, environ)
 
 
-def prefer(
-    nvml: dict[str, Any], amd: Callable[[], dict[str, Any]], *, amd_bus: list[str], nvidia_bus: list[str]
-) -> dict[str, Any]:
-    """Which probe names the host: NVML's when it loads or NVIDIA GPUs alone are on the bus; else
-    AMD SMI's (`amd` is called only then) when it loads or AMD GPUs are on the bus (its reason is
-    then the one that matters); else NVML's."""
-    if nvml.get("nvml") == "ok" or (nvidia_bus and not amd_bus):
-        return nvml
-    answer = amd()
-    return answer if answer.get("nvml") == "ok" or amd_bus else nvml
+def loads(probe: Mapping[str, Any]) -> bool:
+    """Whether a probe's management library started and named the GPUs (its "nvml" key: a wire name)."""
+    return probe.get("nvml") == "ok"
+
+
+def bus_fields(buses: Mapping[str, list[str]]) -> dict[str, list[str]]:
+    """The GPUs on the PCI bus by management library (gpuenv.verify.pci.buses_on_pci) as host_facts' arguments."""
+    return {n.bus_field: buses.get(n.smi, []) for n in nodes.GPU_NODES}
 
 
 def host_facts(
@@ -205,18 +182,17 @@ def host_facts(
 ) -> HostFacts:
     """Pure: the engine's facts from the chosen probe's answer and the PCI bus. The bus ids the
     management library must see are its own vendor's (AMD has no driver list for containers)."""
-    smi: Smi = "amdsmi" if probe.get("smi") == "amdsmi" else "nvml"
-    on_bus, listed = (pci_amd, None) if smi == "amdsmi" else (pci_nvidia, driver_gpus)
-    reference, _why = bus_reference(on_bus, listed, scope)
+    node = nodes.for_smi(probe.get("smi", ""))
+    buses = {"pci_nvidia": tuple(pci_nvidia), "pci_amd": tuple(pci_amd)}  # HostFacts' fields, report wire names
+    reference, _why = bus_reference(list(buses[node.bus_field]), driver_gpus if node.driver_lists_gpus else None, scope)
     found = probe.get("gpus", [])
     return HostFacts(
         nvml=probe["nvml"],
-        smi=smi,
+        smi=node.smi,
         driver=probe.get("driver"),
         cuda_driver=probe.get("cuda_driver"),
-        gpus=gpu_infos(found, visible_spec(smi, found, environ)),
-        pci_nvidia=tuple(pci_nvidia),
-        pci_amd=tuple(pci_amd),
+        gpus=gpu_infos(found, node.visible(found, environ)),
+        **buses,
         pci_reference=reference,
         pci_scope=scope,
         nvml_init_s=probe.get("init_s"),
@@ -225,11 +201,8 @@ def host_facts(
 
 def gpu_node_note(host: HostFacts) -> str | None:
     """Why this is a GPU node (GPUs on the bus, or the management library loads), or None."""
-    amd = host.smi == "amdsmi"
-    on_bus = host.pci_amd if amd else host.pci_nvidia
-    vendor = "AMD" if amd else "NVIDIA"
+    node = nodes.for_smi(host.smi)
+    on_bus = host.on_bus()
     if on_bus:
-        return f"{len(on_bus)} {vendor} GPU(s) on the PCI bus"
-    if host.nvml == "ok":
-        return f"{SMI_NAMES[host.smi]} loads"
-    return None
+        return f"{len(on_bus)} {node.vendor} GPU(s) on the PCI bus"
+    return f"{node.library} loads" if host.loaded else None

@@ -8,10 +8,11 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
+from gpuenv.platforms import nodes
 from gpuenv.types import SITE_PREFIX
 from gpuenv.verify.catalogue import finding
 from gpuenv.verify.facts import HostFacts
-from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
+from gpuenv.verify.model import HEALTH, CheckResult, Finding, status_from_findings, summarize
 
 TORCH_COUNT_TIMEOUT = 120.0
 TORCH_COUNT = "import torch; print(torch.cuda.device_count())"
@@ -26,7 +27,7 @@ def run_findings(
     the GPU count (where the nvml check, which counts them itself, does not run) and the options
     without effect; None when there is nothing to say."""
     findings = [finding("verify.no-gpu", no_gpu)] if no_gpu else []
-    if expect_gpus is not None and "nvml" not in checks and not no_gpu:
+    if expect_gpus is not None and HEALTH not in checks and not no_gpu:
         counted, source = count_gpus(host)
         findings.append(count_finding(expect_gpus, counted, source))
     readers = BASELINE_READERS & set(checks) or [c for c in checks if c.startswith(SITE_PREFIX)]  # their figures
@@ -52,8 +53,8 @@ def count_finding(expected: int, counted: int | None, source: str) -> Finding:
 def count_gpus(host: HostFacts) -> tuple[int | None, str]:
     """(GPUs this process may use, how they were counted): NVML's where it loaded, else torch's in
     a child process (torch is never imported by the engine)."""
-    if host.nvml == "ok":
-        return len(host.gpus), "NVML"
+    if host.loaded:
+        return len(host.gpus), nodes.for_smi(host.smi).library
     try:
         proc = subprocess.run(
             [sys.executable, "-c", TORCH_COUNT], capture_output=True, text=True, timeout=TORCH_COUNT_TIMEOUT

@@ -23,6 +23,7 @@ from typing import Any
 
 from gpuenv.processes import die_with_parent
 from gpuenv.verify import faults
+from gpuenv.verify.model import HEALTH
 
 LIMIT_S = 60.0  # unless the caller gives its own (the deep level holds the load a minute and more)
 READY_S = 30.0
@@ -77,7 +78,7 @@ def stand_in(limit: float) -> int:
 def main(argv: list[str]) -> int:
     die_with_parent(int(argv[0]))
     limit = float(argv[1]) if len(argv) > 1 else LIMIT_S
-    if faults.active("nvml") == "standin":
+    if faults.active(HEALTH) == "standin":
         return stand_in(limit)
     try:
         import torch  # heavy (~1 s): only the workload needs it

@@ -28,6 +28,11 @@ COMM_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_", "TORCH_DISTRIBUTED_", "UCX
 COMM_ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS")
 
 
+def host_identity() -> dict[str, str]:
+    """This node's name and CPU architecture (`uname -m`: "x86_64", "aarch64"), as every report's host says them."""
+    return {"hostname": hostname(), "cpu_arch": os.uname().machine}
+
+
 def hostname() -> str:
     """This node's name as socket.gethostname() gives it: both read uname's nodename, and verify's
     start-up (`--passive`, every run's header) need not import socket for it."""

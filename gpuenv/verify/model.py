@@ -21,6 +21,9 @@ from gpuenv.types import Status as Status
 
 SCHEMA = "gpuenv.verify-report/2"
 READABLE_SCHEMAS = ("gpuenv.verify-report/1", SCHEMA)  # what readers of reports accept
+# The GPU health check, by the name reports (schema /2), the worker and `--check` have always given it: the
+# check reads NVML or AMD SMI alike; users may call it "health" (gpuenv.verify.registry.ALIASES).
+HEALTH = "nvml"
 
 Severity = Literal["info", "warn", "fail"]
 # What an operator should do about a finding (DCGM-like: monitor / reset / isolate ...).

@@ -14,19 +14,19 @@ from pathlib import Path
 from typing import Any
 
 from gpuenv import __version__
-from gpuenv.adapters import nvml as adapter
-from gpuenv.verify.checks.nvml import amd
+from gpuenv.platforms import nodes
 from gpuenv.verify.checks.nvml.events import watch_findings, xid_findings
 from gpuenv.verify.checks.nvml.policy import load_policy
 from gpuenv.verify.checks.nvml.snapshot import judge
 from gpuenv.verify.checks.nvml.under_load import LoadStarter, gpu_load
 from gpuenv.verify.context import CheckContext
-from gpuenv.verify.facts import HostFacts, gpu_node_note, prefer
+from gpuenv.verify.facts import HostFacts, bus_fields, gpu_node_note, loads
 from gpuenv.verify.facts import host_facts as facts_from
-from gpuenv.verify.launch import hostname
-from gpuenv.verify.model import CheckResult, Report, decide, status_from_findings
+from gpuenv.verify.launch import host_identity
+from gpuenv.verify.model import HEALTH, CheckResult, Report, decide, status_from_findings
 from gpuenv.verify.options import VerifyOptions
-from gpuenv.verify.pci import amd_on_pci, driver_gpus, nvidia_on_pci, pci_scope
+from gpuenv.verify.pci import buses_on_pci, driver_gpus, pci_scope
+from gpuenv.verify.probe import probe as probe_node
 
 
 def _now() -> str:
@@ -49,8 +49,7 @@ def run_passive(opts: VerifyOptions) -> Report:
         finished=_now(),
         gpuenv_version=__version__,
         host={
-            "hostname": hostname(),
-            "cpu_arch": os.uname().machine,
+            **host_identity(),
             "device_decision": _decision(host),
             "gpus": [asdict(g) for g in host.gpus],
             "pci_nvidia": list(host.pci_nvidia),
@@ -60,7 +59,7 @@ def run_passive(opts: VerifyOptions) -> Report:
         checks=[result],
         verdict=decide([result], strict=opts.strict, cpu_only=device == "cpu", interrupted=None),
         options={
-            "checks": ["nvml"],
+            "checks": [HEALTH],
             "passive": True,
             "strict": opts.strict,
             "expect_gpus": opts.expect_gpus,
@@ -76,43 +75,30 @@ def watched(ctx: CheckContext, *, passive: bool, start_load: LoadStarter = gpu_l
     NVML reported meanwhile and what of the XID watch could not be set up."""
     watch: dict[str, Any] = {}
     unwatched = []
-    if ctx.host.nvml == "ok" and ctx.host.smi == "nvml":  # XIDs are NVIDIA's
-        unwatched = adapter.register_xids(watch, len(ctx.host.gpus))
+    management = nodes.for_smi(ctx.host.smi).management
+    if ctx.host.loaded:  # a library without XID events (AMD SMI) registers none
+        unwatched = management.register_xids(watch, len(ctx.host.gpus))
     result = judge(ctx, passive=passive, start_load=start_load)
-    events, failed = adapter.drain_xids(watch) if watch else ([], None)
+    events, failed = management.drain_xids(watch) if watch else ([], None)
     during = "the passive read" if passive else "the check"
     _add_xids(result, events, unwatched + ([{"gpu": None, **failed}] if failed else []), ctx, during)
     return result
 
 
 def host_facts(opts: VerifyOptions) -> HostFacts:
-    """The engine's probe, in this process: the PCI bus, and NVML's GPUs (else AMD SMI's) unless --device cpu."""
-    on_bus, amd_bus, scope = nvidia_on_pci(), amd_on_pci(), pci_scope()
+    """The engine's probe, in this process: the PCI bus, and the management libraries' GPUs (NVML's,
+    else AMD SMI's: gpuenv.platforms.nodes) unless --device cpu."""
+    buses, scope = buses_on_pci(), pci_scope()
     probe: dict[str, Any] = {"nvml": "not probed (--device cpu)"}
     if opts.device != "cpu":
-        probe = prefer(_nvml_probe(), amd.probe, amd_bus=amd_bus, nvidia_bus=on_bus)
+        probe = nodes.probed(probe_node, loads, buses)[1]
     listed = driver_gpus()
-    return facts_from(probe, pci_nvidia=on_bus, pci_amd=amd_bus, driver_gpus=listed, scope=scope, environ=os.environ)
-
-
-def _nvml_probe() -> dict[str, Any]:
-    """NVML's GPUs and driver, and how long nvmlInit took: the only one that can be slow (the check's
-    own, in this process, finds NVML initialised)."""
-    started = time.monotonic()
-    nvml = adapter.init() or "ok"
-    init_s = round(time.monotonic() - started, 3)
-    if nvml != "ok":
-        return {"nvml": nvml, "init_s": init_s}
-    uncounted = adapter.count_problem()
-    found = adapter.identities()
-    nvml = uncounted or ("ok" if found else "no GPU")
-    return {"nvml": nvml, "gpus": found, **adapter.driver_versions(), "init_s": init_s}
+    return facts_from(probe, **bus_fields(buses), driver_gpus=listed, scope=scope, environ=os.environ)
 
 
 def _decision(host: HostFacts) -> str:
-    if host.smi == "amdsmi":
-        return f"passive: AMD SMI {host.nvml}, {len(host.pci_amd)} AMD GPU(s) on the PCI bus"
-    return f"passive: NVML {host.nvml}, {len(host.pci_nvidia)} NVIDIA GPU(s) on the PCI bus"
+    node = nodes.for_smi(host.smi)
+    return f"passive: {node.library} {host.nvml}, {len(host.on_bus())} {node.vendor} GPU(s) on the PCI bus"
 
 
 def _gpu_node(host: HostFacts) -> bool:

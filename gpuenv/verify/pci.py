@@ -9,6 +9,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gpuenv.platforms import nodes
+
 if TYPE_CHECKING:  # a type alias only: `gpuenv info` reads the bus without loading verify's facts
     from gpuenv.verify.facts import PciScope
 
@@ -39,6 +41,11 @@ def vendor_on_pci(vendor: str) -> list[str]:
     """Bus ids of the GPUs of a PCI vendor id ("10de", "1002") on this machine's PCI bus, from sysfs."""
     key = f"0x{vendor}"
     return gpus_on_pci(key, _sysfs(None)) if key in GPU_CLASSES else []
+
+
+def buses_on_pci() -> dict[str, list[str]]:
+    """Each GPU platform's GPUs on the PCI bus, by the wire name of the library that manages them."""
+    return {n.smi: vendor_on_pci(n.pci_vendor) for n in nodes.GPU_NODES}
 
 
 def gpus_on_pci(vendor: str, root: Path) -> list[str]:

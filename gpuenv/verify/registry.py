@@ -14,13 +14,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
 
 from gpuenv.verify.catalogue import rules
-from gpuenv.verify.model import LEVELS, Level
+from gpuenv.verify.model import HEALTH, LEVELS, Level
 
 if TYPE_CHECKING:  # site checks are loaded only when a run enables them
     from gpuenv.verify.site.spec import SiteSpec
 
 # What the engine knows before any check: HostFacts (GPUs NVML names, driver, PCI bus).
 ENGINE_FACTS = frozenset({"host"})
+
+# Names a user may give a check besides the one reports carry: the GPU health check reads NVML or AMD SMI
+# alike and is called `health`; reports (schema /2), `--check nvml` and config files keep "nvml".
+ALIASES: dict[str, str] = {"health": HEALTH}
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,7 @@ Spec = Union[CheckSpec, "SiteSpec"]  # a string inside: SiteSpec is only importe
 
 CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec(
-        "nvml",
+        HEALTH,
         "quick",
         (30, 60, 180),  # deep: the load's start (30 s) and its heat-soak hold (nvml-policy.json: 60 s)
         False,

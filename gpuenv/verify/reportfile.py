@@ -95,9 +95,9 @@ class HostGpu(msgspec.Struct, frozen=True, gc=False):
 
 class Host(msgspec.Struct, frozen=True, gc=False):
     hostname: str | None = None
+    cpu_arch: str | None = None  # `uname -m`; None in reports written before it was named
     gpus: tuple[HostGpu, ...] = ()
     instance_type: str | None = None
-    cpu_arch: str | None = None  # platform.machine(); reports before gpuenv recorded it have none
 
 
 class FoundStack(msgspec.Struct, frozen=True, gc=False):

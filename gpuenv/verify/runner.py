@@ -16,16 +16,18 @@ from pathlib import Path
 from typing import IO, Any
 
 from gpuenv.errors import BadRequest, Interrupted
+from gpuenv.platforms import nodes
+from gpuenv.platforms.node import GpuNode
 from gpuenv.processes import interrupted_by, signals_interrupt
 from gpuenv.verify import registry
 from gpuenv.verify.baselines import load_baselines
 from gpuenv.verify.catalogue import finding
 from gpuenv.verify.checks.nvml.events import watch_findings, xid_findings
 from gpuenv.verify.checks.nvml.policy import load_policy
-from gpuenv.verify.facts import HostFacts, gpu_node_note, host_facts, prefer
-from gpuenv.verify.model import CheckResult, died, status_from_findings
+from gpuenv.verify.facts import HostFacts, bus_fields, gpu_node_note, host_facts, loads
+from gpuenv.verify.model import HEALTH, CheckResult, died, status_from_findings
 from gpuenv.verify.options import OnStart, VerifyOptions
-from gpuenv.verify.pci import amd_on_pci, driver_gpus, nvidia_on_pci, pci_scope
+from gpuenv.verify.pci import buses_on_pci, driver_gpus, pci_scope
 from gpuenv.verify.preconditions import missing_gpu, skipped, torch_unusable
 from gpuenv.verify.site.judging import judged
 from gpuenv.verify.site.running import environment, run_program
@@ -106,13 +108,13 @@ class Run:
 
     def check_gpus_exist(self, probe: dict[str, Any], on_bus: list[str]) -> None:
         """--gpus names GPUs this node has (NVML's count, else the PCI bus's): a bad request otherwise."""
-        count = len(probe.get("gpus", [])) if probe.get("nvml") == "ok" else len(on_bus)
+        count = len(probe.get("gpus", [])) if loads(probe) else len(on_bus)
         missing = [i for i in self.opts.gpus if i >= count]
         if missing:
-            has = f"GPUs 0-{count - 1}" if count > 1 else "GPU 0" if count == 1 else "no NVIDIA GPU"
+            node = nodes.for_smi(probe.get("smi", ""))
+            has = f"GPUs 0-{count - 1}" if count > 1 else "GPU 0" if count == 1 else f"no {node.vendor} GPU"
             raise BadRequest(
-                f"--gpus {','.join(map(str, missing))}: no such GPU on this node (it has {has})",
-                hint="nvidia-smi -L lists the GPUs with their indices",
+                f"--gpus {','.join(map(str, missing))}: no such GPU on this node (it has {has})", hint=node.list_hint
             )
 
     def limit(self, spec: registry.Spec) -> float:
@@ -123,15 +125,13 @@ class Run:
 
     def decide_device(self) -> None:
         started = time.monotonic()
-        on_bus, amd_bus, scope = nvidia_on_pci(), amd_on_pci(), pci_scope()
+        buses, scope = buses_on_pci(), pci_scope()
         probe: dict[str, Any] = {"nvml": "not probed (--device cpu)"}
         if self.opts.device != "cpu":
-            probe = prefer(self.probe_nvml(), self.probe_amd, amd_bus=amd_bus, nvidia_bus=on_bus)
-        self.check_gpus_exist(probe, on_bus or amd_bus)
+            probe = nodes.probed(self.probe, loads, buses)[1]
+        self.check_gpus_exist(probe, [bus for found in buses.values() for bus in found])
         environ = {**os.environ, **self.gpu_env()}  # --gpus: the GPUs the checks may use
-        self.host = host_facts(
-            probe, pci_nvidia=on_bus, pci_amd=amd_bus, driver_gpus=driver_gpus(), scope=scope, environ=environ
-        )
+        self.host = host_facts(probe, **bus_fields(buses), driver_gpus=driver_gpus(), scope=scope, environ=environ)
         self.add_time("probe", time.monotonic() - started)
         if self.opts.device in ("cpu", "cuda"):
             self.device = self.opts.device
@@ -141,8 +141,7 @@ class Run:
         node = gpu_node_note(self.host)
         if node:
             self.device, self.cpu_only = "cuda", False
-            runtime = "ROCm (torch's cuda device)" if self.host.smi == "amdsmi" else "CUDA"
-            self.device_note = f"{node}: a GPU node, workloads run on {runtime}"
+            self.device_note = f"{node}: a GPU node, workloads run on {nodes.for_smi(self.host.smi).runtime}"
         else:
             self.device_note = f"no NVIDIA GPU on the PCI bus, NVML: {probe['nvml']}: CPU only"
 
@@ -152,41 +151,30 @@ class Run:
         policy = load_policy(Path(self.opts.policy) if self.opts.policy else None)
         return float(policy["probe_timeout_s"])
 
-    def probe_nvml(self) -> dict[str, Any]:
-        """NVML's GPUs and driver, from a helper process that then keeps watching for XIDs."""
+    def probe(self, node: GpuNode) -> dict[str, Any]:
+        """The node's management library's GPUs and driver, from a helper process (a hung init must not
+        hang verify) that then keeps watching for XIDs where the library has them."""
         worker = Worker(self.stderr)
         limit = self.probe_limit()
         try:
-            answer = worker.ask({"op": "probe"}, limit)
+            answer = worker.ask({"op": node.probe_op}, limit)
         except WorkerTimeout:
             worker.kill()
-            self.probe_timeout = probe_timed_out("NVML", limit)
-            return {"nvml": self.probe_timeout}
+            timed_out = probe_timed_out(node.library, limit)
+            self.probe_timeout = timed_out if node.watches_xids else self.probe_timeout  # its XIDs unwatched
+            return {"smi": node.smi, "nvml": timed_out}
         except WorkerDied:
             worker.kill()
-            return {"nvml": "the NVML probe process crashed"}
-        if answer.get("nvml") == "ok":
+            return {"smi": node.smi, "nvml": f"the {node.library} probe process crashed"}
+        if loads(answer) and node.watches_xids:
             self.watcher = worker
             self.xid_unwatched = list(answer.get("xid_unwatched", []))
         else:
             worker.kill()
         return answer
 
-    def probe_amd(self) -> dict[str, Any]:
-        """AMD SMI's GPUs and driver, from a helper process: a hung amdsmi_init must not hang verify."""
-        worker = Worker(self.stderr)
-        limit = self.probe_limit()
-        try:
-            return worker.ask({"op": "probe-amd"}, limit)
-        except WorkerTimeout:
-            return {"smi": "amdsmi", "nvml": probe_timed_out("AMD SMI", limit)}
-        except WorkerDied:
-            return {"smi": "amdsmi", "nvml": "the AMD SMI probe process crashed"}
-        finally:
-            worker.kill()
-
     def note_unwatched(self, result: CheckResult) -> None:
-        if result.name != "nvml":
+        if result.name != HEALTH:
             return
         policy = load_policy(Path(self.opts.policy) if self.opts.policy else None)
         result.findings += watch_findings(self.xid_unwatched, self.host.gpus, policy)
@@ -212,8 +200,8 @@ class Run:
         policy = load_policy(Path(self.opts.policy) if self.opts.policy else None)
         found = xid_findings(events, self.host.gpus, policy, during=f"the run (while {result.name} ran)")
         found += watch_findings([{"gpu": None, **failed}] if failed else [], self.host.gpus, policy)
-        nvml_result = next((r for r in self.results if r.name == "nvml"), None)
-        target = result if result.status in ("crash", "timeout") or nvml_result is None else nvml_result
+        health = next((r for r in self.results if r.name == HEALTH), None)
+        target = result if result.status in ("crash", "timeout") or health is None else health
         if target.status in ("pass", "warn", "fail", "skip"):
             before = target.status
             target.findings.extend(found)

@@ -26,8 +26,8 @@ from gpuenv.types import SITE_PREFIX
 from gpuenv.verify import faults, registry
 from gpuenv.verify.baselines import load_baselines
 from gpuenv.verify.checks.nvml.policy import load_policy
-from gpuenv.verify.launch import Explicit, LauncherChoice, Placement, detect, hostname
-from gpuenv.verify.model import CheckResult, DeviceChoice, Level, Report, Verdict
+from gpuenv.verify.launch import Explicit, LauncherChoice, Placement, detect, host_identity, hostname
+from gpuenv.verify.model import HEALTH, CheckResult, DeviceChoice, Level, Report, Verdict
 from gpuenv.verify.options import OnStart, SiteOptions, VerifyOptions
 from gpuenv.verify.pci import nvidia_on_pci
 from gpuenv.verify.prices import PriceRow, resolve_price
@@ -146,7 +146,7 @@ def _passive_alone(request: VerifyRequest) -> None:
     site = [name for name in request.checks if name.startswith(SITE_PREFIX)]
     if site and request.image is not None:
         raise BadRequest(f"--check {site[0]}: site checks run on this node, not in --image", hint="drop --image")
-    if request.passive and (request.checks != ("nvml",) or request.image is not None):
+    if request.passive and (request.checks != (HEALTH,) or request.image is not None):
         raise BadRequest(
             "--passive reads NVML on this node only", hint="use it as: gpuenv verify --check nvml --passive"
         )
@@ -271,7 +271,7 @@ def _hold_place(path: Path | None, opts: VerifyOptions) -> Path | None:
         started=started,
         finished=started,
         gpuenv_version=__version__,
-        host={"hostname": hostname(), "gpus": []},
+        host={**host_identity(), "gpus": []},
         stack={},
         checks=[],
         verdict=Verdict(False, "interrupted", EXIT_CANNOT_RUN, summary),

@@ -24,20 +24,21 @@ import traceback
 from importlib import import_module
 from typing import Any
 
-from gpuenv.adapters import nvml as adapter
 from gpuenv.extras import EXTRAS, install_hint, missing
+from gpuenv.platforms import nodes
+from gpuenv.platforms.node import GpuNode
 from gpuenv.processes import die_with_parent
 from gpuenv.verify import faults
 from gpuenv.verify.catalogue import finding
-from gpuenv.verify.checks.common import CudaUnusable, unusable_finding
-from gpuenv.verify.checks.nvml import amd
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.facts import HostFacts
 from gpuenv.verify.model import CheckResult
 from gpuenv.verify.preconditions import IMPORT_FAILED
+from gpuenv.verify.probe import node_of_op, probe
 from gpuenv.verify.ranks import RanksCrashed, start_forkserver
 from gpuenv.verify.site.plugins import run_python
 from gpuenv.verify.worker_handle import FD_ENV, PARENT_ENV
+from gpuenv.verify.workloads.common import CudaUnusable, unusable_finding
 
 # Exceptions whose text says the device or the communication layer broke: a crash, not our bug.
 CRASH_MARKERS = (
@@ -150,26 +151,12 @@ def _forkserver_ready() -> None:
         process.join()
 
 
-def probe(state: dict[str, Any]) -> dict[str, Any]:
-    """NVML's view of the host (GPUs, driver), how long nvmlInit took, and the start of the run-long
-    XID watch: this process holds NVML initialised for the whole run, so the checks' own nvmlInit
-    finds the driver set up (with persistence mode off the first one on a node pays seconds)."""
-    started = time.monotonic()
-    problem = adapter.init()
-    init_s = round(time.monotonic() - started, 3)
-    if problem:
-        return {"nvml": problem, "init_s": init_s}
-    uncounted = adapter.count_problem()
-    gpus = adapter.identities()
-    if uncounted or not gpus:
-        return {"nvml": uncounted or "no GPU", "init_s": init_s}
-    versions = adapter.driver_versions()
-    unwatched = adapter.register_xids(state, len(gpus))
-    return {"nvml": "ok", "gpus": gpus, **versions, "xid_unwatched": unwatched, "init_s": init_s}
+def probed_node(state: dict[str, Any]) -> GpuNode:
+    return nodes.for_smi(state.get("smi", ""))
 
 
 def drain_xids(state: dict[str, Any]) -> dict[str, Any]:
-    events, failed = adapter.drain_xids(state)
+    events, failed = probed_node(state).management.drain_xids(state)
     return {"xids": events, "failed": failed}
 
 
@@ -180,10 +167,10 @@ def serve(answers: Any) -> None:
     for line in sys.stdin:
         request = json.loads(line)
         op = request["op"]
-        if op == "probe":
-            answer: dict[str, Any] = probe(state)
-        elif op == "probe-amd":
-            answer = amd.probe()
+        node = node_of_op(op)
+        if node is not None:  # the process that probes keeps the library and its XID watch for the run
+            answer: dict[str, Any] = probe(node, state)
+            state["smi"] = node.smi
         elif op == "xids":
             answer = drain_xids(state)
         elif op == "init":

@@ -153,9 +153,11 @@ def _os_key(distribution: str, version: str) -> tuple[str, str, str]:
     return dist, version, f"{dist}{version.replace('.', '')}"
 
 
-def _kernel_modules(generations: set[str], branch: int, choice: str, policy: dict[str, str]) -> tuple[str, str]:
-    """'open' or 'proprietary', with the reason."""
-    needs = {policy.get(g, "recommended") for g in generations}
+def _kernel_modules(
+    generations: set[str], branch: int, choice: str, policy: dict[str, str], by_device: set[str]
+) -> tuple[str, str]:
+    """'open' or 'proprietary', with the reason (by_device: what GPU models need beyond their generation)."""
+    needs = {policy.get(g, "recommended") for g in generations} | by_device
     if choice in ("open", "proprietary"):
         if choice == "proprietary" and "required" in needs:
             raise _Blocked("these GPUs need the open kernel modules; --kernel-modules proprietary cannot work")
@@ -165,7 +167,8 @@ def _kernel_modules(generations: set[str], branch: int, choice: str, policy: dic
     if "required" in needs and "unsupported" in needs:
         raise _Blocked("this host mixes GPUs that need the open modules with GPUs they do not support")
     if "required" in needs:
-        return "open", "the GPU generation requires the open kernel modules"
+        whose = "GPU model" if "required" in by_device else "GPU generation"
+        return "open", f"the {whose} requires the open kernel modules"
     if "unsupported" in needs:
         return "proprietary", "the GPU generation is not supported by the open kernel modules"
     if branch >= _OPEN_DEFAULT_FROM_BRANCH:
@@ -263,8 +266,14 @@ def _plan(facts: dict[str, Any]) -> dict[str, Any]:
     for gen in sorted(generations):
         if branch < MIN_BRANCH.get(gen, 0):
             raise _Blocked(f"{gen} GPUs need driver branch R{MIN_BRANCH[gen]} or newer, not R{branch}")
+    by_device = dict(facts.get("open_modules_by_device") or {})  # GH200 and GB200: open modules whatever the branch
+    models = {by_device[d] for g in gpus if (d := str(g.get("device_id", "")).lower()) in by_device}
     modules, modules_why = _kernel_modules(
-        generations, branch, str(facts.get("kernel_modules", "auto")), dict(facts.get("open_modules_policy") or {})
+        generations,
+        branch,
+        str(facts.get("kernel_modules", "auto")),
+        dict(facts.get("open_modules_policy") or {}),
+        models,
     )
     chosen = _packages(family, source, branch, modules)
     kernel = str(facts.get("kernel", ""))

@@ -57,6 +57,11 @@ FAMILIES: dict[str, tuple[Request, ImageOptions]] = {
     ),
     "cu124-runtime-rockylinux9": (Request(cuda="12.4", os="rockylinux9"), ImageOptions()),
     "cu118-devel-rockylinux8": (Request(cuda="11.8", os="rockylinux8"), ImageOptions(flavor="devel")),
+    # aarch64: a GH200's stack (its CPU is Grace), pinned so that the golden moves only with its own facts
+    "cu128-devel-gh200-aarch64-ubuntu24.04": (
+        Request(torch="2.9.1", cuda="12.8", gpu="GH200", os="ubuntu24.04"),
+        ImageOptions(flavor="devel", cudnn=True),
+    ),
 }
 
 

@@ -1,5 +1,5 @@
 """The "add a platform" recipe of docs/architecture.md, followed once on a copy of the package: a toy platform
-(its name, a package with its three halves, one registry entry) resolves, renders an image and plans a host
+(its name, a package with its halves, one registry entry) resolves, renders an image and plans a host
 through the commands, untouched; mypy (strict) holds it to the whole Protocol, and refuses it a member short."""
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from gpuenv.kb import KnowledgeBase, OsInfo, TorchRelease, V
 from gpuenv.platforms.arch import CpuArchFacts
-from gpuenv.platforms.base import Claim, GpuFound, Halves, ImageText, Resolver, Row, Unsupported, skipped_plan
+from gpuenv.platforms.base import Claim, GpuFound, Halves, ImageText, Resolver, Row, skipped_plan
+from gpuenv.platforms.node import Unsupported
 from gpuenv.provision.hostfacts import GatheredHost
 from gpuenv.resolve.candidates import Candidate, Refused
 from gpuenv.resolve.request import Request, numpy_requirement
@@ -168,7 +169,8 @@ class ToyHost:
 
 
 def platform(arch: CpuArchFacts) -> Halves[ToyResolve, ToyImage, ToyHost]:
-    return Halves(NAME, "Toy", arch, ToyResolve(arch), ToyImage(), ToyHost())
+    node = Unsupported("a toy has no management library", "verify --device cpu")  # no GPU node to read
+    return Halves(NAME, "Toy", arch, ToyResolve(arch), ToyImage(), ToyHost(), node)
 '''
 
 PLAN = """
@@ -205,7 +207,8 @@ def follow_the_recipe(root: Path) -> Path:
     # 3. its entry in the registry, after the others
     registry = package / "platforms" / "registry.py"
     text = registry.read_text().replace(
-        "from gpuenv.platforms import cpu, cuda, rocm", "from gpuenv.platforms import cpu, cuda, rocm, toy"
+        "from gpuenv.platforms.rocm import halves as rocm\n",
+        "from gpuenv.platforms.rocm import halves as rocm\nfrom gpuenv.platforms import toy\n",
     )
     text = text.replace(
         "    Entry(cpu.NAME, cpu.platform, cpu.CPU_ARCHES),\n",

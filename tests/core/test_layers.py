@@ -48,11 +48,10 @@ VENDOR_NAME = re.compile(
     r"(^|_)(amd|amds?mi|rocm|nvidia|nvml|hip|aarch64|arm64|sbsa|x86)(_|$|gpus?$)|^(Rocm|Amd|Nvidia|Nvml)|^is_amd$", re.I
 )
 SEAM = (PACKAGE / "platforms", PACKAGE / "adapters")
-NODE_HALF = "node half: next stage (the GPU management Protocol over NVML and AMD SMI)"
 VENDOR_BRANCHES_ALLOWED: dict[str, tuple[int, str]] = {
     "cli/resolve_cmd.py": (1, "`matrix --rocm`: the flag that shows ROCm's tables (gpuenv.platforms.rocm.tables)"),
     "kb/load.py": (3, "the knowledge base's ROCm tables, checked when a file is loaded"),
-    "kb/model.py": (1, "the knowledge base's AMD GPU names, read by verify's stack check (node half: next stage)"),
+    "kb/model.py": (1, "the knowledge base's AMD GPU table, looked up by any of a GPU's names"),
     "fleet/report_hosts.py": (3, "report wire names: a verify report's AMD GPU model picks AMD's remediations"),
     "fleet/report_model.py": (1, "report wire names: a verify report's GPU model names its vendor"),
     "fleet/report_reading.py": (2, "report wire names: the health check's smi (amdsmi) and an unknown AMD GPU"),
@@ -62,24 +61,6 @@ VENDOR_BRANCHES_ALLOWED: dict[str, tuple[int, str]] = {
         "the refresh's sources: x86_64 wheels on PyPI (aarch64: next issue), no ROCm rows in old files",
     ),
     "provision/hostfacts.py": (1, "report wire names: provision's JSON carries an AMD host's loaded amdgpu"),
-    "power/devices.py": (6, NODE_HALF),
-    "power/service.py": (3, NODE_HALF),
-    "power/workload.py": (1, NODE_HALF),
-    "slurm/core.py": (1, NODE_HALF),
-    "slurm/service.py": (4, NODE_HALF),
-    "verify/checks/common.py": (1, NODE_HALF),
-    "verify/checks/fp8.py": (1, NODE_HALF),
-    "verify/checks/models.py": (2, NODE_HALF),
-    "verify/checks/nvml/policy.py": (2, NODE_HALF),
-    "verify/checks/nvml/rules.py": (2, NODE_HALF),
-    "verify/checks/nvml/snapshot.py": (2, NODE_HALF),
-    "verify/checks/stack.py": (2, NODE_HALF),
-    "verify/facts.py": (10, NODE_HALF),
-    "verify/gpucount.py": (2, NODE_HALF),
-    "verify/gpuload.py": (1, NODE_HALF),
-    "verify/passive.py": (3, NODE_HALF),
-    "verify/runner.py": (6, NODE_HALF),
-    "verify/service.py": (1, NODE_HALF),
 }
 
 
@@ -372,8 +353,7 @@ def test_vendor_branches_live_in_the_platforms_and_the_adapters(path: Path) -> N
 
 def test_the_allowances_name_modules_that_exist_and_stay_within_the_target() -> None:
     assert all((PACKAGE / name).is_file() for name in VENDOR_BRANCHES_ALLOWED)
-    outside_node_half = sum(n for n, why in VENDOR_BRANCHES_ALLOWED.values() if why != NODE_HALF)
-    assert outside_node_half <= 15  # the node half's own go with the GPU management Protocol
+    assert sum(n for n, _ in VENDOR_BRANCHES_ALLOWED.values()) <= 15
 
 
 def test_the_vendor_branch_rule_catches_what_it_forbids() -> None:

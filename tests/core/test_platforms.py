@@ -233,7 +233,10 @@ def test_a_host_architecture_is_served_where_the_platform_ships_and_said_otherwi
         (plan,) = plan_hosts(KB, HostRequest(), [_host(case, architecture=arch)])
         if arch in served:
             assert plan.stack is not None and plan.stack.cpu_arch == arch, plan.refused
-            assert any("x86_64's" in w and arch in w for w in plan.stack.warnings)  # facts not read for it: said
+            published = KB.for_cpu_arch(arch)  # the knowledge base's facts for it: no caveat, its own builds
+            assert published is not None and not any("no wheel facts" in w for w in plan.stack.warnings)
+            release = next(t for t in published.torch if t.version == plan.stack.torch)
+            assert plan.stack.build in (*release.builds, "cpu")
         else:
             assert plan.stack is None and plan.refused == (
                 f"architecture {arch}: gpuenv serves {named(case.platform).label} stacks on {', '.join(served)}"  # type: ignore[arg-type]

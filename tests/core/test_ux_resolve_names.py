@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpuenv.compat import load_kb
+from gpuenv.kb import load_kb
 from tests.conftest import run_gpuenv
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuenv.power.devices import AMD_FLOOR_SHARE
+from gpuenv.platforms.rocm.node import FLOOR_SHARE as AMD_FLOOR_SHARE
 from gpuenv.verify.pci import TEST_SYSFS_ENV
 from tests.conftest import run_gpuenv
 from tests.verify.conftest import check, verify_json

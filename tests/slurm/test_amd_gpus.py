@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from gpuenv.platforms import nodes
 from gpuenv.slurm import core, service
 from gpuenv.slurm.service import HookRequest
 from gpuenv.verify.pci import TEST_SYSFS_ENV
@@ -21,11 +22,11 @@ PROLOG = HookRequest(hook="prolog", level="quick", max_time=60)
 
 
 def test_an_nvidia_job_keeps_cuda_visible_devices() -> None:
-    assert core.job_gpu_env({"SLURM_JOB_GPUS": "4,5"}, amd=False) == {"CUDA_VISIBLE_DEVICES": "4,5"}
-    assert core.job_gpu_env({"CUDA_VISIBLE_DEVICES": "2,3", "SLURM_JOB_GPUS": "0"}, amd=False) == {
+    assert core.job_gpu_env({"SLURM_JOB_GPUS": "4,5"}, nodes.GPU_NODES[0]) == {"CUDA_VISIBLE_DEVICES": "4,5"}
+    assert core.job_gpu_env({"CUDA_VISIBLE_DEVICES": "2,3", "SLURM_JOB_GPUS": "0"}, nodes.GPU_NODES[0]) == {
         "CUDA_VISIBLE_DEVICES": "2,3"
     }
-    assert core.job_gpu_env({}, amd=False) == {} and core.job_gpu_env({}, amd=True) == {}
+    assert core.job_gpu_env({}, nodes.GPU_NODES[0]) == {} and core.job_gpu_env({}, nodes.GPU_NODES[1]) == {}
 
 
 @pytest.mark.parametrize(
@@ -39,7 +40,7 @@ def test_an_nvidia_job_keeps_cuda_visible_devices() -> None:
     ],
 )
 def test_an_amd_job_is_mapped_through_rocr_visible_devices(env: dict[str, str], gpus: str) -> None:
-    assert core.job_gpu_env(env, amd=True) == {
+    assert core.job_gpu_env(env, nodes.GPU_NODES[1]) == {
         "ROCR_VISIBLE_DEVICES": gpus,
         "HIP_VISIBLE_DEVICES": None,
         "CUDA_VISIBLE_DEVICES": None,

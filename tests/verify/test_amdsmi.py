@@ -11,12 +11,14 @@ from typing import Any
 import pytest
 
 from gpuenv.adapters import amdsmi as adapter
-from gpuenv.verify.checks.common import gpu_build
+from gpuenv.platforms import nodes
+from gpuenv.platforms.rocm.node import visible as rocm_visible
 from gpuenv.verify.checks.fp8 import E4M3FN, E4M3FNUZ, fp8_format, no_fp8_reason
 from gpuenv.verify.checks.nvml.policy import load_policy
 from gpuenv.verify.checks.nvml.rules import evaluate
-from gpuenv.verify.facts import HostFacts, NvmlSnapshot, gpu_node_note, host_facts, prefer, rocm_visible
+from gpuenv.verify.facts import HostFacts, NvmlSnapshot, gpu_node_note, host_facts, loads
 from gpuenv.verify.pci import amd_on_pci, nvidia_on_pci
+from gpuenv.verify.workloads.common import gpu_build
 from tests.verify.conftest import AMD_BUS, amd_env, check, fake_sysfs, verify_json
 from tests.verify.conftest import FAKE_AMDSMI as FAKE_AMDSMI  # other areas' tests import them from here
 from tests.verify.conftest import amd_sysfs as amd_sysfs
@@ -163,16 +165,23 @@ def test_pci_scan_finds_amd_gpus_by_class(tmp_path: Path) -> None:
 def test_amd_smi_is_asked_only_where_nvml_cannot_name_the_gpus() -> None:
     asked: list[bool] = []
 
-    def amd() -> dict[str, Any]:
-        asked.append(True)
-        return {"smi": "amdsmi", "nvml": "library-not-found: libamd_smi.so"}
+    amd = {"smi": "amdsmi", "nvml": "library-not-found: libamd_smi.so"}
+
+    def prefer(nvml: dict[str, Any], *, amd_bus: list[str], nvidia_bus: list[str]) -> dict[str, Any]:
+        def probe(node: nodes.GpuNode) -> dict[str, Any]:
+            asked.append(node.smi == "amdsmi")
+            return nvml if node.smi == "nvml" else amd
+
+        return nodes.probed(probe, loads, {"nvml": nvidia_bus, "amdsmi": amd_bus})[1]
 
     ok = {"nvml": "ok", "gpus": [{"index": 0}]}
-    assert prefer(ok, amd, amd_bus=[], nvidia_bus=[]) is ok and not asked
+    assert prefer(ok, amd_bus=[], nvidia_bus=[]) is ok and not any(asked)
     failed = {"nvml": "library-not-found"}
-    assert prefer(failed, amd, amd_bus=[], nvidia_bus=["0000:18:00.0"]) is failed and not asked
-    assert prefer(failed, amd, amd_bus=[], nvidia_bus=[]) is failed  # nothing AMD: NVML's reason stands
-    assert prefer(failed, amd, amd_bus=AMD_BUS, nvidia_bus=[])["smi"] == "amdsmi"  # AMD's reason matters
+    assert prefer(failed, amd_bus=[], nvidia_bus=["0000:18:00.0"]) is failed and not any(asked)
+    assert prefer(failed, amd_bus=[], nvidia_bus=[]) is failed  # nothing AMD: NVML's reason stands
+    assert prefer(failed, amd_bus=AMD_BUS, nvidia_bus=[])["smi"] == "amdsmi"  # AMD's reason matters
+    both = ["0000:18:00.0"]
+    assert prefer(failed, amd_bus=AMD_BUS, nvidia_bus=both)["smi"] == "amdsmi"  # both vendors: the last one's
 
 
 def test_host_facts_on_an_amd_node() -> None:

@@ -39,7 +39,7 @@ def test_every_entry_is_complete() -> None:
 def test_every_code_named_in_the_code_is_in_the_catalogue_and_every_entry_is_used() -> None:
     text = "\n".join(p.read_text() for p in SOURCES.rglob("*.py"))
     named = set(re.findall(r'finding\(\s*"([a-z][a-z0-9]*\.[a-z0-9_-]+)"', text))
-    named |= {f"nvml.{rule}" for rule in re.findall(r'_finding\(\s*policy,\s*"([a-z_]+)"', text)}
+    named |= {f"nvml.{rule}" for rule in re.findall(r'_finding\(\s*policy,\s*"([a-z0-9_]+)"', text)}
     named |= set(re.findall(r'"(nvml\.[a-z-]+)"', text))  # looked up by problem or XID class
     named |= {f"nvml.{rule}" for rule in load_policy()["ras_classes"].values() if rule}  # by AMD RAS class
     assert named - set(catalogue.rules()) == set()

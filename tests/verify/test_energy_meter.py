@@ -15,7 +15,7 @@ import pytest
 from tests.verify.conftest import FAKE_NVML
 
 MEASURE = (
-    "import json, time; from gpuenv.verify.checks.common import EnergyMeter\n"
+    "import json, time; from gpuenv.power.energy import EnergyMeter\n"
     "with EnergyMeter(3) as meter: time.sleep(0.2)\n"
     "print(json.dumps([meter.joules, meter.source, meter.seconds]))"
 )

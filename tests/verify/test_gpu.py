@@ -136,7 +136,7 @@ def test_the_report_times_every_phase(standard: dict[str, Any]) -> None:
 def test_sync_waits_for_the_device_measured() -> None:
     code = """
         import torch
-        from gpuenv.verify.checks import common
+        from gpuenv.verify.workloads import common
 
         torch.cuda.set_device(0)
         dev = torch.device("cuda", 1)

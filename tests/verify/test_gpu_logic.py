@@ -10,13 +10,14 @@ import pytest
 from gpuenv.kb import load_kb
 from gpuenv.verify import catalogue
 from gpuenv.verify.baselines import load_baselines
-from gpuenv.verify.checks import amp, common, profiler, throughput
+from gpuenv.verify.checks import amp, profiler
 from gpuenv.verify.checks.allreduce import judging
 from gpuenv.verify.checks.stack import evaluate as stack_evaluate
 from gpuenv.verify.checks.stack import runs_as_ptx, runs_natively
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.facts import GpuInfo, HostFacts
 from gpuenv.verify.model import GpuRef
+from gpuenv.verify.workloads import common, throughput
 
 
 @pytest.mark.torch  # imports torch in this process

@@ -102,3 +102,33 @@ def test_mismatched_torchvision_fails_and_nvcc_mismatch_warns() -> None:
 def test_cpu_path_judges_only_versions() -> None:
     facts = {"torch": "2.13.0+cpu", "torch_cuda": None, "python": "3.11", "torchvision": None}
     assert severities(evaluate(facts, KB, device="cpu")) == []
+
+
+@pytest.mark.parametrize(
+    ("torch", "cpu_arch", "said"),
+    [
+        (
+            "2.9.1+cpu",
+            "aarch64",
+            "PyPI's plain torch 2.9.1 for aarch64 is a CPU build: its CUDA wheels for aarch64 are on",
+        ),
+        ("2.5.1", "aarch64", "PyPI's plain torch 2.5.1 for aarch64 is a CPU build"),
+        ("2.3.1", "aarch64", "torch 2.3.1 publishes no CUDA wheels for aarch64"),
+        ("2.9.1+cpu", "x86_64", "its CUDA wheels for x86_64 are on https://download.pytorch.org/whl/cu128 ("),
+    ],
+)
+def test_a_cpu_only_torch_names_the_index_of_the_nodes_architecture(torch: str, cpu_arch: str, said: str) -> None:
+    """The PyPI trap: on aarch64 `pip install torch` was a CPU build through 2.10; the finding names the right index."""
+    stack = resolve(KB, Request(gpu="GH200"))
+    facts = {**facts_for(stack, driver="580.65.06", sm="9.0", arch_list=[]), "torch": torch, "torch_cuda": None}
+    [finding] = evaluate({**facts, "cpu_arch": cpu_arch}, KB, device="cuda")
+    assert finding.severity == "fail" and said in finding.message, finding.message
+    if cpu_arch == "aarch64" and torch.startswith("2.9"):
+        assert "/whl/cu130 (cu126, cu128, cu130)" in finding.message  # the aarch64 builds, newest first named
+
+
+def test_a_cuda_torch_on_an_aarch64_node_is_not_flagged() -> None:
+    stack = resolve(KB, Request(gpu="GH200", torch="2.9"))
+    facts = facts_for(stack, driver=stack.driver_min, sm="9.0", arch_list=["sm_80", "sm_90", "sm_100", "sm_120"])
+    findings = evaluate({**facts, "cpu_arch": "aarch64"}, KB, device="cuda")
+    assert severities(findings) == [], [f.message for f in findings]

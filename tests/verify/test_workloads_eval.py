@@ -12,10 +12,11 @@ import pytest
 
 from gpuenv.verify import registry
 from gpuenv.verify.baselines import Baselines
-from gpuenv.verify.checks import common, compile, fp8, memory, models, onnx, parallel, profiler
+from gpuenv.verify.checks import compile, fp8, memory, models, onnx, parallel, profiler
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.figures import BY_NAME, readings
 from gpuenv.verify.model import GpuRef
+from gpuenv.verify.workloads import common
 
 REFS = [GpuRef(i, f"GPU-{i}") for i in range(8)]
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpuenv.platforms.base import ImageText, Unsupported
+from gpuenv.platforms.base import ImageText
+from gpuenv.platforms.node import Unsupported
 from gpuenv.stack import Stack
 
 if TYPE_CHECKING:  # only annotations: the options' modules import package metadata, off resolve's path

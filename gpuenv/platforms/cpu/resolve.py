@@ -14,7 +14,8 @@ from typing import Any
 from gpuenv.errors import BadRequest
 from gpuenv.kb import KnowledgeBase, OsInfo, TorchRelease, V
 from gpuenv.platforms.arch import CpuArchFacts
-from gpuenv.platforms.base import Claim, Row, Unsupported
+from gpuenv.platforms.base import Claim, Row
+from gpuenv.platforms.node import Unsupported
 from gpuenv.resolve.candidates import Candidate, Refused
 from gpuenv.resolve.ranking import fit_for_default
 from gpuenv.resolve.request import Request, numpy_requirement

@@ -1,17 +1,12 @@
-"""CUDA: torch's +cu wheels for NVIDIA GPUs, on nvidia/cuda images, over NVIDIA's driver."""
+"""CUDA: torch's +cu wheels for NVIDIA GPUs, on nvidia/cuda images, over NVIDIA's driver.
+
+Its halves: resolve.py, image.py, host.py, node.py; halves.py builds its Platform for a CPU architecture.
+This module names it alone: verify's node half (node.py) is imported without the resolver's halves.
+"""
 
 from __future__ import annotations
 
-from gpuenv.platforms.arch import CpuArchFacts
-from gpuenv.platforms.base import Halves
-from gpuenv.platforms.cuda.host import CudaHost
-from gpuenv.platforms.cuda.image import CudaImage
-from gpuenv.platforms.cuda.resolve import CudaResolve
 from gpuenv.types import CpuArch, PlatformName
 
 NAME: PlatformName = "cuda"
 CPU_ARCHES: tuple[CpuArch, ...] = ("x86_64", "aarch64")  # NVIDIA ships its driver for both
-
-
-def platform(arch: CpuArchFacts) -> Halves[CudaResolve, CudaImage, CudaHost]:
-    return Halves(NAME, "CUDA", arch, CudaResolve(arch), CudaImage(), CudaHost())

@@ -93,6 +93,7 @@ class CudaHost:
             "nvidia_driver_debian_nonfree_ok": bool(verdict and verdict.ok),
             "nvidia_driver_debian_nonfree_branch": DEBIAN_NONFREE_BRANCH[1:],
             "nvidia_driver_open_modules_policy": {a.family: a.open_modules for a in kb.architectures},
+            "nvidia_driver_open_modules_by_device": open_modules_by_device(kb),
         }
 
     def driver_plan(
@@ -101,6 +102,11 @@ class CudaHost:
         written = self.variables(kb, stack, options)
         decided: dict[str, Any] = playbook_filter("gpuenv_filters").driver_plan(_filter_facts(facts, written))
         return {**decided, "action_line": action_line(decided, facts.driver)}
+
+
+def open_modules_by_device(kb: KnowledgeBase) -> dict[str, str]:
+    """PCI device id -> open kernel modules, for the GPU models whose need is their own (GH200: required)."""
+    return {d.device_id: d.gpu.open_modules for d in kb.pci_devices if d.gpu.open_modules}
 
 
 def gpu_by_pci_id(kb: KnowledgeBase, device_id: str) -> PciDevice | None:
@@ -164,6 +170,7 @@ def _filter_facts(f: GatheredHost, written: dict[str, Any]) -> dict[str, Any]:
         "debian_nonfree_branch": written["nvidia_driver_debian_nonfree_branch"],
         "cuda_repo_base": CUDA_REPO_BASE,
         "open_modules_policy": written["nvidia_driver_open_modules_policy"],
+        "open_modules_by_device": written["nvidia_driver_open_modules_by_device"],
     }
 
 
@@ -188,6 +195,7 @@ def _resolve_for_gpus(kb: KnowledgeBase, constraints: Request, sms: list[str], r
 
 
 def _build_runs_on(kb: KnowledgeBase, stack: Stack, sm: str) -> bool:
-    release = next((t for t in kb.torch if t.version == stack.torch), None)
+    published = kb.for_cpu_arch(stack.cpu_arch) or kb  # the GPU code of the build for the host's CPU
+    release = next((t for t in published.torch if t.version == stack.torch), None)
     code = release.arch.get(stack.build) if release else None
     return code is not None and gpu_code_for(code, sm) is not None

@@ -179,10 +179,12 @@ class CudaResolution:
         self.cpu_arch = cpu_arch
 
     def builds(self, torch: TorchRelease) -> tuple[tuple[str, ...], str]:
-        wanted = self.request.cuda
+        wanted, on = self.request.cuda, self.cpu_arch.name
         named = rows_named(self.kb, wanted) if wanted else ()
         builds = tuple(b for b in torch.builds if not wanted or self.kb.cuda_by_build[b] in named)
-        return builds, f"built for {', '.join(torch.builds)}, not CUDA {wanted}"
+        if not torch.builds:
+            return (), f"publishes no CUDA wheels for {on}"
+        return builds, f"built for {', '.join(torch.builds)} on {on}, not CUDA {wanted}"
 
     def why_not(self, torch: TorchRelease, build: str) -> tuple[str, str] | None:
         cuda, request, os_info = self.kb.cuda_by_build[build], self.request, self.os_info
@@ -263,19 +265,36 @@ class CudaResolution:
 
     def hints(self) -> list[str]:
         kb, request, tried = self.kb, self.request, []
-        if request.torch and request.cuda:
+        on = self.cpu_arch.name
+        if request.torch:
             builds = sorted({b for t in kb.torch if torch_matches(t.version, request.torch) for b in t.builds})
-            tried.append(f"torch {request.torch} is built for {', '.join(builds)}")
+            if request.cuda or not builds:
+                tried.append(f"torch {request.torch} is built for {', '.join(builds) or 'no CUDA'} on {on}")
+            if not builds:
+                having = [t.version for t in kb.torch if t.builds]
+                tried.append(f"CUDA wheels for {on} exist for torch {having[0]}–{having[-1]}" if having else "")
         if self.arch is not None:
             tried.append(explain.gpu_hint(kb, request, self.arch))
         named = rows_named(kb, request.cuda) if request.cuda else ()
         if len(named) == 1:
             releases = [t.version for t in kb.torch if named[0].build in t.builds]
             if releases:
-                tried.append(f"{named[0].build} exists for torch {releases[0]}–{releases[-1]}")
+                tried.append(f"{named[0].build} exists for torch {_spans(kb, releases)} on {on}")
             else:
-                tried.append(f"no torch release is built for CUDA {named[0].version}")
+                tried.append(f"no torch release is built for CUDA {named[0].version} on {on}")
         return tried
+
+
+def _spans(kb: KnowledgeBase, releases: list[str]) -> str:
+    """'2.7.0–2.7.1, 2.9.0–2.11.0': the releases as runs of consecutive known releases."""
+    known = [t.version for t in kb.torch]
+    runs: list[list[str]] = []
+    for version in releases:
+        if runs and known.index(runs[-1][-1]) + 1 == known.index(version):
+            runs[-1].append(version)
+        else:
+            runs.append([version])
+    return ", ".join(run[0] if len(run) == 1 else f"{run[0]}–{run[-1]}" for run in runs)
 
 
 def driver_branch(kb: KnowledgeBase, cuda: CudaRelease, driver: str | None) -> str:
@@ -293,13 +312,14 @@ def base_images(cuda: CudaRelease, os_info: OsInfo) -> dict[str, str]:
     if "image" not in os_info.roles or os_info.name not in cuda.images:
         return {}
     repo, tk, osn, dnn = "nvidia/cuda", cuda.toolkit, os_info.name, cuda.cudnn_tag
-    return {
+    images = {
         "base": f"{repo}:{tk}-base-{osn}",
         "runtime": f"{repo}:{tk}-runtime-{osn}",
         "devel": f"{repo}:{tk}-devel-{osn}",
-        "cudnn-runtime": f"{repo}:{tk}-{dnn}-runtime-{osn}",
-        "cudnn-devel": f"{repo}:{tk}-{dnn}-devel-{osn}",
     }
+    if cuda.cudnn_images is None or osn in cuda.cudnn_images:  # some cuDNN images are amd64 only
+        images |= {"cudnn-runtime": f"{repo}:{tk}-{dnn}-runtime-{osn}", "cudnn-devel": f"{repo}:{tk}-{dnn}-devel-{osn}"}
+    return images
 
 
 def arch_list(kb: KnowledgeBase, torch: TorchRelease, cuda: CudaRelease, arch: Architecture | None) -> str:

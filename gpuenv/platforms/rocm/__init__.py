@@ -1,17 +1,13 @@
-"""ROCm: torch's +rocm wheels for AMD Instinct GPUs, on rocm/dev images, over AMD's amdgpu driver."""
+"""ROCm: torch's +rocm wheels for AMD Instinct GPUs, on rocm/dev images, over AMD's amdgpu driver.
+
+Its halves: resolve.py, image.py, host.py, node.py; halves.py builds its Platform for a CPU architecture.
+This module names it alone: verify's node half (node.py) is imported without the resolver's halves.
+"""
 
 from __future__ import annotations
 
-from gpuenv.platforms.arch import CpuArchFacts
-from gpuenv.platforms.base import Halves
-from gpuenv.platforms.rocm.host import RocmHost
-from gpuenv.platforms.rocm.image import RocmImage
-from gpuenv.platforms.rocm.resolve import RocmResolve
 from gpuenv.types import CpuArch, PlatformName
 
 NAME: PlatformName = "rocm"
-CPU_ARCHES: tuple[CpuArch, ...] = ("x86_64",)  # AMD ships amdgpu-dkms and ROCm for x86_64 only
-
-
-def platform(arch: CpuArchFacts) -> Halves[RocmResolve, RocmImage, RocmHost]:
-    return Halves(NAME, "ROCm", arch, RocmResolve(arch), RocmImage(), RocmHost())
+CPU_ARCHES: tuple[CpuArch, ...] = ("x86_64",)
+CPU_ARCHES_WHY = "AMD ships ROCm and amdgpu-dkms, and PyTorch its +rocm wheels, for x86_64 only"  # KB source rocm-arm

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from gpuenv.ansible.project import playbook_filter
 from gpuenv.errors import BadRequest
 from gpuenv.kb import AmdGpu, KnowledgeBase, V
-from gpuenv.platforms.base import GpuFound, Resolver, Unsupported
+from gpuenv.platforms.base import GpuFound, Resolver
+from gpuenv.platforms.node import Unsupported
 from gpuenv.platforms.rocm.oses import rocm_host_oses, rocm_os_refusal
 from gpuenv.platforms.rocm.resolve import amd_target
 from gpuenv.resolve.request import Request

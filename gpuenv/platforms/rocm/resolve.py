@@ -16,7 +16,8 @@ from typing import Any
 from gpuenv.errors import BadRequest
 from gpuenv.kb import AmdGpu, KnowledgeBase, OsInfo, Provenance, RocmRelease, TorchRelease, V
 from gpuenv.platforms.arch import CpuArchFacts
-from gpuenv.platforms.base import Claim, Row, Unsupported, unknown_gpu
+from gpuenv.platforms.base import Claim, Row, unknown_gpu
+from gpuenv.platforms.node import Unsupported
 from gpuenv.platforms.rocm.oses import releases_named, rocm_os_row, rocm_os_warning
 from gpuenv.resolve.candidates import Candidate, Refused
 from gpuenv.resolve.reasons import runs_merged
@@ -317,3 +318,8 @@ def base_images(rocm: RocmRelease, os_info: OsInfo) -> dict[str, str]:
         return {}
     name = re.sub(r"^([a-z]+)", r"\1-", os_info.name)  # ubuntu24.04 -> ubuntu-24.04
     return {"runtime": f"rocm/dev-{name}:{rocm.release}", "devel": f"rocm/dev-{name}:{rocm.release}-complete"}
+
+
+def known_build(kb: KnowledgeBase, build: str) -> bool:
+    """Whether the knowledge base holds this ROCm build ("rocm6.4"): verify's stack check cross-checks only those."""
+    return build in kb.rocm_by_build

@@ -15,9 +15,9 @@ import math
 from typing import Any
 
 from gpuenv.verify.catalogue import finding
-from gpuenv.verify.checks import common, throughput
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
+from gpuenv.verify.workloads import common, throughput
 
 STEPS = 30
 FALL = 0.5  # the loss must fall under half its start when overfitting one batch

@@ -13,10 +13,9 @@ import time
 from typing import Any
 
 from gpuenv.verify.catalogue import finding
-from gpuenv.verify.checks import common
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
-from gpuenv.verify.workloads import nlp
+from gpuenv.verify.workloads import common, nlp
 
 
 def _fn(x: object) -> object:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from gpuenv.verify.catalogue import finding
-from gpuenv.verify.checks import common
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.model import CheckResult
+from gpuenv.verify.workloads import common
 
 
 def run(ctx: CheckContext) -> CheckResult:

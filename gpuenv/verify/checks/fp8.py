@@ -17,12 +17,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from gpuenv.platforms import nodes
 from gpuenv.verify.catalogue import finding
-from gpuenv.verify.checks import common
-from gpuenv.verify.checks.throughput import SAMPLE_S, SAMPLES, WARMUP_S
-from gpuenv.verify.checks.throughput import timed as _timed
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
+from gpuenv.verify.workloads import common
+from gpuenv.verify.workloads.throughput import SAMPLE_S, SAMPLES, WARMUP_S
+from gpuenv.verify.workloads.throughput import timed as _timed
 
 FIRST_CAPABILITY = (8, 9)
 TOLERANCE = 0.1  # relative norm gap to bf16: e4m3 keeps 3 mantissa bits; random K=4096 products land near 0.03
@@ -171,10 +172,9 @@ def run(ctx: CheckContext) -> CheckResult:
 
 
 def _arch(torch: Any, dev: Any) -> str | None:
-    """ROCm's gcnArchName of this GPU; None on a CUDA build."""
-    if not getattr(torch.version, "hip", None):
-        return None
-    return str(getattr(torch.cuda.get_device_properties(dev), "gcnArchName", "")) or None
+    """The GPU's code beside its compute capability as its platform reads it (ROCm's gcnArchName); None on CUDA."""
+    node = nodes.for_torch(torch.version)
+    return node.torch_arch(torch, dev) if node else None
 
 
 def _format_of(torch: Any, dev: Any) -> Fp8Format | None:

@@ -20,16 +20,17 @@ import dataclasses
 import importlib.util
 import math
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
+from gpuenv.platforms import nodes
+from gpuenv.power.energy import EnergyMeter
 from gpuenv.verify import ranks
 from gpuenv.verify.catalogue import finding
-from gpuenv.verify.checks import common
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.expectations import load_expectations
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
 from gpuenv.verify.outliers import beyond_spread
-from gpuenv.verify.workloads import cv, nlp, rec
+from gpuenv.verify.workloads import common, cv, nlp, rec
 
 ACCUMULATION_TOLERANCE = 1e-3  # relative gradient gap, fp32 without TF32: only summation order differs
 STEPS = {
@@ -46,7 +47,11 @@ REC_WARMUP = 5  # untimed lookup batches first
 def run(ctx: CheckContext) -> CheckResult:
     world = common.world_size(ctx.device, ctx.cpu_ranks)
     cuda = ctx.device == "cuda"
-    params = {"level": ctx.level, "nvml": [ctx.host.nvml_index(i) for i in range(world)] if cuda else []}
+    params = {
+        "level": ctx.level,
+        "indices": [ctx.host.nvml_index(i) for i in range(world)] if cuda else [],
+        "smi": ctx.host.smi,
+    }
     started = time.perf_counter()
     results = ranks.launch(
         "gpuenv.verify.checks.models:rank_workload", check="models", world=world, device=ctx.device, params=params
@@ -182,24 +187,33 @@ def outliers(per_gpu: dict[str, float], key: str, refs: list[Any], *, spread: fl
     ]
 
 
+class Metered(NamedTuple):
+    """A rank's GPU as its energy is read: its index in the management library's order (`position`),
+    and the library's wire name."""
+
+    position: int
+    smi: str
+
+
 def rank_workload(rank: int, world: int, device: str, params: dict[str, Any]) -> dict[str, Any]:
     torch = common.torch_module()
 
     dev = torch.device("cuda", rank) if device == "cuda" else torch.device("cpu")
-    nvml = params["nvml"][rank] if params["nvml"] else None
+    index = params["indices"][rank] if params["indices"] else None  # the management library's index of this rank's GPU
+    gpu = None if index is None else Metered(index, params["smi"])
     steps = STEPS[device]
     out: dict[str, Any] = {}
-    out.update(_cv(rank, world, dev, params["level"], steps, nvml))
-    out.update(_nlp(rank, dev, params["level"], steps, nvml))
-    out.update(_rec(rank, world, dev, params["level"], nvml))
+    out.update(_cv(rank, world, dev, params["level"], steps, gpu))
+    out.update(_nlp(rank, dev, params["level"], steps, gpu))
+    out.update(_rec(rank, world, dev, params["level"], gpu))
     return out
 
 
-def _meter(nvml: int | None) -> Any:
-    return common.EnergyMeter(nvml) if nvml is not None else contextlib.nullcontext()
+def _meter(gpu: Metered | None) -> Any:
+    return EnergyMeter(gpu.position, nodes.for_smi(gpu.smi)) if gpu is not None else contextlib.nullcontext()
 
 
-def _cv(rank: int, world: int, dev: Any, level: str, steps: dict[str, int], nvml: int | None) -> dict[str, Any]:
+def _cv(rank: int, world: int, dev: Any, level: str, steps: dict[str, int], gpu: Metered | None) -> dict[str, Any]:
     torch = common.torch_module()
     dist = torch.distributed
 
@@ -210,7 +224,7 @@ def _cv(rank: int, world: int, dev: Any, level: str, steps: dict[str, int], nvml
         images, seconds, _ = _cv_train(size, dev, steps, ddp=False, rank=0, world=1)
         out["cv_solo_images_per_s"] = images / seconds
     dist.barrier()
-    meter = _meter(nvml)
+    meter = _meter(gpu)
     images, seconds, sampler = _cv_train(size, dev, steps, ddp=True, rank=rank, world=world, meter=meter)
     out["cv_images_per_s"] = round(images / seconds, 2)
     out["cv_compute_images_per_s"] = sampler.pop("compute_images_per_s", None)
@@ -325,7 +339,7 @@ def _energy_figures(
     """Joules per step on this GPU and its work per joule (per_j_key None: the node's, in collect)."""
     joules = getattr(meter, "joules", None)
     if joules is None:
-        if isinstance(meter, common.EnergyMeter):
+        if isinstance(meter, EnergyMeter):
             out["energy_source"] = meter.source
         return
     out[step_key] = round(joules / steps, 3)
@@ -334,9 +348,9 @@ def _energy_figures(
     out["energy_source"] = meter.source
 
 
-def _nlp(rank: int, dev: Any, level: str, steps: dict[str, int], nvml: int | None) -> dict[str, Any]:
+def _nlp(rank: int, dev: Any, level: str, steps: dict[str, int], gpu: Metered | None) -> dict[str, Any]:
     size = nlp.size_for(dev.type, level)
-    meter = _meter(nvml)
+    meter = _meter(gpu)
     result = nlp.throughput(str(dev), size=size, steps=steps["nlp"], around=meter)
     out: dict[str, Any] = {
         "nlp_tokens_per_s": round(result.tokens_per_s, 2),
@@ -347,7 +361,7 @@ def _nlp(rank: int, dev: Any, level: str, steps: dict[str, int], nvml: int | Non
     return out
 
 
-def _rec(rank: int, world: int, dev: Any, level: str, nvml: int | None) -> dict[str, Any]:
+def _rec(rank: int, world: int, dev: Any, level: str, gpu: Metered | None) -> dict[str, Any]:
     """Timed lookup batches over the sharded tables; rank 0's clock (every batch ends in an
     all-gather, so all ranks finish a batch together), each GPU's energy around them."""
     torch = common.torch_module()
@@ -379,7 +393,7 @@ def _rec(rank: int, world: int, dev: Any, level: str, nvml: int | None) -> dict[
 
     latencies: list[float] = []
     checksum = 0.0
-    meter = _meter(nvml)
+    meter = _meter(gpu)
     with torch.no_grad():
         for step in range(REC_WARMUP):
             batch(step)

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from gpuenv.verify.catalogue import finding
-from gpuenv.verify.checks import common
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
+from gpuenv.verify.workloads import common
 
 PACKAGES = ("onnx", "onnxscript", "onnxruntime")
 RTOL, ATOL = 1e-3, 1e-4

@@ -16,9 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 from gpuenv.verify.catalogue import finding
-from gpuenv.verify.checks import common
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
+from gpuenv.verify.workloads import common
 
 TOLERANCE = 1e-4  # relative, full fp32 (no TF32): only summation order differs
 

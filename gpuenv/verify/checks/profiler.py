@@ -21,9 +21,9 @@ from typing import Any
 
 from gpuenv.processes import descendants
 from gpuenv.verify.catalogue import finding
-from gpuenv.verify.checks import common
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
+from gpuenv.verify.workloads import common
 
 TOP = 5
 

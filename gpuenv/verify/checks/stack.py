@@ -21,10 +21,12 @@ from typing import Any
 from gpuenv.adapters import nvml as adapter
 from gpuenv.errors import BadRequest
 from gpuenv.kb import KnowledgeBase, cubin_runs_on, driver_runs_cuda, load_kb, ptx_runs_on
+from gpuenv.platforms.rocm.node import rocm_build
+from gpuenv.platforms.rocm.resolve import known_build
 from gpuenv.verify.catalogue import finding
-from gpuenv.verify.checks.common import torch_module
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.model import CheckResult, Finding, status_from_findings, summarize
+from gpuenv.verify.workloads.common import torch_module
 
 
 def evaluate(facts: dict[str, Any], kb: KnowledgeBase, *, device: str) -> list[Finding]:
@@ -34,7 +36,7 @@ def evaluate(facts: dict[str, Any], kb: KnowledgeBase, *, device: str) -> list[F
         findings += _rocm(facts, kb)
     elif device == "cuda":
         if not torch_cuda:
-            return [finding("stack.cpu-only-build", f"torch {facts['torch']} is a CPU-only build on a GPU node")]
+            return [finding("stack.cpu-only-build", cpu_only_message(facts, kb))]
         findings += _driver(facts, kb, torch_cuda)
         findings += _arches(facts)
         if facts.get("cudnn") is None:
@@ -42,6 +44,24 @@ def evaluate(facts: dict[str, Any], kb: KnowledgeBase, *, device: str) -> list[F
         findings += _nvcc(facts, torch_cuda)
     findings += _knowledge_base(facts, kb)
     return findings
+
+
+def cpu_only_message(facts: dict[str, Any], kb: KnowledgeBase) -> str:
+    """A CPU-only torch on a GPU node, and the wheel index of its release's GPU wheels for this node's CPU
+    (PyPI's plain wheel is a CPU build on aarch64 through torch 2.10: the trap this names)."""
+    said = f"torch {facts['torch']} is a CPU-only build on a GPU node"
+    cpu = str(facts.get("cpu_arch") or "")
+    published = kb.for_cpu_arch(cpu)
+    version = str(facts["torch"]).split("+")[0]
+    release = next((t for t in published.torch if t.version == version), None) if published else None
+    if release is None:
+        return said
+    if not release.builds:
+        return f"{said}; torch {version} publishes no CUDA wheels for {cpu}"
+    plain = release.default_build in release.builds
+    build = release.default_build if plain else release.builds[-1]
+    trap = "" if plain else f"; PyPI's plain torch {version} for {cpu} is a CPU build"
+    return f"{said}{trap}: its CUDA wheels for {cpu} are on {kb.index_url(build)} ({', '.join(release.builds)})"
 
 
 def _driver(facts: dict[str, Any], kb: KnowledgeBase, torch_cuda: str) -> list[Finding]:
@@ -132,19 +152,13 @@ def _rocm(facts: dict[str, Any], kb: KnowledgeBase) -> list[Finding]:
     driver = facts.get("amdgpu") or facts.get("driver") or "unknown (neither /sys/module/amdgpu/version nor AMD SMI)"
     said = f"torch {facts['torch']}: ROCm build {build} (HIP {facts['torch_hip']}), amdgpu driver {driver}"
     found = [finding("stack.rocm-build", said)]
-    if build not in kb.rocm_by_build:
+    if not known_build(kb, build):
         message = f"ROCm {build.removeprefix('rocm')} of this torch is not in the knowledge base: not cross-checked"
         found.append(finding("stack.rocm-not-in-kb", message))
     gfx_list = _gfx_list(facts, kb, build)
     if gfx_list:
         found += _gfx_unsupported(facts, kb, gfx_list)
     return found
-
-
-def rocm_build(torch_version: str, hip: str) -> str:
-    """Pure: the ROCm build of a torch ("2.9.1+rocm6.4" is rocm6.4), else HIP's major.minor."""
-    local = torch_version.partition("+")[2]
-    return local if local.startswith("rocm") else "rocm" + _major_minor(hip)
 
 
 def _gfx_list(facts: dict[str, Any], kb: KnowledgeBase, build: str) -> list[str]:
@@ -210,6 +224,7 @@ def gather(ctx: CheckContext) -> dict[str, Any]:
         "torch_hip": getattr(torch.version, "hip", None),  # None on CUDA builds and on old torch
         "amdgpu": amdgpu_version(),
         "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+        "cpu_arch": os.uname().machine,  # which wheels the index publishes for this node
         "torchvision": _dist_version("torchvision"),
         "torchaudio": _dist_version("torchaudio"),
         "cudnn": None,

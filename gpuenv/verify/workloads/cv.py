@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Any
 
-from gpuenv.verify.checks import common
+from gpuenv.verify.workloads import common
 
 
 @dataclass(frozen=True)

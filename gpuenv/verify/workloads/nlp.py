@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpuenv.verify.checks import common
+from gpuenv.verify.workloads import common
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpuenv.verify.checks import common
+from gpuenv.verify.workloads import common
 
 TARGET_MS = 10.0  # the latency a lookup batch must stay under (p99)
 

@@ -65,6 +65,7 @@ LABEL org.opencontainers.image.title="PyTorch 2.0.1 (cu117) on CUDA 11.7.1, Pyth
       io.gpuenv.cudnn="8.5.0.96" \
       io.gpuenv.python="3.10" \
       io.gpuenv.os="ubuntu20.04" \
+      io.gpuenv.cpu-arch="x86_64" \
       io.gpuenv.numpy="numpy<2" \
       io.gpuenv.driver-min="515.65.01" \
       io.gpuenv.driver-floor="450.80.02" \

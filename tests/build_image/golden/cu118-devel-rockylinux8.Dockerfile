@@ -53,6 +53,7 @@ LABEL org.opencontainers.image.title="PyTorch 2.7.1 (cu118) on CUDA 11.8.0, Pyth
       io.gpuenv.cudnn="8.9.6.50" \
       io.gpuenv.python="3.11" \
       io.gpuenv.os="rockylinux8" \
+      io.gpuenv.cpu-arch="x86_64" \
       io.gpuenv.numpy="numpy<3" \
       io.gpuenv.driver-min="520.61.05" \
       io.gpuenv.driver-floor="450.80.02" \

@@ -51,6 +51,7 @@ LABEL org.opencontainers.image.title="PyTorch 2.6.0 (cu124) on CUDA 12.4.1, Pyth
       io.gpuenv.cudnn="bundled-with-torch" \
       io.gpuenv.python="3.11" \
       io.gpuenv.os="rockylinux9" \
+      io.gpuenv.cpu-arch="x86_64" \
       io.gpuenv.numpy="numpy<3" \
       io.gpuenv.driver-min="550.54.15" \
       io.gpuenv.driver-floor="525.60.13" \

@@ -52,6 +52,7 @@ LABEL org.opencontainers.image.title="PyTorch 2.10.0 (cu126) on CUDA 12.6.3, Pyt
       io.gpuenv.cudnn="bundled-with-torch" \
       io.gpuenv.python="3.12" \
       io.gpuenv.os="ubuntu24.04" \
+      io.gpuenv.cpu-arch="x86_64" \
       io.gpuenv.numpy="numpy<3" \
       io.gpuenv.driver-min="560.35.05" \
       io.gpuenv.driver-floor="525.60.13" \

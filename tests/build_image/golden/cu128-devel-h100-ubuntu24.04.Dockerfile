@@ -51,6 +51,7 @@ LABEL org.opencontainers.image.title="PyTorch 2.11.0 (cu128) on CUDA 12.8.1, Pyt
       io.gpuenv.cudnn="9.8.0.87" \
       io.gpuenv.python="3.12" \
       io.gpuenv.os="ubuntu24.04" \
+      io.gpuenv.cpu-arch="x86_64" \
       io.gpuenv.numpy="numpy<3" \
       io.gpuenv.driver-min="570.124.06" \
       io.gpuenv.driver-floor="525.60.13" \

@@ -46,6 +46,7 @@ LABEL org.opencontainers.image.title="PyTorch 2.14.1 (cu130) on CUDA 13.0.3, Pyt
       io.gpuenv.cudnn="bundled-with-torch" \
       io.gpuenv.python="3.10" \
       io.gpuenv.os="ubuntu22.04" \
+      io.gpuenv.cpu-arch="x86_64" \
       io.gpuenv.numpy="numpy<3" \
       io.gpuenv.driver-min="580.126.20" \
       io.gpuenv.driver-floor="580.65.06" \

@@ -52,6 +52,7 @@ LABEL org.opencontainers.image.title="PyTorch 2.9.1 (rocm6.4) on ROCm 6.4, Pytho
       io.gpuenv.build="rocm6.4" \
       io.gpuenv.python="3.12" \
       io.gpuenv.os="ubuntu24.04" \
+      io.gpuenv.cpu-arch="x86_64" \
       io.gpuenv.numpy="numpy<3" \
       io.gpuenv.driver-branch="amdgpu-6.4" \
       io.gpuenv.gpu-gfx="gfx942" \

@@ -33,7 +33,10 @@
  * answers as a healthy busy one. nvlink_inactive=1 makes every link inactive (a PCIe card without a
  * bridge); app_clock and app_clock_default are the SM application clocks (default sm_clock_max);
  * mem_temp, mem_temp_load and mem_temp_max the memory temperature (field 82) and its limit;
- * recovery_action the GPU recovery action (field 230) XID 154 announces. FAKE_NVML_TRACE names a
+ * recovery_action the GPU recovery action (field 230) XID 154 announces. c2c_links is the count of
+ * Grace-GPU C2C links (fields 170-172, 233; -1, the default: NOT_SUPPORTED, a GPU without C2C), of which
+ * the last c2c_down are inactive; c2c_mbps each active link's speed, c2c_replay_b2b its back-to-back
+ * replay errors. FAKE_NVML_TRACE names a
  * file each call made (on a GPU, or of the node's) is appended to, with whether the load ran. */
 #include <sys/file.h>
 
@@ -71,6 +74,7 @@ typedef struct {
     char errors[512], errors_load[512];
     int lost, lost_load, soak_s, nvlink_inactive, app_clock, app_clock_default;
     int mem_temp, mem_temp_load, mem_temp_max, recovery_action;
+    int c2c_links, c2c_down, c2c_mbps, c2c_replay_b2b;
 } gpu_t;
 
 typedef struct { void *device; unsigned long long type, data; unsigned gi, ci; } event_t;
@@ -103,6 +107,7 @@ static void defaults(void) {
         g->power_min = 200000; g->power_max = g->power_default = g->power_limit = 700000; g->power_draw = 450000;
         g->clock_events_load = -1; g->sm_clock = 345; g->sm_clock_load = g->sm_clock_max = 1980; g->temp_load = -1;
         g->app_clock = g->app_clock_default = -1; g->mem_temp = 40; g->mem_temp_load = -1; g->mem_temp_max = 95;
+        g->c2c_links = -1; g->c2c_down = 0; g->c2c_mbps = 44712; g->c2c_replay_b2b = 0;
     }
 }
 
@@ -128,6 +133,7 @@ static void set(int gpu, const char *key, const char *val) {
     INT(sm_clock) INT(sm_clock_load) INT(sm_clock_max) INT(temp_load)
     INT(lost) INT(lost_load) INT(soak_s) INT(nvlink_inactive) INT(app_clock) INT(app_clock_default)
     INT(mem_temp) INT(mem_temp_load) INT(mem_temp_max) INT(recovery_action)
+    INT(c2c_links) INT(c2c_down) INT(c2c_mbps) INT(c2c_replay_b2b)
     else if (!strcmp(key, "clock_events_load")) g->clock_events_load = (long long)n;
 }
 
@@ -266,7 +272,9 @@ int nvmlDeviceGetApplicationsClock(void *h, int type, unsigned *mhz) {
 int nvmlDeviceGetDefaultApplicationsClock(void *h, int type, unsigned *mhz) {
     GPU(h) (void)type; *mhz = (unsigned)(g->app_clock_default < 0 ? g->sm_clock_max : g->app_clock_default); return OK;
 }
-/* nvmlFieldValue_t: field 82 (memory temperature) and 230 (GPU recovery action) answer; others NOT_SUPPORTED. */
+/* nvmlFieldValue_t: field 82 (memory temperature), 230 (GPU recovery action) and, where c2c_links is set, the
+ * C2C fields (170 count; per link, scopeId: 171 status, 172 speed in MB/s, 233 back-to-back replays) answer;
+ * others NOT_SUPPORTED. */
 typedef struct {
     unsigned fieldId, scopeId; long long timestamp, latencyUsec; unsigned valueType, nvmlReturn; unsigned long long value;
 } field_t;
@@ -276,6 +284,14 @@ int nvmlDeviceGetFieldValues(void *h, int n, field_t *values) {
         f->valueType = 1; f->nvmlReturn = OK; f->value = 0; /* NVML_VALUE_TYPE_UNSIGNED_INT */
         if (f->fieldId == 82) f->value = (unsigned)(soaked(g) && g->mem_temp_load >= 0 ? g->mem_temp_load : g->mem_temp);
         else if (f->fieldId == 230) f->value = (unsigned)g->recovery_action;
+        else if (g->c2c_links >= 0 && (f->fieldId == 170 || f->fieldId == 171 || f->fieldId == 172 || f->fieldId == 233)) {
+            int active = (int)f->scopeId < g->c2c_links - g->c2c_down;
+            if (f->fieldId != 170 && (int)f->scopeId >= g->c2c_links) f->nvmlReturn = E_INVALID;
+            else if (f->fieldId == 170) f->value = (unsigned)g->c2c_links;
+            else if (f->fieldId == 171) f->value = (unsigned)active;
+            else if (f->fieldId == 172) f->value = active ? (unsigned)g->c2c_mbps : 0;
+            else f->value = (unsigned)g->c2c_replay_b2b;
+        }
         else f->nvmlReturn = E_NOT_SUPPORTED;
     }
     return OK;

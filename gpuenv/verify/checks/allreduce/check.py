@@ -7,7 +7,6 @@ from typing import Any
 
 from gpuenv.verify import nodes, ranks
 from gpuenv.verify.baselines import load_baselines
-from gpuenv.verify.checks import common
 from gpuenv.verify.checks.allreduce import localise
 from gpuenv.verify.checks.allreduce.collectives import MiB
 from gpuenv.verify.checks.allreduce.judging import Judge, across_nodes, evaluate
@@ -15,6 +14,7 @@ from gpuenv.verify.context import CheckContext
 from gpuenv.verify.expectations import load_expectations
 from gpuenv.verify.model import CheckResult, GpuRef, status_from_findings
 from gpuenv.verify.spread import Hung, Spread
+from gpuenv.verify.workloads import common
 
 PLANS: dict[tuple[str, str], dict[str, Any]] = {
     ("cpu", "quick"): {"sizes": [64 * MiB], "iters": 3, "warmup": 1, "collectives": ["allreduce"]},

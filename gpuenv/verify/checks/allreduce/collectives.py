@@ -14,7 +14,7 @@ from functools import partial
 from typing import Any
 
 from gpuenv.verify import nodes, ranks
-from gpuenv.verify.checks import common
+from gpuenv.verify.workloads import common
 
 MiB = 1 << 20
 PAIR_BYTES = 8 * MiB

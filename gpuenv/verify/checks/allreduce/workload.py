@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuenv.verify.checks import common
 from gpuenv.verify.checks.allreduce.collectives import node_collectives, timed_collective
 from gpuenv.verify.checks.allreduce.localise import localise, prepare
 from gpuenv.verify.checks.allreduce.pairs import pair_allreduces
 from gpuenv.verify.checks.amp import PlainSGD, model_for
+from gpuenv.verify.workloads import common
 
 
 def rank_workload(rank: int, world: int, device: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -58,18 +58,6 @@ AMD_READER = LoadReader(
 )
 
 
-def probe() -> dict[str, Any]:
-    """AMD SMI's view of the host, as the worker's NVML probe answers: "nvml" is "ok" or why not."""
-    problem = adapter.init()
-    if problem:
-        return {"smi": "amdsmi", "nvml": problem}
-    gpus = adapter.identities()
-    if not gpus:
-        return {"smi": "amdsmi", "nvml": "no GPU"}
-    versions = adapter.driver_versions()
-    return {"smi": "amdsmi", "nvml": "ok", "gpus": gpus, "driver": versions["driver"], "cuda_driver": None}
-
-
 def judge(
     ctx: CheckContext,
     *,

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from gpuenv.errors import BadRequest
+from gpuenv.platforms import nodes
 from gpuenv.resources import data_file
 from gpuenv.schema import load as load_data_file
 from gpuenv.verify import catalogue
-from gpuenv.verify.model import Finding, GpuRef
+from gpuenv.verify.model import HEALTH, Finding, GpuRef
 
 POLICY_SCHEMA = "gpuenv.nvml-policy/1"
 
@@ -25,14 +26,15 @@ def load_policy(path: Path | None = None, *, smi: str = "nvml") -> dict[str, Any
     policy["rules"] = {
         r.code.split(".", 1)[1]: {"severity": r.severity, "action": r.action, "remediation": r.remediation}
         for r in catalogue.rules().values()
-        if r.check == "nvml"
+        if r.check == HEALTH
     }
     policy["wording"] = {"clock": "SM clock", "reason": "clock-event reason", "limit": "slowdown"}
-    if smi == "amdsmi":
-        amd = json.loads(data_file("amdsmi-policy.json").read_text())
-        for name, remediation in amd["remediations"].items():
+    overlay = nodes.for_smi(smi).policy_overlay
+    if overlay:
+        own = json.loads(data_file(overlay).read_text())
+        for name, remediation in own["remediations"].items():
             policy["rules"][name]["remediation"] = remediation
-        policy.update(amd["under_load"])  # AMD SMI's limits and counters by their names
+        policy.update(own["under_load"])  # the library's limits and counters by their names
     if path is None:
         return policy
     try:
@@ -66,10 +68,15 @@ def ref(gpu: dict[str, Any]) -> GpuRef:
     return GpuRef(gpu["index"], gpu.get("uuid"), gpu.get("pci_bus_id"))
 
 
+def rule_code(rule: str) -> str:
+    """The finding code of a health rule ("persistence_off" is nvml.persistence_off: the report's wire name)."""
+    return f"{HEALTH}.{rule}"
+
+
 def rule_finding(policy: dict[str, Any], rule: str, message: str, gpu: GpuRef | None, **fields: Any) -> Finding:
     """The nvml.RULE finding, with the policy's severity, action and remediation for it."""
     r = policy["rules"][rule]
-    code = f"nvml.{rule}"
+    code = rule_code(rule)
     entry = catalogue.Rule(
         code, r["severity"], r.get("action", "none"), r.get("remediation"), catalogue.rules()[code].item
     )

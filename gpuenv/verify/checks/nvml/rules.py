@@ -9,15 +9,17 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from gpuenv.platforms import nodes
 from gpuenv.power.record import AppliedCap
 from gpuenv.verify import catalogue
+from gpuenv.verify.checks.nvml.c2c import c2c_findings
 from gpuenv.verify.checks.nvml.events import ras_findings
 from gpuenv.verify.checks.nvml.links import link_findings
 from gpuenv.verify.checks.nvml.load_rules import configured_findings, load_findings, peer_findings, power_findings
-from gpuenv.verify.checks.nvml.policy import ref, rule_finding
+from gpuenv.verify.checks.nvml.policy import ref, rule_code, rule_finding
 from gpuenv.verify.checks.nvml.unread import unread_findings
 from gpuenv.verify.context import CheckContext
-from gpuenv.verify.facts import SMI_NAMES, HostFacts, NvmlSnapshot, visible
+from gpuenv.verify.facts import HostFacts, NvmlSnapshot, visible
 from gpuenv.verify.model import Finding, GpuRef
 from gpuenv.verify.pci import same_bus
 
@@ -77,7 +79,7 @@ def slow_start(findings: list[Finding], init_s: float | None, policy: dict[str, 
     if init_s is None or init_s < policy["slow_init_s"]:
         return findings
     cost = f"; NVML took {init_s:.1f} s to start (the driver sets the GPUs up on each first use)"
-    return [replace(f, message=f.message + cost) if f.code == "nvml.persistence_off" else f for f in findings]
+    return [replace(f, message=f.message + cost) if f.code == rule_code("persistence_off") else f for f in findings]
 
 
 def _count_findings(
@@ -88,7 +90,8 @@ def _count_findings(
     host: HostFacts,
 ) -> list[Finding]:
     findings = []
-    smi, vendor = SMI_NAMES[host.smi], "AMD" if host.smi == "amdsmi" else "NVIDIA"
+    node = nodes.for_smi(host.smi)
+    smi, vendor = node.library, node.vendor
     if expect_gpus is not None and len(gpus) < expect_gpus:
         findings.append(
             rule_finding(
@@ -154,7 +157,7 @@ def gpu_findings(
     out += _memory_held(gpu, policy, g, label)
     if gpu.get("mig") == 1:
         out.append(rule_finding(policy, "mig_enabled", f"{label}: MIG mode enabled", g))
-    out += _compute_mode(gpu, policy, g, label)
+    out += _compute_mode(gpu, policy, g, label) + c2c_findings(gpu, policy)
     fabric = gpu.get("fabric")
     if (
         fabric

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from gpuenv.adapters import nvml as adapter
 from gpuenv.power import record
 from gpuenv.processes import own_pids_among
+from gpuenv.types import Smi
 from gpuenv.verify import catalogue
 from gpuenv.verify.checks.nvml import amd
 from gpuenv.verify.checks.nvml.policy import load_policy, rule_finding
@@ -35,8 +37,11 @@ def run(ctx: CheckContext) -> CheckResult:
 def judge(ctx: CheckContext, *, passive: bool, start_load: LoadStarter = gpu_load) -> CheckResult:
     """Read NVML, under load (`start_load`) unless `passive` (or on the CPU path), and judge it by
     the policy; on an AMD node, AMD SMI by the same rules and sampler (amd.py)."""
-    if ctx.host.smi == "amdsmi":
-        return amd.judge(ctx, power_record=power_record(), passive=passive, start_load=start_load)
+    return READERS[ctx.host.smi](ctx, passive, start_load)
+
+
+def judge_nvml(ctx: CheckContext, passive: bool, start_load: LoadStarter) -> CheckResult:
+    """NVML's reading and judging (AMD SMI's: amd.py)."""
     policy = load_policy(Path(ctx.policy) if ctx.policy else None)
     started = time.monotonic()
     problem = adapter.init()
@@ -66,7 +71,7 @@ def judge(ctx: CheckContext, *, passive: bool, start_load: LoadStarter = gpu_loa
     )
     if load_note:
         findings.append(catalogue.finding("nvml.pcie-not-judged", load_note))
-    if ctx.host.pci_reference is None and ctx.host.pci_nvidia:
+    if ctx.host.pci_reference is None and ctx.host.on_bus():
         message = f"in a {ctx.host.pci_scope}: GPUs on the host's PCI bus not compared with NVML"
         findings.append(catalogue.finding("nvml.bus-not-compared", message))
     names = sorted({g.get("name") or "?" for g in gpus})
@@ -110,3 +115,15 @@ def _no_nvml(ctx: CheckContext, policy: dict[str, Any], problem: str) -> CheckRe
         return CheckResult("nvml", "skip", summary=f"CPU only: NVML {problem}")
     message = f"NVML cannot start on a GPU node: {problem}"
     return CheckResult("nvml", "fail", summary=message, findings=[init_finding(message, problem)])
+
+
+def judge_amdsmi(ctx: CheckContext, passive: bool, start_load: LoadStarter) -> CheckResult:
+    return amd.judge(ctx, power_record=power_record(), passive=passive, start_load=start_load)
+
+
+# Each management library's reader, by its wire name (gpuenv.platforms.node.GpuNode.smi): what they read
+# differs, the rules (rules.py, load_rules.py) and the policy they are judged by are one.
+READERS: dict[Smi, Callable[[CheckContext, bool, LoadStarter], CheckResult]] = {
+    "nvml": judge_nvml,
+    "amdsmi": judge_amdsmi,
+}

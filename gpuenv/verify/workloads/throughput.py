@@ -13,11 +13,11 @@ from typing import Any
 
 from gpuenv.verify.baselines import Baselines, load_baselines
 from gpuenv.verify.catalogue import finding
-from gpuenv.verify.checks import common
 from gpuenv.verify.context import CheckContext
 from gpuenv.verify.expectations import Expectations, Expected, load_expectations
 from gpuenv.verify.model import Finding
 from gpuenv.verify.outliers import beyond_spread
+from gpuenv.verify.workloads import common
 
 # Quick measures the one shape the model expectations are for; standard and deep add a smaller one.
 SHAPES = {"quick": [(8192, 8192, 8192)], "standard": [(4096, 4096, 4096), (8192, 8192, 8192)]}

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpuenv.adapters import nvml as adapter
+from gpuenv.platforms import nodes
 from gpuenv.verify.baselines import load_baselines
 from gpuenv.verify.catalogue import finding
 from gpuenv.verify.figures import readings
@@ -30,13 +29,9 @@ class CudaUnusable(Exception):
 
 def gpu_build(version: Any) -> str | None:
     """Pure: what GPU build torch is, from `torch.version`: "CUDA 12.8", "ROCm (HIP 6.4.43482)",
-    or None for a CPU-only build. A ROCm build has `hip` set and `cuda` None; its GPUs are still
-    torch's "cuda" device."""
-    if getattr(version, "cuda", None):
-        return f"CUDA {version.cuda}"
-    if getattr(version, "hip", None):
-        return f"ROCm (HIP {version.hip})"
-    return None
+    or None for a CPU-only build, as the platforms' node halves read it (a ROCm build's GPUs are
+    torch's "cuda" device all the same)."""
+    return nodes.torch_build(version)
 
 
 def cuda_problem() -> str | None:
@@ -123,59 +118,11 @@ def full_fp32() -> Iterator[None]:
             setattr(owner, name, value)
 
 
-def energy_mj(indices: list[int]) -> dict[int, int | None]:
+def energy_mj(indices: list[int]) -> Mapping[int, float | None]:
     """NVML's total-energy counters (millijoules) by NVML index; {} where NVML cannot start."""
     if adapter.init():
         return {}
     return adapter.energy_mj(indices)
-
-
-class EnergyMeter:
-    """Joules one GPU used while the `with` block ran: NVML's total-energy counter where the GPU
-    has one, else the mean of power samples (every SAMPLE_S) times the elapsed time; `source`
-    says which, or why neither (then `joules` is None)."""
-
-    SAMPLE_S = 0.05
-
-    def __init__(self, nvml_index: int) -> None:
-        self.index = nvml_index
-        self.joules: float | None = None
-        self.seconds: float | None = None  # the time the joules cover: divide by this, not a timer beside it
-        self.source = "not measured"
-        self._samples: list[int] = []
-
-    def __enter__(self) -> EnergyMeter:
-        self._start = energy_mj([self.index]).get(self.index)  # its first call starts NVML: then the clock
-        self._t0 = time.perf_counter()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        if self._start is None:
-            self._thread = threading.Thread(target=self._sample, daemon=True)
-            self._thread.start()
-        return self
-
-    def _sample(self) -> None:
-        if adapter.init():
-            return
-        while not self._stop.wait(self.SAMPLE_S):
-            value = adapter.power_mw([self.index]).get(self.index)
-            if value is not None:
-                self._samples.append(value)
-
-    def __exit__(self, *exc: object) -> None:
-        self.seconds = elapsed = time.perf_counter() - self._t0
-        end = energy_mj([self.index]).get(self.index) if self._start is not None else None
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join(timeout=5)
-        if self._start is not None and end is not None:
-            self.joules, self.source = (end - self._start) / 1000, "NVML total-energy counter"
-        elif self._samples:
-            mean_w = sum(self._samples) / len(self._samples) / 1000
-            self.joules = mean_w * elapsed
-            self.source = f"NVML power samples ({len(self._samples)}; the energy counter is unsupported)"
-        else:
-            self.source = "neither NVML's energy counter nor its power reading is available"
 
 
 def gpu_models(ctx: Any) -> dict[int, str]:

@@ -286,14 +286,8 @@ def load_sample(indices: list[int]) -> dict[int, dict[str, Any]]:
 
 
 # NVML's violation counters (nvmlDeviceGetViolationStatus): the time, in ns, a limit held the clocks down
-VIOLATION_POLICIES = {
-    "power": 0,
-    "thermal": 1,
-    "sync_boost": 2,
-    "board_limit": 3,
-    "low_utilization": 4,
-    "reliability": 5,
-}
+_POLICY_NAMES = ("power", "thermal", "sync_boost", "board_limit", "low_utilization", "reliability")
+VIOLATION_POLICIES = {name: number for number, name in enumerate(_POLICY_NAMES)}  # nvmlPerfPolicyType_t's order
 
 
 def violation_times_ns(indices: list[int]) -> dict[int, dict[str, Any]]:

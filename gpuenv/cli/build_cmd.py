@@ -18,7 +18,7 @@ from gpuenv.cli.fleet_params import rollout_gate, rollout_options
 from gpuenv.cli.output import console, emit_json, printable, warn
 from gpuenv.cli.params import checked, choice, grammar, on_disk
 from gpuenv.cli.stack_params import stack_options, stack_request
-from gpuenv.image.build import build, prepare, write_rendered
+from gpuenv.image.build import Prepared, build, prepare, write_rendered
 from gpuenv.image.plan import DEFAULTS, BuildRequest, os_line, plan_image
 from gpuenv.render.dockerfile import FLAVORS
 
@@ -118,22 +118,27 @@ def build_image(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
     for line in prepared.messages():
         say(line)
     if request.render_dir is not None:
-        written = write_rendered(prepared)
-        if as_json:
-            emit_json(written.to_dict(prepared))
-        else:
-            say(os_line(prepared.plan.stack, request.stack, for_what="the image's base,"))
-            click.echo(f"wrote {', '.join(written.files)} into {written.dest}")
-            click.echo(
-                f"build it with: docker build -t {shlex.quote(prepared.plan.tags[0])} "
-                f"--platform {prepared.plan.docker_platform} {shlex.quote(str(written.dest))}"
-            )
-        return 0
+        return _render_only(prepared, request, as_json=as_json, say=say)
     with _progress(say, live=sys.stderr.isatty() and not quiet, verbose=verbose) as on_event:
         built = build(prepared, on_event=on_event, say=say)
     if as_json:
         emit_json(built.to_dict(prepared))
     return built.exit_code
+
+
+def _render_only(prepared: Prepared, request: BuildRequest, *, as_json: bool, say: Callable[[str], None]) -> int:
+    """Write the build context and say how to build it, building nothing."""
+    written = write_rendered(prepared)
+    if as_json:
+        emit_json(written.to_dict(prepared))
+        return 0
+    say(os_line(prepared.plan.stack, request.stack, for_what="the image's base,"))
+    click.echo(f"wrote {', '.join(written.files)} into {written.dest}")
+    click.echo(
+        f"build it with: docker build -t {shlex.quote(prepared.plan.tags[0])} "
+        f"--platform {prepared.plan.docker_platform} {shlex.quote(str(written.dest))}"
+    )
+    return 0
 
 
 def _sayer(quiet: bool) -> Callable[[str], None]:

@@ -10,16 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpuenv.stacks import StackRequest
 
 from gpuenv.adapters import docker as adapter
-from gpuenv.compat import load_kb
 from gpuenv.image.plan import BuildRequest, plan_image
+from gpuenv.kb import load_kb
 from gpuenv.platforms.cuda.resolve import base_images
 from gpuenv.render.dockerfile import render_image
 from gpuenv.render.options import ImageOptions
 from gpuenv.resolve import Request
 from gpuenv.resolve.service import resolve
+from gpuenv.stack_service import StackRequest
 from tests.build_image.services import Service
 from tests.build_image.test_hadolint import lint_dockerfiles
 from tests.conftest import run_gpuenv

@@ -8,10 +8,10 @@ import json
 from dataclasses import replace
 
 import pytest
-from gpuenv.compat.model import SchemaError
 
-from gpuenv.compat import load_kb, parse_kb
 from gpuenv.errors import BadRequest
+from gpuenv.kb import load_kb, parse_kb
+from gpuenv.kb.model import SchemaError
 from gpuenv.resolve import Request
 from gpuenv.resolve.service import resolve
 from gpuenv.resources import data_file

@@ -34,7 +34,14 @@ def builds(kb: KnowledgeBase) -> list[tuple[str, Stack]]:
 
 
 def resolves(stack: Stack, gpu: str, driver: str | None) -> bool:
-    asked = Request(torch=f"{stack.torch}+{stack.build}", gpu=gpu, driver=driver, os=stack.os, python=stack.python)
+    asked = Request(
+        torch=f"{stack.torch}+{stack.build}",
+        gpu=gpu,
+        driver=driver,
+        os=stack.os,
+        python=stack.python,
+        cpu_arch=stack.cpu_arch,
+    )
     try:
         _resolve(KB, asked, explain=False)  # resolve's own rules, without working out the hints of a refusal
     except BadRequest:
@@ -42,18 +49,19 @@ def resolves(stack: Stack, gpu: str, driver: str | None) -> bool:
     return True
 
 
-def models(kb: KnowledgeBase) -> list[tuple[str, str, bool]]:
-    """Every GPU model: (name, its code as --gpu spells it, whether it takes an NVIDIA driver)."""
-    nvidia = [(g.name, f"sm_{g.sm.replace('.', '')}", True) for g in kb.gpus]
-    return nvidia + [(g.name, g.gfx, False) for g in kb.amd_gpus]
+def models(kb: KnowledgeBase) -> list[tuple[str, str, bool, str]]:
+    """Every GPU model: (name, its code as --gpu spells it, whether it takes an NVIDIA driver, the CPU
+    architecture of its hosts: Grace's aarch64 for a GH200, x86_64 where the KB names none)."""
+    nvidia = [(g.name, f"sm_{g.sm.replace('.', '')}", True, g.cpu_arch or "x86_64") for g in kb.gpus]
+    return nvidia + [(g.name, g.gfx, False, "x86_64") for g in kb.amd_gpus]
 
 
 def test_every_gpu_model_and_build_gets_the_verdict_resolve_gives() -> None:
     compared = 0
     for pinned, stack in builds(KB):
         judge = Judge(KB, stack)
-        for name, code, takes_driver in models(KB):
-            verdict = judge.host(HostKind(((name, code),), NEWEST_DRIVER, "x86_64"))
+        for name, code, takes_driver, arch in models(KB):
+            verdict = judge.host(HostKind(((name, code),), NEWEST_DRIVER, arch))
             expected = resolves(stack, name, NEWEST_DRIVER if takes_driver else None)
             assert (verdict.state in ("runs", "caveat")) == expected, (pinned, name, verdict)
             compared += 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuenv.compat import load_kb
+from gpuenv.kb import load_kb
 
 ARM = load_kb().for_cpu_arch("aarch64")
 

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from gpuenv.compat import load_kb
+from gpuenv.kb import load_kb
 from gpuenv.provision.driverplan import driver_plans
 from gpuenv.provision.gathered import facts_from_gathered
-from gpuenv.provision.hostfacts import HostFacts
+from gpuenv.provision.hostfacts import GatheredHost
 from gpuenv.provision.options import ProvisionOptions
 from gpuenv.provision.perhost import HostRequest, plan_hosts, request_from
 from gpuenv.resolve import Request
@@ -27,7 +27,7 @@ KB = load_kb()
 ARM = KB.for_cpu_arch("aarch64")
 
 
-def _facts(host: str, architecture: str, *devices: str, version: str = "22.04", driver: str = "") -> HostFacts:
+def _facts(host: str, architecture: str, *devices: str, version: str = "22.04", driver: str = "") -> GatheredHost:
     raw: dict[str, Any] = {
         "distribution": "Ubuntu",
         "distribution_version": version,

@@ -38,7 +38,7 @@ _DRIVER_BRANCH = _Pattern(r"[Rr]?(\d{3})", re.ASCII)
 _OS = _Pattern(r"[a-z]{2,20}\d{1,2}(\.\d{2})?", re.ASCII)
 _SM = _Pattern(r"sm_?(\d)(\d{1,2})", re.ASCII | re.IGNORECASE)
 _COMPUTE_CAP = _Pattern(r"(\d{1,2})\.(\d)", re.ASCII)  # as nvidia-smi --query-gpu=compute_cap prints it: 9.0
-_GPU_NAME = _Pattern(r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,39}", re.ASCII)
+_GPU_NAME = _Pattern(r"[A-Za-z0-9][A-Za-z0-9 ./_-]{0,39}", re.ASCII)  # "/": amd-smi prints "MI250X/MI250"
 _INSTANCE_TYPE = _Pattern(r"[A-Za-z0-9][A-Za-z0-9._:/+-]{0,63}", re.ASCII)
 _PERCENT = _Pattern(r"(\d{1,2}(\.\d{1,3})?)\s*%?", re.ASCII)
 _HOSTNAME = _Pattern(

@@ -92,6 +92,7 @@ def test_rocm_refusals_group_releases_into_ranges_as_cudas_do() -> None:
         ("RTX5090", "gpu_sm", "12.0"),  # what completion offers
         ("AMD Instinct MI300X", "gpu_gfx", "gfx942"),  # amd-smi's market names
         ("AMD INSTINCT MI250X", "gpu_gfx", "gfx90a"),
+        ("AMD Instinct MI250X/MI250", "gpu_gfx", "gfx90a"),  # pci.ids (740c) as amd-smi prints it
         ("Instinct MI210", "gpu_gfx", "gfx90a"),
     ],
 )

@@ -108,7 +108,9 @@ class Slurm:
 
     def node(self) -> tuple[str, str]:
         """(state, reason) as sinfo shows them."""
-        state, _, reason = self.cmd("sinfo", "-h", "-N", "-n", NODE, "-o", "%T|%E").strip().partition("|")
+        # one line per partition holding the node (the fleet partition's tests add one): the first is enough
+        line = self.cmd("sinfo", "-h", "-N", "-n", NODE, "-o", "%T|%E").strip().splitlines()[0]
+        state, _, reason = line.partition("|")
         return state, reason
 
     def reason_line(self) -> str:

@@ -77,7 +77,7 @@ idle = [g["pcie"]["gen"] for g in snap.gpus]
 note = read_links_under_load(snap, [g["index"] for g in snap.gpus], contextlib.nullcontext(Load()))
 findings = evaluate(snap, load_policy(), expect_gpus=None, cuda_visible=None, host=HostFacts())
 print(json.dumps({"idle": idle, "loaded": [g["pcie"] for g in snap.gpus], "note": note,
-                  "findings": [(f.item, f.gpu.index) for f in findings if f.severity != "info"]}))
+                  "findings": [(f.item, f.gpu.index) for f in findings if f.severity != "info" and "pcie" in f.item]}))
 """
 
 

@@ -143,15 +143,7 @@ class BelowExpected:
     def to_dict(self) -> dict[str, Any]:
         e = self.expected
         return {
-            "host": self.host,
-            "gpu_index": self.gpu.cuda_index if self.gpu else None,
-            "gpu_uuid": self.gpu.uuid if self.gpu else None,
-            "gpu_serial": self.gpu.serial if self.gpu else None,
-            "metric": self.key.figure,
-            "collective": self.key.collective,
-            "bytes": self.key.nbytes,
-            "group": self.key.label(),
-            "unit": self.unit,
+            **_placed(self.host, self.gpu, self.key, self.unit),
             "value": self.value,
             "expected": e.value,
             "share": round(self.share, 3),
@@ -160,6 +152,21 @@ class BelowExpected:
             "source": e.source,
             "confirmed": e.confirmed,
         }
+
+
+def _placed(host: str, gpu: Gpu | None, key: GroupKey, unit: str) -> dict[str, Any]:
+    """Where a judged value was seen: its host, GPU and group, as BelowExpected and Outlier say it."""
+    return {
+        "host": host,
+        "gpu_index": gpu.cuda_index if gpu else None,
+        "gpu_uuid": gpu.uuid if gpu else None,
+        "gpu_serial": gpu.serial if gpu else None,
+        "metric": key.figure,
+        "collective": key.collective,
+        "bytes": key.nbytes,
+        "group": key.label(),
+        "unit": unit,
+    }
 
 
 @dataclass(frozen=True)
@@ -191,15 +198,7 @@ class Outlier:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "host": self.host,
-            "gpu_index": self.gpu.cuda_index if self.gpu else None,
-            "gpu_uuid": self.gpu.uuid if self.gpu else None,
-            "gpu_serial": self.gpu.serial if self.gpu else None,
-            "metric": self.key.figure,
-            "collective": self.key.collective,
-            "bytes": self.key.nbytes,
-            "group": self.key.label(),
-            "unit": self.unit,
+            **_placed(self.host, self.gpu, self.key, self.unit),
             "value": self.value,
             "median": self.median,
             "z": round(self.z, 2),

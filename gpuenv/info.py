@@ -24,7 +24,7 @@ from gpuenv.resolve.request import Request
 from gpuenv.resolve.service import resolve
 from gpuenv.sitecheck import GROUP
 from gpuenv.stack import Stack
-from gpuenv.verify.launch import hostname
+from gpuenv.verify.launch import hostname, os_name, read_os_release
 from gpuenv.verify.pci import vendor_on_pci
 
 SCHEMA = "gpuenv.info/1"
@@ -63,7 +63,7 @@ def machine_info(*, kb_path: Path | None, os_release: Path = OS_RELEASE) -> Mach
     problem = nvml.init()
     versions = nvml.driver_versions() if problem is None else {}
     gpus = tuple(nvml.identities()) if problem is None else ()
-    this_os, this_cpu = os_name(os_release), machine()
+    this_os, this_cpu = os_name(read_os_release(os_release)), machine()
     kb = load_kb(kb_path)  # a user's file is read once: load_kb caches only the shipped one
     asked = constraints(driver=versions.get("driver"), gpus=gpus, this_os=this_os, kb=kb)
     known = cpu_arch(this_cpu)
@@ -88,21 +88,6 @@ def machine_info(*, kb_path: Path | None, os_release: Path = OS_RELEASE) -> Mach
         packages={name: installed_version(name) for name in OPTIONAL_PACKAGES},
         site_checks=tuple(point._asdict() for point in entry_points(GROUP)),
     )
-
-
-def os_name(os_release: Path) -> str | None:
-    """This OS as the knowledge base names OSes (ID + VERSION_ID: "ubuntu22.04", "rockylinux9")."""
-    try:
-        lines = os_release.read_text(errors="replace").splitlines()
-    except OSError:
-        return None
-    fields = dict(line.split("=", 1) for line in lines if "=" in line)
-    name, version = (fields.get(key, "").strip().strip("\"'") for key in ("ID", "VERSION_ID"))
-    if not name:
-        return None
-    if name in ("rocky", "rhel", "almalinux"):  # the knowledge base speaks of rockylinux8/9, by major
-        return f"rockylinux{version.split('.')[0]}"
-    return f"{name}{version}"
 
 
 def constraints(

@@ -22,12 +22,15 @@ Examples:
   gpuenv fleet compat reports/ --stack stack.json --json
   gpuenv fleet compat --history ~/.local/state/gpuenv/history.sqlite --image registry/train:2.7
   gpuenv fleet compat reports/ --requirements pylock.toml --markdown >> "$GITHUB_STEP_SUMMARY"
+  gpuenv fleet compat reports/ --stack stack.json --on-host     # as provision --stack installs it
 
 \b
 Each host is judged from its newest verify report (its GPUs' compute capability or gfx target, its
-driver, its CPU architecture) by the rules `resolve` applies: GPU code in the build, a driver that
-runs its CUDA, the CPU architecture. A caveat: PTX JIT, minor-version compatibility, a report that
-does not record the architecture. A host whose newest report is older than --max-age, dated ahead of
+driver, its CPU architecture, its OS and Python) by the rules `resolve` applies: GPU code in the
+build, a driver that runs its CUDA, the CPU architecture; for a stack installed on the host
+(--requirements, --on-host) a Python its OS can give and an OS its platform is served on. A caveat:
+PTX JIT, minor-version compatibility, a stack resolved for another OS, a report that does not record
+the architecture or the OS. A host whose newest report is older than --max-age, dated ahead of
 the clock, or unreadable is unknown, never "runs".
 Exit codes: 0 every host runs it (caveats allowed unless --strict), 1 a host does not run it or is
 unknown, 2 bad request (no report, an image without gpuenv's labels, a lockfile without torch),
@@ -51,6 +54,12 @@ unknown, 2 bad request (no report, an image without gpuenv's labels, a lockfile 
     help="A requirements file (torch==2.7.0+cu128, or a pin and its --index-url), pylock.toml or uv.lock.",
 )
 @stack_options
+@click.option(
+    "--on-host",
+    is_flag=True,
+    help="The stack (--stack FILE or the options) is installed on the host, as provision installs it: judge the "
+    "host's OS and Python too. --requirements is always a host install; an --image never is.",
+)
 @max_age_option("--max-age")
 @click.option("--strict", is_flag=True, help="Exit 1 when a host runs it only with a caveat, too.")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON (gpuenv.fleet-compat/1).")
@@ -67,8 +76,8 @@ def compat(ctx: click.Context, /, paths: tuple[Path, ...], history: Path | None,
             "give the fleet: folders of verify reports, or --history DB",
             hint="gpuenv fleet compat reports/ --stack stack.json",
         )
-    image, lockfile, strict = params.pop("image"), params.pop("requirements"), params.pop("strict")
-    rollout = Rollout(stack_request(params), image, lockfile)
+    image, lockfile, strict, on_host = (params.pop(k) for k in ("image", "requirements", "strict", "on_host"))
+    rollout = Rollout(stack_request(params), image, lockfile, on_host)
     if not rollout.given():
         raise BadRequest(
             "nothing to check: give --stack, --image, --requirements or the stack options",

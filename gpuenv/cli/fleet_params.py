@@ -6,17 +6,22 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import click
 
 from gpuenv import validate
 from gpuenv.cli.output import warn
 from gpuenv.cli.params import F
-from gpuenv.fleet.source import DEFAULT_MAX_AGE_DAYS, FleetSource, check_rollout
+from gpuenv.fleet.source import DEFAULT_MAX_AGE_DAYS, FleetSource, OnHost, check_rollout
 from gpuenv.stack import Stack
 
-Gate = Callable[[Callable[[], Stack]], object]  # judges the stack it is handed the making of
+
+class Gate(Protocol):
+    """Judges the stack it is handed the making of (on_host: how it is installed on a host; None: in an image)."""
+
+    def __call__(self, stack: Callable[[], Stack], on_host: OnHost | None = None, /) -> object: ...
+
 
 MAX_AGE_HELP = "A host whose newest report is older than this is unknown, never 'runs'."
 
@@ -70,8 +75,10 @@ def rollout_gate(params: dict[str, Any], kb_path: Path | None) -> Gate:
     if source is None:
         if strict:
             raise click.UsageError("--strict judges the stack against a fleet: give --fleet or --fleet-history")
-        return lambda stack: None  # no fleet: the stack is not worked out for it
-    return lambda stack: check_rollout(stack(), source, kb_path=kb_path, strict=strict, on_warning=warn)
+        return lambda stack, on_host=None: None  # no fleet: the stack is not worked out for it
+    return lambda stack, on_host=None: check_rollout(
+        stack(), source, kb_path=kb_path, strict=strict, on_warning=warn, on_host=on_host
+    )
 
 
 def fleet_source(params: dict[str, Any]) -> FleetSource | None:

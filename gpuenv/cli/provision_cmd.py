@@ -23,7 +23,7 @@ from gpuenv.cli.params import (
 from gpuenv.cli.stack_params import stack_options, stack_request
 from gpuenv.image.plan import os_line
 from gpuenv.provision.apply import render_project, run_project
-from gpuenv.provision.plan import SCHEMA, ProvisionRequest, one_stack, prepare_project
+from gpuenv.provision.plan import SCHEMA, ProvisionRequest, on_host, one_stack, prepare_project
 from gpuenv.provision.plantext import plan_lines, stack_label
 from gpuenv.provision.variables import DRIVER_SOURCES, KERNEL_MODULES
 
@@ -125,7 +125,7 @@ def provision(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
     fleet_check = rollout_gate(params, settings(ctx).data)
     request = ProvisionRequest(hosts=hosts_request(params), stack=stack_request(params), **params)
     project = prepare_project(request, kb_path=settings(ctx).data, prompt=become_prompt, on_warning=warn)
-    fleet_check(lambda: project.stack or one_stack(project))  # before anything is rendered or run
+    fleet_check(lambda: project.stack or one_stack(project), on_host(project))  # before anything is rendered or run
     if request.render_only is not None:
         dest = render_project(project, request.render_only)
         if as_json:

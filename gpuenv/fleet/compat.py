@@ -18,7 +18,7 @@ from gpuenv.fleet.compat_rules import STATES, WORDS, HostKind, Judge, State, Ver
 from gpuenv.fleet.fleet_hosts import Fleet, FleetHost, read_fleet
 from gpuenv.fleet.report_model import HostReport, Skipped
 from gpuenv.fleet.rollout import Rollout, rolled_out
-from gpuenv.fleet.source import FleetSource
+from gpuenv.fleet.source import FleetSource, OnHost
 from gpuenv.kb import load_kb, staleness_warning
 from gpuenv.platforms.registry import for_stack
 from gpuenv.stack import Stack
@@ -117,8 +117,8 @@ class CompatResult:
 def fleet_compat(request: CompatRequest, *, kb_path: Path | None = None) -> CompatResult:
     """The service: the stack rolled out, the fleet read, every host judged."""
     kb = load_kb(kb_path)
-    stack = rolled_out(request.rollout, kb, kb_path=kb_path)
-    judge = Judge(kb, stack)  # refuses a stack the knowledge base does not know before the fleet is read
+    stack, on_host = rolled_out(request.rollout, kb, kb_path=kb_path)
+    judge = Judge(kb, stack, on_host)  # refuses a stack the knowledge base does not know before the fleet is read
     fleet = read_fleet(request.fleet)
     stale = staleness_warning(kb, date.today())
     return judged(judge, fleet, strict=request.strict, warnings=(stale,) if stale else ())
@@ -130,11 +130,17 @@ def judged(judge: Judge, fleet: Fleet, *, strict: bool, warnings: tuple[str, ...
 
 
 def check_rollout(
-    stack: Stack, source: FleetSource, *, kb_path: Path | None, strict: bool, on_warning: Callable[[str], None]
+    stack: Stack,
+    source: FleetSource,
+    *,
+    kb_path: Path | None,
+    strict: bool,
+    on_warning: Callable[[str], None],
+    on_host: OnHost | None = None,
 ) -> CompatResult:
-    """build-image --fleet and provision --fleet, before they act: a warning naming the hosts that cannot run
-    the stack (or are unknown); with strict, a refusal, which a caveat earns too."""
-    result = judged(Judge(load_kb(kb_path), stack), read_fleet(source), strict=strict)
+    """build-image --fleet and provision --fleet (on_host: how it installs the stack), before they act: a warning
+    naming the hosts that cannot run the stack (or are unknown); with strict, a refusal, which a caveat earns too."""
+    result = judged(Judge(load_kb(kb_path), stack, on_host), read_fleet(source), strict=strict)
     if result.exit_code == 0:
         return result
     failing = [g for g in result.groups() if g.state != "runs" and (strict or g.state != "caveat")]
@@ -155,7 +161,7 @@ def _verdict(judge: Judge, host: FleetHost) -> HostVerdict:
 
 def kind_of(report: HostReport) -> HostKind:
     gpus = tuple(dict.fromkeys((g.name or "unnamed GPU", g.code) for g in report.gpus))
-    return HostKind(gpus, report.driver, report.cpu_arch)
+    return HostKind(gpus, report.driver, report.cpu_arch, report.os, report.python)
 
 
 def _path(report: HostReport | None) -> str | None:

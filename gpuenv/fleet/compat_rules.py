@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
 from gpuenv.errors import BadRequest
+from gpuenv.fleet.source import OnHost
 from gpuenv.kb import KnowledgeBase, TorchRelease
 from gpuenv.platforms.arch import cpu_arch as arch_named
 from gpuenv.platforms.base import Platform
 from gpuenv.platforms.registry import for_build, for_request, for_stack
 from gpuenv.provision.hostfacts import GatheredGpu, GatheredHost
 from gpuenv.resolve.candidates import Candidate, Resolution
-from gpuenv.resolve.request import Request
+from gpuenv.resolve.request import Request, pick_python, python_problem
 from gpuenv.stack import Stack
 
 State = Literal["runs", "caveat", "no", "unknown"]
@@ -33,6 +34,7 @@ WORDS: dict[State, str] = {
     "unknown": "unknown",
 }
 NO_ARCH = "its report does not record the CPU architecture (written by an older gpuenv): not checked"
+NO_OS = "its report does not record the host's OS (written by an older gpuenv, or inside a container): not checked"
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,8 @@ class HostKind(NamedTuple):
     gpus: tuple[tuple[str, str | None], ...]  # each distinct (GPU name, its code: sm_90, gfx942; None: unread)
     driver: str | None
     cpu_arch: str | None
+    os: str | None = None  # the host's, as the knowledge base names OSes; None: not recorded
+    python: str | None = None  # the Python that ran verify on the host
 
 
 def worst(verdicts: list[Verdict]) -> Verdict:
@@ -70,8 +74,8 @@ def worst(verdicts: list[Verdict]) -> Verdict:
 class Judge:
     """One stack's verdicts, each kind of host judged once."""
 
-    def __init__(self, kb: KnowledgeBase, stack: Stack) -> None:
-        self.kb, self.stack = kb, stack
+    def __init__(self, kb: KnowledgeBase, stack: Stack, on_host: OnHost | None = None) -> None:
+        self.kb, self.stack, self.on_host = kb, stack, on_host  # on_host None: an image brings its own OS and Python
         self.platform = for_stack(stack)
         self.torch = _release(kb, stack)
         self.os_info = kb.os_by_name.get(stack.os)
@@ -90,7 +94,7 @@ class Judge:
         return found
 
     def _judge(self, kind: HostKind) -> Verdict:
-        verdicts = [self._arch(kind.cpu_arch)]
+        verdicts = [self._arch(kind.cpu_arch), self._host_os(kind.os, kind.python)]
         if self.platform.host.pci_vendor is None:  # a build that needs no GPU runs beside any
             unused = f"a {self.platform.label} build: the host's GPUs go unused"
             verdicts.append(Verdict("caveat", (unused,)) if kind.gpus else RUNS)
@@ -109,6 +113,37 @@ class Judge:
         if facts.name != self.stack.cpu_arch:
             return Verdict("no", (f"the stack is built for {self.stack.cpu_arch}, the host is {facts.name}",))
         return RUNS
+
+    def _host_os(self, name: str | None, python: str | None) -> Verdict:
+        """A stack installed on the host, on the host's OS: resolve's rules for the build there (an OS its
+        platform is not served on, a Python the OS cannot give), and the caveats that OS adds."""
+        on = self.on_host
+        if on is None:
+            return RUNS
+        if name is None:
+            return Verdict("caveat", (NO_OS,))
+        os_info = self.kb.os_by_name.get(name)
+        if os_info is None or "host" not in os_info.roles:
+            return Verdict("unknown", (f"its OS {name} is not one the knowledge base knows as a host's",))
+        if on.only_os and on.os != name:
+            return Verdict("no", (f"the host runs {name}, --os asks for {on.os}",), ("os",))
+        stack = self.stack
+        asked = Request(torch=f"{stack.torch}+{stack.build}", os=name, python=on.python, cpu_arch=stack.cpu_arch)
+        resolution = self.platform.resolver.start(self.kb, for_build(self.kb, asked), os_info)
+        refused = resolution.why_not(self.torch, stack.build)
+        if refused is not None:
+            return Verdict("no", (refused[1],), (refused[0],))
+        wanted = pick_python(self.torch, os_info, on.python)
+        if wanted is None:
+            return Verdict("no", (python_problem(self.torch, os_info, on.python),), ("python",))
+        chosen = Candidate(self.torch, stack.build, wanted)
+        said = [w for w in resolution.stack(chosen, [chosen], ()).warnings if w not in self.baseline]
+        if on.os is not None and on.os != name:
+            said.insert(0, f"the stack was resolved for {on.os}, the host runs {name}: resolve it with --os {name}")
+        if on.by_pip and on.python is not None and python not in (None, on.python):
+            source = os_info.python[on.python]
+            said.append(f"the host's Python is {python}; the lockfile's wheels are Python {on.python}'s ({source.note})")
+        return Verdict("caveat", tuple(said)) if said else RUNS
 
     def _gpu(self, name: str, code: str | None, driver: str | None) -> Verdict:
         label = f"{name} ({code})" if code else name

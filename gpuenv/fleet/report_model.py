@@ -73,6 +73,8 @@ class HostReport:
     localisation: tuple[str, dict[str, Any]] | None = None  # a run across nodes that localised: (job, its rounds)
     cpu_arch: str | None = None  # the report's host.cpu_arch ("aarch64"); None in reports written before it
     driver: str | None = None  # the loaded GPU driver, as the report found it
+    os: str | None = None  # the report's host.os ("ubuntu22.04"); None: not recorded (older gpuenv, a container)
+    python: str | None = None  # the report's host.python, the Python that ran verify on the host ("3.10")
 
     @property
     def certified(self) -> bool:

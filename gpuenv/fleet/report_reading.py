@@ -134,6 +134,8 @@ def host_report(report: VerifyReport, path: str, *, matmul: bool = False, costs:
         localisation=_localisation(report.multi_node),
         driver=report.stack.driver or _read_driver(report.checks),
         cpu_arch=report.host.cpu_arch,
+        os=report.host.os,
+        python=report.host.python,
     )
 
 

@@ -17,6 +17,7 @@ from gpuenv import schema
 from gpuenv.adapters import docker
 from gpuenv.errors import BadRequest
 from gpuenv.files import read_text
+from gpuenv.fleet.source import OnHost
 from gpuenv.kb import KnowledgeBase
 from gpuenv.platforms.arch import cpu_arch
 from gpuenv.resolve.request import Request
@@ -38,6 +39,7 @@ class Rollout:
     stack: StackRequest = field(default_factory=StackRequest)
     image: str | None = None
     lockfile: Path | None = None
+    on_host: bool = False  # --on-host: the stack file or options are installed on the host (as provision does)
 
     def given(self) -> int:
         stack = self.stack.stack_file is not None or bool(self.stack.constraints.given())
@@ -52,15 +54,30 @@ class ImageFacts:
     architecture: str | None
 
 
-def rolled_out(rollout: Rollout, kb: KnowledgeBase, *, kb_path: Path | None) -> Stack:
-    """The stack the rollout names (resolved for a host: an image or a lockfile exists already)."""
+def rolled_out(rollout: Rollout, kb: KnowledgeBase, *, kb_path: Path | None) -> tuple[Stack, OnHost | None]:
+    """The stack the rollout names (resolved for a host: an image or a lockfile exists already), and how it is
+    installed on a host: a lockfile by pip into the host's Python; a stack file as it is, resolved for its OS
+    (provision --stack); the options on each host's own OS (provision --torch …); None: an image, which brings
+    its own OS and Python."""
     if rollout.given() > 1:
         raise BadRequest("give one of --stack, --image, --requirements or the stack options", hint="one at a time")
     if rollout.image is not None:
-        return resolve(kb, image_request(rollout.image, _image(rollout.image)))
+        if rollout.on_host:
+            raise BadRequest(
+                "--on-host judges a stack installed on the host, and an image brings its own OS and Python",
+                hint="drop --on-host, or check the stack it was built from with --stack FILE --on-host",
+            )
+        return resolve(kb, image_request(rollout.image, _image(rollout.image))), None
     if rollout.lockfile is not None:
-        return resolve(kb, lock_request(kb, rollout.lockfile))
-    return stack_for(replace(rollout.stack, purpose="host"), kb_path=kb_path)
+        asked = lock_request(kb, rollout.lockfile)
+        return resolve(kb, asked), OnHost(python=asked.python, by_pip=True)
+    stack = stack_for(replace(rollout.stack, purpose="host"), kb_path=kb_path)
+    if not rollout.on_host:
+        return stack, None
+    if rollout.stack.stack_file is not None:
+        return stack, OnHost(stack.os, stack.python)
+    given = rollout.stack.constraints
+    return stack, OnHost(given.os, given.python, only_os=given.os is not None)
 
 
 def _image(ref: str) -> ImageFacts:

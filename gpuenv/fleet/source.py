@@ -38,6 +38,17 @@ class FleetSource:
         return f"--fleet-history {self.history}" if self.history else ", ".join(map(str, self.paths))
 
 
+@dataclass(frozen=True)
+class OnHost:
+    """A stack installed on the host itself (provision, pip), not brought in an image: judged against the host's
+    OS and Python as well (gpuenv.fleet.compat_rules)."""
+
+    os: str | None = None  # the OS it was resolved for; None: none (a lockfile, provision resolving on each host)
+    python: str | None = None  # the Python it needs; None: any its torch has wheels for and the host's OS gives
+    only_os: bool = False  # installed on that OS alone (provision --os refuses a host of another)
+    by_pip: bool = False  # pip into the host's own Python (a lockfile): nothing installs the Python it needs
+
+
 def resolve_for_fleet(kb_path: Path | None, request: Request, source: FleetSource) -> Stack:
     """The newest stack every host of the fleet runs (gpuenv.fleet.fleet_resolve)."""
     stack: Stack = _service("resolve")(kb_path, request, source)
@@ -45,10 +56,16 @@ def resolve_for_fleet(kb_path: Path | None, request: Request, source: FleetSourc
 
 
 def check_rollout(
-    stack: Stack, source: FleetSource, *, kb_path: Path | None, strict: bool, on_warning: Callable[[str], None]
+    stack: Stack,
+    source: FleetSource,
+    *,
+    kb_path: Path | None,
+    strict: bool,
+    on_warning: Callable[[str], None],
+    on_host: OnHost | None = None,
 ) -> None:
     """Warn of the hosts that cannot run the stack, or refuse with strict (gpuenv.fleet.compat)."""
-    _service("check")(stack, source, kb_path=kb_path, strict=strict, on_warning=on_warning)
+    _service("check")(stack, source, kb_path=kb_path, strict=strict, on_warning=on_warning, on_host=on_host)
 
 
 def _service(name: str) -> Callable[..., Any]:

@@ -25,6 +25,7 @@ from gpuenv.ansible.loader import become_password, inventory_for
 from gpuenv.ansible.project import INVENTORY_FILE
 from gpuenv.errors import BadRequest
 from gpuenv.files import wheelhouse_files
+from gpuenv.fleet.source import OnHost
 from gpuenv.kb import KnowledgeBase, load_kb, staleness_warning
 from gpuenv.provision import VARS_FILE
 from gpuenv.provision.driverplan import driver_plans
@@ -211,6 +212,16 @@ def one_stack(project: Project) -> Stack:
             hint="without them each host gets a stack resolved for its own GPUs, which provision checks itself",
         )
     return _flags_stack(hr, project.kb)
+
+
+def on_host(project: Project) -> OnHost:
+    """How provision installs the stack --fleet judges: one stack as it is, on any OS that gives its Python
+    (--stack's, --render-only's); else each host's own, resolved on its OS (with --os: on that OS alone)."""
+    hr = project.host_request
+    stack = hr.pinned or project.stack
+    if stack is not None:
+        return OnHost(stack.os, stack.python)
+    return OnHost(hr.os_check, hr.constraints.python, only_os=hr.os_check is not None)
 
 
 def _flags_stack(hr: HostRequest, kb: KnowledgeBase) -> Stack:

@@ -7,6 +7,7 @@ from gpuenv.adapters.docker import run_verify_in_image
 from gpuenv.errors import BadResult, CannotRun
 from gpuenv.files import write_output
 from gpuenv.output.jsontext import json_text
+from gpuenv.verify.launch import host_os
 from gpuenv.verify.model import readable
 from gpuenv.verify.service import VerifyOutcome, VerifyRequest, cost_of
 
@@ -57,6 +58,7 @@ def run_in_image(request: VerifyRequest) -> VerifyOutcome:
         )
     if request.instance_type is not None:
         data.setdefault("host", {})["instance_type"] = request.instance_type
+    data.setdefault("host", {}).update(host_os())  # the host's OS, which verify inside the image cannot see
     cost, notes = cost_of(request, data.get("host") or {}, lambda: data)
     if cost is not None:  # the image's figures, at the host's price
         data["cost"] = cost

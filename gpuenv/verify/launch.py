@@ -13,12 +13,15 @@ alone). Launchers recognised:
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from gpuenv.errors import BadRequest
 from gpuenv.extras import needed
+from gpuenv.verify.pci import pci_scope
 
 LauncherChoice = Literal["auto", "srun", "torchrun", "none"]
 LAUNCHER_CHOICES: tuple[str, ...] = ("auto", "srun", "torchrun", "none")
@@ -28,9 +31,42 @@ COMM_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_", "TORCH_DISTRIBUTED_", "UCX
 COMM_ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS")
 
 
-def host_identity() -> dict[str, str]:
-    """This node's name and CPU architecture (`uname -m`: "x86_64", "aarch64"), as every report's host says them."""
-    return {"hostname": hostname(), "cpu_arch": os.uname().machine}
+def host_identity() -> dict[str, Any]:
+    """This node's name and CPU architecture (`uname -m`: "x86_64", "aarch64"), and where verify runs on the host
+    itself its OS and the Python running verify (host_os), as every report's host says them."""
+    return {"hostname": hostname(), "cpu_arch": os.uname().machine, **host_os(python=True)}
+
+
+def host_os(root: Path = Path("/"), *, python: bool = False) -> dict[str, Any]:
+    """The host's OS as the knowledge base names OSes ("ubuntu22.04"; os_name), /etc/os-release's own ID and
+    VERSION_ID, and with python the Python running this ("3.11"). Nothing inside a container: its OS and Python
+    are its image's, not the host's, and `fleet compat` judges a stack installed on the host against the host's."""
+    if pci_scope(root) == "container":
+        return {}
+    fields = read_os_release(root / "etc/os-release")
+    said: dict[str, Any] = {"os": os_name(fields), "os_release": fields} if fields.get("id") else {}
+    return said | ({"python": "{}.{}".format(*sys.version_info[:2])} if python else {})
+
+
+def read_os_release(path: Path) -> dict[str, str]:
+    """os-release's ID and VERSION_ID ({"id": "rocky", "version_id": "9.4"}); {} when it cannot be read."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return {}
+    fields = dict(line.split("=", 1) for line in lines if "=" in line)
+    found = {key.lower(): fields.get(key, "").strip().strip("\"'") for key in ("ID", "VERSION_ID")}
+    return {key: value for key, value in found.items() if value}
+
+
+def os_name(fields: dict[str, str]) -> str | None:
+    """An OS as the knowledge base names OSes (ID + VERSION_ID: "ubuntu22.04", "rockylinux9"), or None."""
+    name, version = fields.get("id", ""), fields.get("version_id", "")
+    if not name:
+        return None
+    if name in ("rocky", "rhel", "almalinux"):  # the knowledge base speaks of rockylinux8/9, by major
+        return f"rockylinux{version.split('.')[0]}"
+    return f"{name}{version}"
 
 
 def hostname() -> str:

@@ -97,6 +97,10 @@ class Host(msgspec.Struct, frozen=True, gc=False):
     hostname: str | None = None
     cpu_arch: str | None = None  # `uname -m`; None in reports written before it was named
     gpus: tuple[HostGpu, ...] = ()
+    # The host's OS as the knowledge base names OSes ("ubuntu22.04") and the Python that ran verify ("3.11");
+    # None in reports written before they were recorded, and in those written inside a container (not the host's)
+    os: str | None = None
+    python: str | None = None
     instance_type: str | None = None
 
 

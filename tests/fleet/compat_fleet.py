@@ -1,6 +1,7 @@
 """Generated fleets for `fleet compat` and `resolve --fleet`: verify reports (fleet_reports' and amd_reports'
 nodes) of V100, A100, H100, B200, RTX 5090 and MI300X hosts with drivers from R470 to R580, each report
-naming its GPUs' compute capability (or gfx target), its driver and its CPU architecture, as verify writes them.
+naming its GPUs' compute capability (or gfx target), its driver, its CPU architecture, OS and Python, as verify
+writes them.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ class Spec(NamedTuple):
     driver: str
     cpu_arch: str | None = "x86_64"
     age_days: float = 1.0
+    os: str | None = "ubuntu22.04"  # None: a report of a gpuenv that did not record it (or written in a container)
+    python: str | None = "3.10"  # the Python that ran verify: Ubuntu 22.04's own
 
 
 # The fleet: (hosts, its kind); the verdicts a cu128 torch 2.7 stack gets are in test_compat.py.
@@ -45,10 +48,10 @@ def report(spec: Spec, now: datetime | None = None, *, gpus: int = 2) -> dict[st
     doc = amd_reports.report(node) if amd else fr.report(node)
     for gpu in doc["host"]["gpus"]:
         gpu.update({"gfx": spec.code, "compute_capability": None} if amd else {"compute_capability": spec.code})
-    if spec.cpu_arch:
-        doc["host"]["cpu_arch"] = spec.cpu_arch
-    else:
-        doc["host"].pop("cpu_arch", None)
+    for key in ("cpu_arch", "os", "python"):
+        doc["host"].pop(key, None)
+        if getattr(spec, key):
+            doc["host"][key] = getattr(spec, key)
     doc["stack"] = {"driver": spec.driver}
     for check in doc["checks"]:
         if check["name"] == "nvml":

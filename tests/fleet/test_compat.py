@@ -134,10 +134,10 @@ def test_a_lockfile_pin_is_checked(tmp_path, capsys) -> None:
     pylock.write_text(
         'lock-version = "1.0"\ncreated-by = "uv"\n[[packages]]\nname = "torch"\nversion = "2.7.0+cu128"\n'
         'index = "https://download.pytorch.org/whl/cu128"\n[[packages.wheels]]\n'
-        'url = "https://download.pytorch.org/whl/cu128/torch-2.7.0%2Bcu128-cp312-cp312-manylinux_2_28_x86_64.whl"\n'
+        'url = "https://download.pytorch.org/whl/cu128/torch-2.7.0%2Bcu128-cp310-cp310-manylinux_2_28_x86_64.whl"\n'
     )
     code, doc = compat(capsys, folder, "--requirements", str(pylock))
-    assert (code, doc["stack"]["torch"], doc["stack"]["python"]) == (1, "2.7.0", "3.12")
+    assert (code, doc["stack"]["torch"], doc["stack"]["python"]) == (1, "2.7.0", "3.10")
     assert states(doc)["a100-001"] == "no" and states(doc)["h100-002"] == "runs"
 
 

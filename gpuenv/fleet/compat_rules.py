@@ -11,12 +11,12 @@ GPU model and build of the knowledge base. A fact the report lacks makes the hos
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, NamedTuple
 
 from gpuenv.errors import BadRequest
 from gpuenv.fleet.source import OnHost
-from gpuenv.kb import KnowledgeBase, TorchRelease
+from gpuenv.kb import KnowledgeBase, OsInfo, TorchRelease
 from gpuenv.platforms.arch import cpu_arch as arch_named
 from gpuenv.platforms.base import Platform
 from gpuenv.platforms.registry import for_build, for_request, for_stack
@@ -116,7 +116,7 @@ class Judge:
 
     def _host_os(self, name: str | None, python: str | None) -> Verdict:
         """A stack installed on the host, on the host's OS: resolve's rules for the build there (an OS its
-        platform is not served on, a Python the OS cannot give), and the caveats that OS adds."""
+        platform is not served on, a Python the OS cannot give), provision's refusal, and what that OS adds."""
         on = self.on_host
         if on is None:
             return RUNS
@@ -125,25 +125,36 @@ class Judge:
         os_info = self.kb.os_by_name.get(name)
         if os_info is None or "host" not in os_info.roles:
             return Verdict("unknown", (f"its OS {name} is not one the knowledge base knows as a host's",))
-        if on.only_os and on.os != name:
-            return Verdict("no", (f"the host runs {name}, --os asks for {on.os}",), ("os",))
+        os_info = replace(os_info, roles=("host",))  # no image of the OS is involved
         stack = self.stack
         asked = Request(torch=f"{stack.torch}+{stack.build}", os=name, python=on.python, cpu_arch=stack.cpu_arch)
         resolution = self.platform.resolver.start(self.kb, for_build(self.kb, asked), os_info)
-        refused = resolution.why_not(self.torch, stack.build)
+        refused = self._refused_on(os_info, on, resolution)
         if refused is not None:
             return Verdict("no", (refused[1],), (refused[0],))
-        wanted = pick_python(self.torch, os_info, on.python)
-        if wanted is None:
-            return Verdict("no", (python_problem(self.torch, os_info, on.python),), ("python",))
-        chosen = Candidate(self.torch, stack.build, wanted)
+        chosen = Candidate(self.torch, stack.build, pick_python(self.torch, os_info, on.python) or stack.python)
         said = [w for w in resolution.stack(chosen, [chosen], ()).warnings if w not in self.baseline]
         if on.os is not None and on.os != name:
             said.insert(0, f"the stack was resolved for {on.os}, the host runs {name}: resolve it with --os {name}")
         if on.by_pip and on.python is not None and python not in (None, on.python):
-            source = os_info.python[on.python]
-            said.append(f"the host's Python is {python}; the lockfile's wheels are Python {on.python}'s ({source.note})")
+            source = os_info.python[on.python].note
+            said.append(f"the host runs Python {python}, the lockfile's wheels Python {on.python}: install it ({source})")
         return Verdict("caveat", tuple(said)) if said else RUNS
+
+    def _refused_on(self, os_info: OsInfo, on: OnHost, resolution: Resolution) -> tuple[str, str] | None:
+        """What rules the stack out on the host's OS, and the constraint that does, in the order resolve asks."""
+        if on.only_os and on.os != os_info.name:
+            return "os", f"the host runs {os_info.name}, --os asks for {on.os}"
+        refused = resolution.why_not(self.torch, self.stack.build)
+        if refused is not None:
+            return refused
+        if pick_python(self.torch, os_info, on.python) is None:
+            return "python", python_problem(self.torch, os_info, on.python)
+        if on.by_pip:  # pip needs no more of the OS; provision refuses an OS its roles do not implement
+            return None
+        facts = GatheredHost("", "", os_info.version, os_info.name, self.stack.cpu_arch, "", False)
+        said = self.platform.host.refusal(self.kb, self.stack, facts, None)
+        return ("os", said) if said else None
 
     def _gpu(self, name: str, code: str | None, driver: str | None) -> Verdict:
         label = f"{name} ({code})" if code else name

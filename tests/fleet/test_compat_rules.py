@@ -1,5 +1,7 @@
 """fleet compat's verdicts are resolve's: a sweep over every GPU model and every build of the knowledge base,
-and one over every driver branch; then each rule's warn, fail and healthy control on the pure judge."""
+one over every driver branch, and for a stack installed on the host one over every build, Python and host OS
+(resolve's for a pip install, provision's planner's for a pinned stack); then each rule's warn, fail and healthy
+control on the pure judge."""
 
 from __future__ import annotations
 
@@ -10,7 +12,10 @@ import pytest
 
 from gpuenv.errors import BadRequest
 from gpuenv.fleet.compat_rules import HostKind, Judge
+from gpuenv.fleet.source import OnHost
 from gpuenv.kb import KnowledgeBase, load_kb, parse_kb
+from gpuenv.provision.hostfacts import GatheredGpu, GatheredHost
+from gpuenv.provision.perhost import HostRequest, plan_hosts
 from gpuenv.resolve.request import Request
 from gpuenv.resolve.service import _resolve, resolve
 from gpuenv.resources import data_file
@@ -33,7 +38,7 @@ def builds(kb: KnowledgeBase) -> list[tuple[str, Stack]]:
     return out
 
 
-def resolves(stack: Stack, gpu: str, driver: str | None) -> bool:
+def resolves(stack: Stack, gpu: str | None, driver: str | None) -> bool:
     asked = Request(
         torch=f"{stack.torch}+{stack.build}",
         gpu=gpu,
@@ -78,6 +83,67 @@ def test_every_driver_branch_and_cuda_build_gets_the_verdict_resolve_gives() -> 
             verdict = judge.host(HostKind((("H100", "sm_90"),), driver, "x86_64"))
             expected = resolves(stack, "H100", driver) if resolves(stack, "H100", None) else False
             assert (verdict.state in ("runs", "caveat")) == expected, (pinned, driver, verdict)
+
+
+HOST_OSES = [o.name for o in KB.os if "host" in o.roles]
+# A GPU of each platform, as provision's gather pass and a verify report name it; None: the CPU build's host.
+GPU_OF = {
+    "cuda": (GatheredGpu("2330", "H100", "H100", "9.0", "cuda", "H100 (sm_90)"), "sm_90", NEWEST_DRIVER),
+    "rocm": (GatheredGpu("74a1", "MI300X", "MI300X", "gfx942", "rocm", "MI300X (gfx942)"), "gfx942", None),
+}
+
+
+def host_stacks() -> list[Stack]:
+    """Every build with every Python its torch has wheels for, resolved for the default OS where it gives it,
+    that runs on its platform's GPU above (or, for the CPU build, on a host without one)."""
+    out = []
+    for pinned, made in builds(KB):
+        for python in next(t for t in KB.torch if t.version == made.torch).python:
+            try:
+                stack = resolve(KB, Request(torch=pinned, python=python))
+            except BadRequest:
+                continue
+            gpu = GPU_OF.get(stack.platform)
+            if gpu is None or resolves(stack, gpu[1], gpu[2]):
+                out.append(stack)
+    return out
+
+
+def host_kind(stack: Stack, os: str) -> HostKind:
+    gpu = GPU_OF.get(stack.platform)
+    gpus = ((gpu[0].name, gpu[1]),) if gpu else ()
+    return HostKind(gpus, gpu[2] if gpu else None, stack.cpu_arch, os, stack.python)
+
+
+def test_every_build_python_and_host_os_gets_the_verdict_resolve_gives_a_pip_install() -> None:
+    compared, seen = 0, set()
+    for stack in host_stacks():
+        judge = Judge(KB, stack, OnHost(stack.os, stack.python, by_pip=True))
+        gpu = GPU_OF.get(stack.platform)
+        for os in HOST_OSES:
+            verdict = judge.host(host_kind(stack, os))
+            expected = resolves(replace(stack, os=os), gpu[1] if gpu else None, gpu[2] if gpu else None)
+            assert (verdict.state in ("runs", "caveat")) == expected, (stack.torch, stack.build, os, verdict)
+            compared, seen = compared + 1, seen | {verdict.state}
+    assert compared > 1000 and seen == {"runs", "caveat", "no"}
+
+
+def test_every_build_python_and_host_os_gets_the_verdict_provision_gives_a_pinned_stack() -> None:
+    compared, refused = 0, set()
+    for stack in host_stacks():
+        judge = Judge(KB, stack, OnHost(stack.os, stack.python))
+        gpu = GPU_OF.get(stack.platform)
+        for os in HOST_OSES:
+            info = KB.os_by_name[os]
+            assert info.ansible is not None
+            facts = GatheredHost(
+                "h", info.ansible.distribution, info.version, os, stack.cpu_arch, "6.8", True, gpus=(gpu[0],) if gpu else ()
+            )
+            plan = plan_hosts(KB, HostRequest(pinned=stack), [facts])[0]
+            verdict = judge.host(host_kind(stack, os))
+            assert (verdict.state in ("runs", "caveat")) == (plan.refused is None), (stack.build, os, verdict, plan)
+            compared, refused = compared + 1, refused | {verdict.constraints[0] if verdict.state == "no" else ""}
+    assert compared > 1000 and refused == {"", "os", "python"}  # an OS provision's roles do not serve, a Python
 
 
 def judge(torch: str = "2.7.0+cu128", kb: KnowledgeBase = KB) -> Judge:

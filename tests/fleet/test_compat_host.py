@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpuenv.fleet.compat_rules import NO_OS
+from gpuenv.fleet.source import OnHost
 from gpuenv.kb import load_kb
 from gpuenv.verify import launch, reportfile
 from tests.conftest import gpuenv_main
@@ -224,3 +225,27 @@ def test_an_older_report_reads_with_the_os_and_python_not_recorded(tmp_path) -> 
     found = reportfile.read(path)
     assert not isinstance(found, reportfile.Skipped) and isinstance(found.document, reportfile.VerifyReport)
     assert (found.document.host.os, found.document.host.python) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("constraints", "render_only", "expected"),
+    [
+        ({}, False, OnHost()),  # each host resolved on its own OS, with the Python it gives
+        ({"python": "3.11"}, False, OnHost(python="3.11")),
+        ({"os": "rockylinux9"}, False, OnHost("rockylinux9", only_os=True)),  # provision refuses another OS
+        ({}, True, OnHost("ubuntu22.04", "3.10")),  # --render-only: one stack, the default OS's, for every host
+    ],
+)
+def test_provision_says_how_it_installs_the_stack_it_judges(tmp_path, constraints, render_only, expected) -> None:
+    from gpuenv.ansible.hosts import Hosts
+    from gpuenv.provision.plan import ProvisionRequest, on_host, prepare_project
+    from gpuenv.resolve.request import Request
+    from gpuenv.stack_service import StackRequest
+
+    request = ProvisionRequest(
+        hosts=Hosts(names=("gpu01",)),
+        stack=StackRequest(Request(torch=CU128, **constraints)),
+        render_only=tmp_path / "project" if render_only else None,
+    )
+    project = prepare_project(request, kb_path=None, prompt=lambda _: "")
+    assert on_host(project) == expected

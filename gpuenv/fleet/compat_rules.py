@@ -137,8 +137,8 @@ class Judge:
         if on.os is not None and on.os != name:
             said.insert(0, f"the stack was resolved for {on.os}, the host runs {name}: resolve it with --os {name}")
         if on.by_pip and on.python is not None and python not in (None, on.python):
-            source = os_info.python[on.python].note
-            said.append(f"the host runs Python {python}, the lockfile's wheels Python {on.python}: install it ({source})")
+            how = os_info.python[on.python].note
+            said.append(f"the host runs Python {python}, the lockfile's wheels Python {on.python}: install it ({how})")
         return Verdict("caveat", tuple(said)) if said else RUNS
 
     def _refused_on(self, os_info: OsInfo, on: OnHost, resolution: Resolution) -> tuple[str, str] | None:

@@ -136,8 +136,9 @@ def test_every_build_python_and_host_os_gets_the_verdict_provision_gives_a_pinne
         for os in HOST_OSES:
             info = KB.os_by_name[os]
             assert info.ansible is not None
+            gpus = (gpu[0],) if gpu else ()
             facts = GatheredHost(
-                "h", info.ansible.distribution, info.version, os, stack.cpu_arch, "6.8", True, gpus=(gpu[0],) if gpu else ()
+                "h", info.ansible.distribution, info.version, os, stack.cpu_arch, "6.8", True, gpus=gpus
             )
             plan = plan_hosts(KB, HostRequest(pinned=stack), [facts])[0]
             verdict = judge.host(host_kind(stack, os))

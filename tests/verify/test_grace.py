@@ -12,7 +12,7 @@ from gpuenv.verify.launch import host_identity
 
 
 def test_the_report_host_names_the_cpu_architecture() -> None:
-    found = host_identity()  # with the host's OS and Python where verify runs on the host (tests/fleet/test_compat_host)
+    found = host_identity()  # and the host's OS and Python, on a host (tests/fleet/test_compat_host.py)
     assert (found["hostname"], found["cpu_arch"]) == (os.uname().nodename, os.uname().machine)
 
 

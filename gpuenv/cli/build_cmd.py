@@ -113,7 +113,7 @@ def build_image(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
     fleet_check, quiet, verbose = rollout_gate(params, settings(ctx).data), settings(ctx).quiet, settings(ctx).verbose
     request = BuildRequest(stack=stack_request(params), **params)
     plan = plan_image(request, kb_path=settings(ctx).data, on_warning=warn)
-    fleet_check(lambda: plan.stack)  # before anything is written or built
+    fleet_check(lambda: plan.stack, None)  # an image: before anything is written or built
     prepared, say = prepare(plan), _sayer(quiet)
     for line in prepared.messages():
         say(line)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import click
 
@@ -16,11 +16,8 @@ from gpuenv.cli.params import F
 from gpuenv.fleet.source import DEFAULT_MAX_AGE_DAYS, FleetSource, OnHost, check_rollout
 from gpuenv.stack import Stack
 
-
-class Gate(Protocol):
-    """Judges the stack it is handed the making of (on_host: how it is installed on a host; None: in an image)."""
-
-    def __call__(self, stack: Callable[[], Stack], on_host: OnHost | None = None, /) -> object: ...
+# Judges the stack it is handed the making of, and how it is installed on a host (None: in an image).
+Gate = Callable[[Callable[[], Stack], OnHost | None], object]
 
 
 MAX_AGE_HELP = "A host whose newest report is older than this is unknown, never 'runs'."
@@ -75,8 +72,8 @@ def rollout_gate(params: dict[str, Any], kb_path: Path | None) -> Gate:
     if source is None:
         if strict:
             raise click.UsageError("--strict judges the stack against a fleet: give --fleet or --fleet-history")
-        return lambda stack, on_host=None: None  # no fleet: the stack is not worked out for it
-    return lambda stack, on_host=None: check_rollout(
+        return lambda stack, on_host: None  # no fleet: the stack is not worked out for it
+    return lambda stack, on_host: check_rollout(
         stack(), source, kb_path=kb_path, strict=strict, on_warning=warn, on_host=on_host
     )
 

@@ -1,11 +1,13 @@
-"""`gpuenv fleet compat DIR --torch 2.7.0+cu128 --json` against `gpuenv fleet report DIR --json --no-history` over
-the same 10,000 reports of 8-GPU nodes; target: ratio <= 2.0.
+"""`gpuenv fleet compat DIR --torch 2.7.0+cu128 --json` (and with `--on-host`: judged on each host's OS and Python
+too) against `gpuenv fleet report DIR --json --no-history` over the same 10,000 reports of 8-GPU nodes; target:
+each ratio <= 2.0.
 
 `python bench/bench_fleet_compat.py [HOSTS [ROUNDS]]` (10,000 and 3 by default). The reports are the kinds of
-tests/fleet/compat_fleet.py (V100, A100, H100, B200, RTX 5090 and MI300X nodes, drivers R470 to R580) named
-gpu000000…, written once to a temporary folder; the two commands run interleaved, medians compared. Both read
-every report through the same reader (gpuenv.fleet.report_reading, worker processes for many); fleet compat
-then judges each kind of host once, fleet report compares the figures. gpuenv's bytecode is compiled first.
+tests/fleet/compat_fleet.py (V100, A100, H100, B200, RTX 5090 and MI300X nodes, drivers R470 to R580, on
+Ubuntu 22.04, Rocky Linux 9 or Debian 12 in turn) named gpu000000…, written once to a temporary folder; the
+commands run interleaved, medians compared. All read every report through the same reader
+(gpuenv.fleet.report_reading, worker processes for many); fleet compat then judges each kind of host once, fleet
+report compares the figures. gpuenv's bytecode is compiled first.
 """
 
 from __future__ import annotations
@@ -44,9 +46,10 @@ def main() -> int:
         folder = Path(tmp) / "reports"
         folder.mkdir()
         start = time.perf_counter()
-        kinds = compat_fleet.FLEET
+        kinds, oses = compat_fleet.FLEET, (("ubuntu22.04", "3.10"), ("rockylinux9", "3.11"), ("debian12", "3.11"))
         for i in range(HOSTS):
-            spec = kinds[i % len(kinds)]._replace(host=f"gpu{i:06d}")
+            os, python = oses[i % len(oses)]
+            spec = kinds[i % len(kinds)]._replace(host=f"gpu{i:06d}", os=os, python=python)
             (folder / f"{spec.host}.json").write_text(json.dumps(compat_fleet.report(spec, gpus=8)))
         print(f"wrote {HOSTS} reports in {time.perf_counter() - start:.1f}s")
         commands = {
@@ -63,19 +66,24 @@ def main() -> int:
             ],
             "report": [sys.executable, "-m", "gpuenv", "fleet", "report", str(folder), "--json", "--no-history"],
         }
+        commands["compat --on-host"] = [*commands["compat"], "--on-host"]
         times: dict[str, list[float]] = {name: [] for name in commands}
+        counts: dict[str, dict[str, int]] = {}
         for _ in range(ROUNDS):
             for name, cmd in commands.items():
                 seconds, out = run(cmd)
                 times[name].append(seconds)
-                if name == "compat":
-                    counts = json.loads(out)["counts"]
-                    assert sum(counts.values()) == HOSTS, counts
-        print(f"compat counts: {counts}")
-        print(f"rounds: compat {times['compat']}, report {times['report']}")
-        compat, fleet = statistics.median(times["compat"]), statistics.median(times["report"])
-        ok = report(f"fleet compat over {HOSTS} reports", compat, fleet, target=2.0)
-    return 0 if ok else 1
+                if name.startswith("compat"):
+                    counts[name] = json.loads(out)["counts"]
+                    assert sum(counts[name].values()) == HOSTS, counts
+        print("\n".join(f"{name} counts: {said}" for name, said in counts.items()))
+        print("rounds: " + ", ".join(f"{name} {seconds}" for name, seconds in times.items()))
+        fleet = statistics.median(times["report"])
+        ok = [
+            report(f"fleet {name} over {HOSTS} reports", statistics.median(times[name]), fleet, target=2.0)
+            for name in ("compat", "compat --on-host")
+        ]
+    return 0 if all(ok) else 1
 
 
 if __name__ == "__main__":

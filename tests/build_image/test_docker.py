@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from gpuenv.errors import BadResult, CannotRun
+from gpuenv.verify.launch import host_os
 from tests.build_image import services
 from tests.conftest import require, run_gpuenv
 
@@ -272,6 +273,8 @@ def test_verify_in_image_falls_back_to_the_cpu_and_says_so(built: dict[str, Any]
     assert "on the CPU" in warning and "could not select device driver" in warning
     report = json.loads(proc.stdout)
     assert report["image_run"]["gpus"] is False and report["verdict"]["certified"] is True
+    # the image's Python and OS are not the host's: left out inside, the host's OS added from outside
+    assert "python" not in report["host"] and report["host"].get("os") == host_os().get("os")
     proc = run_gpuenv("verify", "--image", TAG, "--device", "cuda", env=docker_env, timeout=120)
     assert proc.returncode == 3 and "cannot give containers GPUs" in proc.stderr, proc.stderr
 

@@ -17,7 +17,7 @@ from gpuenv.resolve.request import Request
 from gpuenv.resolve.service import resolve
 from tests.build_image import services
 from tests.conftest import gpuenv_main
-from tests.fleet.compat_fleet import write_fleet
+from tests.fleet.compat_fleet import Spec, write_fleet
 
 
 def _image(client: Any, tag: str, labels: dict[str, str]) -> str:
@@ -40,6 +40,11 @@ def test_an_image_is_judged_from_its_labels(
     assert (doc["stack"]["torch"], doc["stack"]["build"], doc["stack"]["cpu_arch"]) == ("2.7.0", "cu128", "x86_64")
     states = {h["host"]: h["state"] for h in doc["hosts"]}
     assert states["v100-001"] == "no" and states["a100-001"] == "no" and states["h100-002"] == "runs"
+    rocky = (Spec("rocky-001", "NVIDIA H100", "9.0", "570.124.06", os="rockylinux9", python="3.11"),)
+    rocky_fleet = str(write_fleet(tmp_path / "rocky", rocky))  # Rocky Linux 9 has no Python 3.10: the image has
+    assert (stack.python, gpuenv_main("fleet", "compat", rocky_fleet, "--image", tag)) == ("3.10", 0)
+    assert gpuenv_main("fleet", "compat", rocky_fleet, "--image", tag, "--on-host") == 2
+    assert "an image brings its own OS and Python" in capsys.readouterr().err
     plain = _image(docker_client, "gpuenv-test/compat:plain", {"team": "ml"})
     assert gpuenv_main("fleet", "compat", fleet, "--image", plain) == 2
     assert "has no gpuenv labels" in capsys.readouterr().err

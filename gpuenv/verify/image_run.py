@@ -58,7 +58,8 @@ def run_in_image(request: VerifyRequest) -> VerifyOutcome:
         )
     if request.instance_type is not None:
         data.setdefault("host", {})["instance_type"] = request.instance_type
-    data.setdefault("host", {}).update(host_os())  # the host's OS, which verify inside the image cannot see
+    if isinstance(data.get("host"), dict):  # the host's OS, which verify inside the image cannot see
+        data["host"].update(host_os())
     cost, notes = cost_of(request, data.get("host") or {}, lambda: data)
     if cost is not None:  # the image's figures, at the host's price
         data["cost"] = cost

@@ -8,11 +8,13 @@ import json
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from gpuenv.fleet.compat_rules import NO_OS
 from gpuenv.fleet.source import OnHost
 from gpuenv.kb import load_kb
+from gpuenv.resources import data_file
 from gpuenv.verify import launch, reportfile
 from tests.conftest import gpuenv_main
 from tests.fleet.compat_fleet import Spec, write_fleet
@@ -187,8 +189,9 @@ def test_verify_records_the_hosts_os_and_python_and_compat_reads_them(tmp_path, 
     expected = launch.os_name(launch.read_os_release(Path("/etc/os-release")))
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     assert (found.document.host.os, found.document.host.python) == (expected, python)
-    written = json.loads(report.read_text())["host"]
-    assert written["os_release"] == launch.read_os_release(Path("/etc/os-release"))
+    written = json.loads(report.read_text())
+    assert written["host"]["os_release"] == launch.read_os_release(Path("/etc/os-release"))
+    jsonschema.validate(written, json.loads(data_file("report.schema.json").read_text()))
 
 
 @pytest.mark.parametrize(

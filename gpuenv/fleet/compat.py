@@ -118,7 +118,7 @@ def fleet_compat(request: CompatRequest, *, kb_path: Path | None = None) -> Comp
     """The service: the stack rolled out, the fleet read, every host judged."""
     kb = load_kb(kb_path)
     stack = rolled_out(request.rollout, kb, kb_path=kb_path)
-    judge = Judge(kb, stack)  # refuses a stack the knowledge base does not know before the fleet is read
+    judge = Judge(kb, stack, image=request.rollout.image is not None)  # refuses a stack the knowledge base does not know before the fleet is read
     fleet = read_fleet(request.fleet)
     stale = staleness_warning(kb, date.today())
     return judged(judge, fleet, strict=request.strict, warnings=(stale,) if stale else ())

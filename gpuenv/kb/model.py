@@ -127,6 +127,14 @@ class CudaRelease:
     deleted_tags: tuple[str, ...]
     provenance: Provenance
     cudnn_images: tuple[str, ...] | None = None  # OS names with cuDNN images; None: every one of `images`
+    # the driver branches older than its own on which NVIDIA's cuda-compat-X-Y package runs it ("R535"); None: not
+    # recorded (a knowledge base written before forward compatibility), which serves no branch
+    forward_compat: tuple[str, ...] | None = None
+
+    @property
+    def compat_package(self) -> str:
+        """NVIDIA's forward-compatibility package of the release: cuda-compat-12-8."""
+        return "cuda-compat-" + self.version.replace(".", "-")
 
     def names(self, cuda: str) -> bool:
         """Whether `cuda` names this release: its minor, toolkit or build, or another patch of its minor."""
@@ -206,6 +214,7 @@ class Gpu:
     nvswitch_systems: bool
     cpu_arch: str | None = None  # the CPU every system of this GPU has ("aarch64": Grace); None: any
     open_modules: str | None = None  # "required" where the GPU needs NVIDIA's open kernel modules whatever its sm
+    datacenter: bool | None = None  # an NVIDIA data center GPU, which CUDA forward compatibility serves; None: not recorded
 
 
 @dataclass(frozen=True)

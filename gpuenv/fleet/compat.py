@@ -118,7 +118,8 @@ def fleet_compat(request: CompatRequest, *, kb_path: Path | None = None) -> Comp
     """The service: the stack rolled out, the fleet read, every host judged."""
     kb = load_kb(kb_path)
     stack = rolled_out(request.rollout, kb, kb_path=kb_path)
-    judge = Judge(kb, stack, image=request.rollout.image is not None)  # refuses a stack the knowledge base does not know before the fleet is read
+    # refuses a stack the knowledge base does not know before the fleet is read
+    judge = Judge(kb, stack, image=request.rollout.image is not None)
     fleet = read_fleet(request.fleet)
     stale = staleness_warning(kb, date.today())
     return judged(judge, fleet, strict=request.strict, warnings=(stale,) if stale else ())
@@ -130,11 +131,17 @@ def judged(judge: Judge, fleet: Fleet, *, strict: bool, warnings: tuple[str, ...
 
 
 def check_rollout(
-    stack: Stack, source: FleetSource, *, kb_path: Path | None, strict: bool, on_warning: Callable[[str], None]
+    stack: Stack,
+    source: FleetSource,
+    *,
+    kb_path: Path | None,
+    strict: bool,
+    on_warning: Callable[[str], None],
+    image: bool = False,
 ) -> CompatResult:
     """build-image --fleet and provision --fleet, before they act: a warning naming the hosts that cannot run
     the stack (or are unknown); with strict, a refusal, which a caveat earns too."""
-    result = judged(Judge(load_kb(kb_path), stack), read_fleet(source), strict=strict)
+    result = judged(Judge(load_kb(kb_path), stack, image=image), read_fleet(source), strict=strict)
     if result.exit_code == 0:
         return result
     failing = [g for g in result.groups() if g.state != "runs" and (strict or g.state != "caveat")]

@@ -45,10 +45,16 @@ def resolve_for_fleet(kb_path: Path | None, request: Request, source: FleetSourc
 
 
 def check_rollout(
-    stack: Stack, source: FleetSource, *, kb_path: Path | None, strict: bool, on_warning: Callable[[str], None]
+    stack: Stack,
+    source: FleetSource,
+    *,
+    kb_path: Path | None,
+    strict: bool,
+    on_warning: Callable[[str], None],
+    image: bool = False,
 ) -> None:
     """Warn of the hosts that cannot run the stack, or refuse with strict (gpuenv.fleet.compat)."""
-    _service("check")(stack, source, kb_path=kb_path, strict=strict, on_warning=on_warning)
+    _service("check")(stack, source, kb_path=kb_path, strict=strict, on_warning=on_warning, image=image)
 
 
 def _service(name: str) -> Callable[..., Any]:

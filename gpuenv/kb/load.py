@@ -386,7 +386,7 @@ def _check_forward_compat(kb: KnowledgeBase, cuda: CudaRelease) -> None:
     bundled = int(cuda.bundled_driver.split(".")[0])
     for branch in cuda.forward_compat or ():
         if branch not in known or int(branch[1:]) >= bundled:
-            raise SchemaError(f"cuda {cuda.version}: forward_compat {branch} is not a known branch older than {bundled}")
+            raise SchemaError(f"cuda {cuda.version}: forward_compat {branch} is not a known branch below R{bundled}")
 
 
 def _check_rocm_references(kb: KnowledgeBase) -> None:

@@ -214,7 +214,7 @@ class Gpu:
     nvswitch_systems: bool
     cpu_arch: str | None = None  # the CPU every system of this GPU has ("aarch64": Grace); None: any
     open_modules: str | None = None  # "required" where the GPU needs NVIDIA's open kernel modules whatever its sm
-    datacenter: bool | None = None  # an NVIDIA data center GPU, which CUDA forward compatibility serves; None: not recorded
+    datacenter: bool | None = None  # a data center GPU, the kind CUDA forward compatibility serves; None: not recorded
 
 
 @dataclass(frozen=True)

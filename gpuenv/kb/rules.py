@@ -92,9 +92,10 @@ def in_cuda_image(compat: ForwardCompat) -> tuple[Literal["caveat", "no"], str] 
     admits no GeForce on an older driver. None: as the driver alone decides (native, or a data center GPU
     on a branch the package does not serve, which minor-version compatibility may still run)."""
     if compat.mode == "compat":
-        return "caveat", f"runs through CUDA forward compatibility, the image's nvidia/cuda base carrying it: {compat.message}"
+        return "caveat", f"runs through CUDA forward compatibility, its nvidia/cuda base carrying it: {compat.message}"
     if compat.mode == "no" and not compat.datacenter:
-        return "no", f"its nvidia/cuda base carries {compat.package}, loaded for a driver older than CUDA's: {compat.message}"
+        loaded = f"its nvidia/cuda base carries {compat.package}, loaded for a driver older than CUDA's"
+        return "no", f"{loaded}: {compat.message}"
     return None
 
 

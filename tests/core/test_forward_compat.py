@@ -109,7 +109,7 @@ def test_older_knowledge_bases_load_and_serve_no_branch() -> None:
     ("table", "field", "value", "said"),
     [
         ("cuda", "forward_compat", ["535"], "list of driver branches"),
-        ("cuda", "forward_compat", ["R999"], "not a known branch older"),
+        ("cuda", "forward_compat", ["R999"], "not a known branch below"),
         ("gpus", "datacenter", "yes", "true or false"),
     ],
 )

@@ -158,6 +158,7 @@ def parse_kb(raw: Any, *, origin: str = "shipped") -> KnowledgeBase:
             r.get("cpu_arch"),
             r.get("open_modules"),
             _optional_bool(r, "datacenter", f"gpus {r['name']}"),
+            tuple(r.get("unconfirmed", ())),
         )
         for r in _check_rows(raw, "gpus")
     )

@@ -215,6 +215,7 @@ class Gpu:
     cpu_arch: str | None = None  # the CPU every system of this GPU has ("aarch64": Grace); None: any
     open_modules: str | None = None  # "required" where the GPU needs NVIDIA's open kernel modules whatever its sm
     datacenter: bool | None = None  # a data center GPU, the kind CUDA forward compatibility serves; None: not recorded
+    unconfirmed: tuple[str, ...] = ()  # facts of the row not settled from its sources ("datacenter")
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,7 @@ class ForwardCompat:
     package: str  # "cuda-compat-12-8"
     message: str
     datacenter: bool  # the GPU is a data center GPU, the only kind forward compatibility serves
+    image_unconfirmed: bool = False  # whether the release's nvidia/cuda images admit the branch was not read
 
 
 def forward_compat(kb: KnowledgeBase, cuda: str, driver: str, gpu: Gpu | None) -> ForwardCompat:
@@ -83,7 +84,10 @@ def forward_compat(kb: KnowledgeBase, cuda: str, driver: str, gpu: Gpu | None) -
         listed = f"it serves {', '.join(served)}" if served else "NVIDIA lists no branch for it"
         return ForwardCompat("no", package, f"{package} does not serve {branch} ({listed})", datacenter)
     message = f"{package} runs CUDA {row.toolkit} on {branch} on the data center {gpu.name} (no OpenGL/Vulkan interop)"
-    return ForwardCompat("compat", package, message, datacenter)
+    if "datacenter" in gpu.unconfirmed:
+        message += f"; unconfirmed: the {gpu.name} being a data center GPU (source datacenter-gpus)"
+    image = "forward_compat:image" in row.provenance.unconfirmed
+    return ForwardCompat("compat", package, message, datacenter, image_unconfirmed=image)
 
 
 def in_cuda_image(compat: ForwardCompat) -> tuple[Literal["caveat", "no"], str] | None:
@@ -92,7 +96,9 @@ def in_cuda_image(compat: ForwardCompat) -> tuple[Literal["caveat", "no"], str] 
     admits no GeForce on an older driver. None: as the driver alone decides (native, or a data center GPU
     on a branch the package does not serve, which minor-version compatibility may still run)."""
     if compat.mode == "compat":
-        return "caveat", f"runs through CUDA forward compatibility, its nvidia/cuda base carrying it: {compat.message}"
+        doubt = "; unconfirmed: its NVIDIA_REQUIRE_CUDA admitting the branch" if compat.image_unconfirmed else ""
+        carried = "runs through CUDA forward compatibility, its nvidia/cuda base carrying it"
+        return "caveat", f"{carried}: {compat.message}{doubt}"
     if compat.mode == "no" and not compat.datacenter:
         loaded = f"its nvidia/cuda base carries {compat.package}, loaded for a driver older than CUDA's"
         return "no", f"{loaded}: {compat.message}"

@@ -120,3 +120,14 @@ def test_a_malformed_fact_is_refused(table: str, field: str, value: object, said
     raw[table][-1][field] = value
     with pytest.raises(SchemaError, match=said):
         parse_kb(raw)
+
+
+def test_what_is_unconfirmed_is_said() -> None:
+    h20 = forward_compat(KB, "13.0", "535.104.05", KB.find_gpu("H20"))
+    assert h20.mode == "compat" and "unconfirmed: the H20 being a data center GPU" in h20.message
+    h100 = forward_compat(KB, "12.8", "535.104.05", KB.find_gpu("H100"))
+    assert "unconfirmed" not in h100.message
+    unread = in_cuda_image(forward_compat(KB, "13.0", "535.104.05", KB.find_gpu("H100")))  # 13.0's images: not read
+    read = in_cuda_image(forward_compat(KB, "12.8", "535.104.05", KB.find_gpu("H100")))
+    assert unread and "unconfirmed: its NVIDIA_REQUIRE_CUDA" in unread[1]
+    assert read and "unconfirmed" not in read[1]

@@ -18,9 +18,8 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from gpuenv.errors import CannotRun
+from gpuenv.kb.model import COMPANIONS
 from gpuenv.types import CPU_ARCHES, CpuArch
-
-COMPANIONS = ("torchvision", "torchaudio")
 
 
 class Malformed(CannotRun):

@@ -16,7 +16,8 @@ from typing import Any
 
 from packaging.version import Version
 
-from gpuenv.kb.derive import COMPANIONS, ArchListing, Derived
+from gpuenv.kb.derive import ArchListing, Derived
+from gpuenv.kb.model import COMPANIONS
 
 
 def torch_cpu_arch_rows(
@@ -51,7 +52,8 @@ def _row(
     where = f"torch {version} ({cpu_arch})"
     old_arch: dict[str, str] = dict(old.get("builds", {}))
     listed = listing.torch.get(version, {})
-    builds = [b for b, named in listed.items() if named or b in old_arch] + [b for b in old_arch if b not in listing.read]
+    unread = [b for b in old_arch if b not in listing.read]
+    builds = [b for b, named in listed.items() if named or b in old_arch] + unread
     for build in sorted(b for b, named in listed.items() if not named and b not in old_arch):
         out.notes.append(f"{where}: {build}'s page lists wheels without +{build} (named as CPU builds are); not taken")
     for gone in sorted(b for b in old_arch if b in listing.read and b not in listed):
@@ -94,16 +96,19 @@ def _companions(row: dict[str, Any], release: Mapping[str, Any], listing: ArchLi
     missing: dict[str, list[str]] = {}
     for build in row["builds"]:
         for package in COMPANIONS:
-            paired, page = release.get(package), listing.companions.get(package, {}).get(build)
-            if page is None:
-                lacks = package in kept.get(build, ())
-            else:
-                lacks = paired is not None and str(paired) not in page
-            if lacks:
+            page = listing.companions.get(package, {}).get(build)
+            if _lacks(package, release.get(package), page, kept.get(build, ())):
                 missing.setdefault(build, []).append(package)
     row.pop("companions_missing", None)
     if missing:
         row["companions_missing"] = missing
+
+
+def _lacks(package: str, paired: Any, page: set[str] | None, said: Iterable[str]) -> bool:
+    """Whether the companion page lists no wheel of the paired release; a page not read: what the row said."""
+    if page is None:
+        return package in said
+    return paired is not None and str(paired) not in page
 
 
 def _build_key(build: str) -> int:

@@ -21,6 +21,9 @@ class SchemaError(ValueError):
     """A knowledge base file that does not hold what gpuenv needs (the message names the row and field)."""
 
 
+COMPANIONS = ("torchvision", "torchaudio")  # the packages released with torch, paired to its releases
+
+
 @dataclass(frozen=True)
 class Provenance:
     source: str
@@ -100,6 +103,7 @@ class TorchOnArch:
     arch: dict[str, ArchList]  # build -> its GPU code on this architecture; the keys are the builds
     plain_build: str
     provenance: Provenance
+    companions_missing: dict[str, tuple[str, ...]] = field(default_factory=dict)  # build -> companions with no wheel
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,6 @@ from gpuenv import files
 from gpuenv.errors import BadRequest, CannotRun
 from gpuenv.kb import SchemaError, parse_kb
 from gpuenv.kb.derive import (
-    COMPANIONS,
     ROWS_CPU_ARCH,
     ArchListing,
     Derived,
@@ -52,6 +51,7 @@ from gpuenv.kb.derive_cuda import (
 )
 from gpuenv.kb.derive_rocm import torch_rocm_rows
 from gpuenv.kb.diff import Change, diff_rows
+from gpuenv.kb.model import COMPANIONS
 from gpuenv.kb.sources import (
     DEFAULT_BASES,
     HTML,
@@ -217,7 +217,9 @@ def gather(
             urls[f"metadata:{package}:{version}"] = fetcher.url(index, path)
     cuda_pages = _index_pages(fetcher, "torch", builds, urls)
     rocm_pages = _index_pages(fetcher, "torch", rocm_builds or set(), urls)
-    arches = {arch: _listing(fetcher, cuda_pages, arch, urls) for arch in CPU_ARCHES if arch != ROWS_CPU_ARCH}
+    arches: dict[str, ArchListing] = {
+        arch: _listing(fetcher, cuda_pages, arch, urls) for arch in CPU_ARCHES if arch != ROWS_CPU_ARCH
+    }
     rocm_on_index = _on_index(rocm_pages)
     return Upstream(projects, requires, _on_index(cuda_pages), cite, urls, rocm_on_index, frozenset(rocm_pages), arches)
 

@@ -60,7 +60,7 @@ def pages(
     torch_rocm: Iterable[Mapping[str, Any]] = (),
     on_arch: Iterable[Mapping[str, Any]] = (),
 ) -> dict[str, str]:
-    """"BUILD/PACKAGE" -> page: for the CUDA builds of the torch rows, torch's and its companions' pages (the
+    """BUILD/PACKAGE -> page: for the CUDA builds of the torch rows, torch's and its companions' pages (the
     aarch64 wheels of the torch_cpu_arch rows on them); for the ROCm builds of the torch_rocm rows, torch's
     (with the Python minors of their torch release)."""
     rows = {str(row["version"]): row for row in torch_rows}

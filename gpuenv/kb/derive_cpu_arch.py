@@ -36,7 +36,8 @@ def torch_cpu_arch_rows(
         old = by_torch.get(version)
         if old is None and not listing.torch.get(version):
             continue  # nothing known of the release on this architecture, and no wheel of it listed
-        row = _row(version, old or {}, listing, out, cpu_arch, cite)
+        earlier = _earlier(version, by_torch, out.rows)
+        row = _row(version, old or {}, listing, out, earlier, cpu_arch, cite)
         if row is None:
             continue
         row["checked"] = checked
@@ -46,8 +47,21 @@ def torch_cpu_arch_rows(
     return out
 
 
+def _earlier(version: str, current: Mapping[str, Mapping[str, Any]], derived: list[dict[str, Any]]) -> list[Any]:
+    """The rows of the releases before `version`, newest first, each as derived here before as in the file in use
+    (a build an earlier release lost on the index still tells its GPU code)."""
+    rows = [row for row in (*derived, *current.values()) if Version(str(row["torch"])) < Version(version)]
+    return sorted(rows, key=lambda row: Version(str(row["torch"])), reverse=True)
+
+
 def _row(
-    version: str, old: Mapping[str, Any], listing: ArchListing, out: Derived, cpu_arch: str, cite: str
+    version: str,
+    old: Mapping[str, Any],
+    listing: ArchListing,
+    out: Derived,
+    earlier_rows: list[Any],
+    cpu_arch: str,
+    cite: str,
 ) -> dict[str, Any] | None:
     where = f"torch {version} ({cpu_arch})"
     old_arch: dict[str, str] = dict(old.get("builds", {}))
@@ -64,14 +78,14 @@ def _row(
         if build in old_arch:
             arch[build] = old_arch[build]
             continue
-        earlier = next((r for r in reversed(out.rows) if build in r["builds"]), None)
+        earlier = next((r for r in earlier_rows if build in r["builds"]), None)
         if earlier is None:
             out.notes.append(f"{where}: {build} is listed, but no GPU code is known for it; left out")
             continue
         arch[build] = earlier["builds"][build]
         unconfirmed.append(f"arch:{build}")
         out.notes.append(f"{where}: {build}'s GPU code carried over from {earlier['torch']} (unconfirmed)")
-    plain = str(old.get("plain_build") or (out.rows[-1]["plain_build"] if out.rows else "cpu"))
+    plain = str(old.get("plain_build") or (earlier_rows[0]["plain_build"] if earlier_rows else "cpu"))
     if not old:
         unconfirmed.append("plain_build")
         out.notes.append(f"{where}: new on {cpu_arch}; PyPI's plain wheel taken as {plain} (unconfirmed)")

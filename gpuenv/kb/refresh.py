@@ -143,7 +143,8 @@ def refresh(request: RefreshRequest) -> RefreshResult:
     changes += diff_rows("torch_rocm", "torch", old_rocm, rocm.rows, rocm.field_sources, _gone(upstream))
     for arch, rows in on_arches.items():
         old_on_arch = [r for r in current.get("torch_cpu_arch", ()) if r["cpu_arch"] == arch]
-        changes += diff_rows("torch_cpu_arch", "torch", old_on_arch, rows.rows, rows.field_sources, _gone(upstream))
+        gone = f"no {arch} row derived: see the notes"
+        changes += diff_rows("torch_cpu_arch", "torch", old_on_arch, rows.rows, rows.field_sources, gone)
     write_output(request.output, json.dumps(proposed, indent=1, ensure_ascii=False) + "\n")
     if request.record is not None:
         info = {"recorded": checked, "cite": LIVE_CITES, "bases": dict(request.bases)}

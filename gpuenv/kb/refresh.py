@@ -2,7 +2,9 @@
 hand-kept overlay and the knowledge base in use, check the result, diff it and write it.
 
 The torch rows are derived whole, and so are their ROCm builds (torch_rocm: the builds the wheel index
-lists; their GPU targets are kept from the file in use). The cuda rows' toolkit, bundled driver and deleted
+lists; their GPU targets are kept from the file in use) and their builds for other CPU architectures
+(torch_cpu_arch: the builds whose wheel file names carry the architecture; GPU code and the plain PyPI
+build are kept from the file in use). The cuda rows' toolkit, bundled driver and deleted
 tags are read anew
 (NVIDIA's CUDA redist index, Docker Hub's nvidia/cuda tags). Tables and fields no index read here gives
 (driver branches, GPUs, PCI ids, OS; cuDNN and images inside the cuda rows) are carried over from the file

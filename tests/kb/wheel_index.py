@@ -44,14 +44,18 @@ def _link(build: str, name: str, minors: list[str]) -> str:
 
 
 def page(
-    build: str, releases: Iterable[tuple[str, Iterable[str]]], names: Iterable[str] = (), package: str = "torch"
+    build: str,
+    releases: Iterable[tuple[str, Iterable[str]]],
+    names: Iterable[tuple[str, str]] = (),
+    package: str = "torch",
 ) -> str:
-    """One build's page: the x86_64 wheels of every (version, Python minors) given, then the file names given."""
+    """One build's page: the x86_64 wheels of every (version, Python minors) given, then the (file name, oldest
+    Python) given."""
     links = []
     for version, pythons in releases:
         minors = list(pythons)
         links += [_link(build, wheel_name(version, build, python, package=package), minors) for python in minors]
-    links += [_link(build, name, ["3.8"]) for name in names]
+    links += [_link(build, name, [oldest]) for name, oldest in names]
     return HEAD.format(package=package) + "".join(links) + TAIL
 
 
@@ -65,7 +69,7 @@ def pages(
     (with the Python minors of their torch release)."""
     rows = {str(row["version"]): row for row in torch_rows}
     x86: dict[str, list[tuple[str, list[str]]]] = {}
-    arm: dict[str, list[str]] = {}
+    arm: dict[str, list[tuple[str, str]]] = {}
     for version, row in rows.items():
         paired = {"torch": version, **{p: row[p] for p in COMPANIONS if row.get(p)}}
         for build in row["builds"]:
@@ -81,7 +85,7 @@ def pages(
             for package, release in paired.items():
                 if package not in on.get("companions_missing", {}).get(build, ()):
                     names = aarch64_names(str(on["torch"]), build, row["python"], package, release)
-                    arm.setdefault(f"{build}/{package}", []).extend(names)
+                    arm.setdefault(f"{build}/{package}", []).extend((n, row["python"][0]) for n in names)
     return {
         key: page(key.split("/")[0], x86.get(key, []), arm.get(key, []), key.split("/")[1])
         for key in dict.fromkeys([*x86, *arm])

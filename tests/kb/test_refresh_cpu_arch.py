@@ -163,3 +163,15 @@ def test_a_file_written_before_the_cpu_architecture_gains_no_rows(tmp_path: Path
     assert done.returncode == 0, done.stderr
     proposed = json.loads(out.read_text())
     assert "torch_cpu_arch" not in proposed and "torch_cpu_arch.plain_build" not in proposed["carried_over"]
+
+
+def test_a_companion_page_not_read_keeps_what_the_row_said() -> None:
+    said = {**ARM_ROWS["2.9.0"], "companions_missing": {"cu130": ["torchaudio"]}}
+    torch = [{"version": "2.9.0", "torchvision": "0.24.0", "torchaudio": "2.9.0"}]
+    listed = {"2.9.0": {"cu126": True, "cu128": True, "cu130": True}}
+    unread = ArchListing(listed, frozenset({"cu126", "cu128", "cu130"}))
+    row = torch_cpu_arch_rows([said], unread, torch, "aarch64", "idx", "2026-12-07").rows[0]
+    assert row["companions_missing"] == {"cu130": ["torchaudio"]}
+    both = {p: {b: {"0.24.0", "2.9.0"} for b in ("cu126", "cu128", "cu130")} for p in ("torchvision", "torchaudio")}
+    read = ArchListing(listed, frozenset({"cu126", "cu128", "cu130"}), both)
+    assert "companions_missing" not in torch_cpu_arch_rows([said], read, torch, "aarch64", "idx", "x").rows[0]

@@ -84,6 +84,8 @@ class TorchRelease:
         kept = tuple(u for u in self.provenance.unconfirmed if not _about_builds(u))
         source = f"{self.provenance.source}; {on.provenance.source}" if on else self.provenance.source
         unconfirmed = kept + (on.provenance.unconfirmed if on else ())
+        # a build whose torchvision or torchaudio has no wheel there is not settled: never picked unasked
+        unconfirmed += tuple(f"build:{b}" for b in (on.companions_missing if on else ()))
         return replace(
             self,
             builds=tuple(arch),

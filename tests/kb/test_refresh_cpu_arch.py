@@ -175,3 +175,24 @@ def test_a_companion_page_not_read_keeps_what_the_row_said() -> None:
     both = {p: {b: {"0.24.0", "2.9.0"} for b in ("cu126", "cu128", "cu130")} for p in ("torchvision", "torchaudio")}
     read = ArchListing(listed, frozenset({"cu126", "cu128", "cu130"}), both)
     assert "companions_missing" not in torch_cpu_arch_rows([said], read, torch, "aarch64", "idx", "x").rows[0]
+
+
+def test_a_build_whose_companion_has_no_wheel_there_is_never_picked_unasked(tmp_path: Path) -> None:
+    rows = [
+        {**row, "companions_missing": {"cu130": ["torchvision"]}} if row["torch"] == "2.14.1" else row
+        for row in SHIPPED["torch_cpu_arch"]
+    ]
+    data = tmp_path / "kb.json"
+    data.write_text(json.dumps({**SHIPPED, "torch_cpu_arch": rows}))
+    control = json.loads(run_gpuenv("resolve", "--gpu", "GH200", "--json").stdout)
+    assert (control["torch"], control["build"]) == ("2.14.1", "cu130")  # picked when nothing is missing
+    done = run_gpuenv("--data", str(data), "resolve", "--gpu", "GH200", "--json")
+    assert done.returncode == 0, done.stderr
+    picked = json.loads(done.stdout)
+    assert (picked["torch"], picked["build"]) != ("2.14.1", "cu130")
+    rejected = {r["choice"]: r["why"] for r in picked["rejected"]}
+    assert "not settled" in rejected["torch 2.14.1+cu130"]
+    asked = json.loads(
+        run_gpuenv("--data", str(data), "resolve", "--gpu", "GH200", "--torch", "2.14.1+cu130", "--json").stdout
+    )
+    assert any("torch 2.14.1 build cu130" in w for w in asked["warnings"])  # given, it is used and said unconfirmed

@@ -18,6 +18,7 @@ from packaging.version import InvalidVersion
 from gpuenv.errors import BadRequest, CannotRun
 from gpuenv.files import read_text
 from gpuenv.kb.model import (
+    COMPANIONS,
     AmdGpu,
     AnsibleNames,
     Architecture,
@@ -268,6 +269,7 @@ def _cpu_arch_tables(raw: dict[str, Any]) -> dict[str, Any]:
                 {build: ArchList.parse(text) for build, text in r["builds"].items()},
                 r["plain_build"],
                 _prov(r),
+                _companions_missing(r),
             )
             for r in _optional_rows(raw, "torch_cpu_arch")
         ),
@@ -276,6 +278,17 @@ def _cpu_arch_tables(raw: dict[str, Any]) -> dict[str, Any]:
             for r in _optional_rows(raw, "cuda_cpu_arch")
         ),
     }
+
+
+def _companions_missing(row: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+    """A torch_cpu_arch row's optional `companions_missing`: build -> the companions (torchvision, torchaudio)
+    whose index page lists no wheel of the paired release for the architecture."""
+    table = row.get("companions_missing", {})
+    if not (isinstance(table, dict) and all(isinstance(v, list) and set(v) <= set(COMPANIONS) for v in table.values())):
+        raise SchemaError(f"torch_cpu_arch {row['torch']}: companions_missing must map builds to {list(COMPANIONS)}")
+    if not set(table) <= set(row["builds"]):
+        raise SchemaError(f"torch_cpu_arch {row['torch']}: companions_missing names a build the row does not have")
+    return {build: tuple(packages) for build, packages in table.items()}
 
 
 def _check_cpu_arch_references(kb: KnowledgeBase) -> None:

@@ -21,6 +21,9 @@ class SchemaError(ValueError):
     """A knowledge base file that does not hold what gpuenv needs (the message names the row and field)."""
 
 
+COMPANIONS = ("torchvision", "torchaudio")  # the packages released with torch, paired to its releases
+
+
 @dataclass(frozen=True)
 class Provenance:
     source: str
@@ -81,6 +84,8 @@ class TorchRelease:
         kept = tuple(u for u in self.provenance.unconfirmed if not _about_builds(u))
         source = f"{self.provenance.source}; {on.provenance.source}" if on else self.provenance.source
         unconfirmed = kept + (on.provenance.unconfirmed if on else ())
+        # a build whose torchvision or torchaudio has no wheel there is not settled: never picked unasked
+        unconfirmed += tuple(f"build:{b}" for b in (on.companions_missing if on else ()))
         return replace(
             self,
             builds=tuple(arch),
@@ -100,6 +105,7 @@ class TorchOnArch:
     arch: dict[str, ArchList]  # build -> its GPU code on this architecture; the keys are the builds
     plain_build: str
     provenance: Provenance
+    companions_missing: dict[str, tuple[str, ...]] = field(default_factory=dict)  # build -> companions with no wheel
 
 
 @dataclass(frozen=True)

@@ -86,6 +86,23 @@ def test_resolve_names_the_package_beside_minor_version_compatibility_on_a_data_
     assert not any("cuda-compat" in w for w in rtx.warnings)
 
 
+def test_an_image_for_a_geforce_on_an_older_driver_is_refused_by_resolve_as_by_fleet_compat() -> None:
+    """The same rule (in_cuda_image) in resolve for an image: its nvidia/cuda base's cuda-compat would be loaded."""
+    asked = Request(torch="2.7.0+cu128", gpu="RTX 4090", driver="535.104.05", purpose="image")
+    with pytest.raises(BadRequest) as refused:
+        resolve(KB, asked)
+    assert "cuda-compat-12-8" in refused.value.message and "error 804" in refused.value.message
+    assert "resolve --for host" in (refused.value.hint or "")  # a host install runs it: said in the hint
+    on_host = resolve(KB, Request(torch="2.7.0+cu128", gpu="RTX 4090", driver="535.104.05", purpose="host"))
+    assert any("minor-version" in w for w in on_host.warnings)
+    picked = resolve(KB, Request(torch="2.7.0", gpu="RTX 4090", driver="535.104.05", purpose="image"))
+    assert driver_runs_cuda(KB, "535.104.05", picked.build).mode == "native"
+    h100 = resolve(KB, Request(torch="2.7.0+cu128", gpu="H100", driver="535.104.05", purpose="image"))  # control
+    assert h100.build == "cu128" and any("cuda-compat-12-8" in w for w in h100.warnings)
+    native = resolve(KB, Request(torch="2.7.0+cu128", gpu="RTX 4090", driver="570.124.06", purpose="image"))
+    assert native.build == "cu128" and not any("cuda-compat" in w for w in native.warnings)
+
+
 def test_the_resolve_json_refusal(capsys) -> None:
     from tests.conftest import gpuenv_main
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 from gpuenv import validate
 from gpuenv.errors import BadRequest
@@ -27,6 +27,7 @@ from gpuenv.kb import (
     driver_runs_cuda,
     forward_compat,
     gpu_code_for,
+    in_cuda_image,
     recommended_branch,
 )
 from gpuenv.platforms.arch import CpuArchFacts
@@ -205,6 +206,9 @@ class CudaResolution:
                 if forward is not None and forward.mode == "compat":  # said, never chosen: it needs installing
                     return "driver", f"{compat.message}; {forward.message}, installed or in an nvidia/cuda image"
                 return "driver", compat.message
+            in_image = self.in_image(build)
+            if in_image is not None and in_image[0] == "no":
+                return "driver", in_image[1]
         if self.arch is not None and gpu_code_for(torch.arch[build], self.arch.sm) is None:
             code, arch = torch.arch[build], self.arch
             return "gpu", f"its GPU code is {code.span()}: no kernel for {arch.family} sm_{arch.sm.replace('.', '')}"
@@ -215,6 +219,12 @@ class CudaResolution:
         if not self.request.driver:
             return None
         return forward_compat(self.kb, build, self.request.driver, gpu_model(self.kb, self.request.gpu))
+
+    def in_image(self, build: str) -> tuple[Literal["caveat", "no"], str] | None:
+        """How an nvidia/cuda image of the build fares on the request's driver and GPU (its base carries cuda-compat);
+        None: not an image, no driver, or the driver alone decides."""
+        forward = self.forward_compat(build) if self.request.purpose == "image" else None
+        return in_cuda_image(forward) if forward is not None else None
 
     def rank(self, c: Candidate) -> tuple[Any, ...]:
         request, cuda = self.request, self.kb.cuda_by_build[c.build]

@@ -47,7 +47,9 @@ class Group:
     state: State
     reason: str
     hosts: tuple[str, ...]
-    constraint: str = "host"  # of a "no": what rules it out ("driver": upgrading it would do; else the host)
+    # of a "no": what rules it out ("driver": upgrading it to the floor would do; "native driver": to the driver the
+    # CUDA bundles; else the host)
+    constraint: str = "host"
 
     def to_dict(self) -> dict[str, Any]:
         said = {"state": self.state, "reason": self.reason, "count": len(self.hosts), "hosts": compressed(self.hosts)}

@@ -131,8 +131,8 @@ class Judge:
             return Verdict("unknown", (f"{label}: {exc.message}",))
         refused = resolution.why_not(self.torch, self.stack.build)
         in_image = self._in_image(resolution)  # an image's cuda-compat decides a driver older than its CUDA's
-        if in_image is not None and in_image[0] == "no" and refused is None:
-            return Verdict("no", (in_image[1],), ("driver",))
+        if in_image is not None and in_image[0] == "no" and refused is None:  # only the driver CUDA bundles runs it
+            return Verdict("no", (in_image[1],), ("native driver",))
         compat = in_image[1] if in_image is not None and in_image[0] == "caveat" else None
         if refused is not None and not (refused[0] == "driver" and compat):
             return Verdict("no", (refused[1],), (refused[0],))

@@ -110,7 +110,8 @@ def build_image(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
     for name in SPEC_OVERRIDABLE:  # flag > environment > config file > spec > default
         if ctx.get_parameter_source(name) == ParameterSource.DEFAULT:
             params[name] = None
-    fleet_check, quiet, verbose = rollout_gate(params, settings(ctx).data), settings(ctx).quiet, settings(ctx).verbose
+    fleet_check = rollout_gate(params, settings(ctx).data, image=True)  # the image is judged, its base included
+    quiet, verbose = settings(ctx).quiet, settings(ctx).verbose
     request = BuildRequest(stack=stack_request(params), **params)
     plan = plan_image(request, kb_path=settings(ctx).data, on_warning=warn)
     fleet_check(lambda: plan.stack, None)  # an image: before anything is written or built

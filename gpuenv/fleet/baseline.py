@@ -3,7 +3,9 @@
 Only certified hosts count, and of them not the values the fleet comparison calls outliers. Per
 GPU model and count, collective and size the median busbw; per GPU model, dtype and shape the
 median matmul TFLOP/s; per GPU model and count the median of every registered figure (the
-`figures` table of gpuenv.baselines/2, so a later check's figure needs no format change). Each
+`figures` table of gpuenv.baselines/2, so a later check's figure needs no format change). The CPU
+architecture is part of every group, as it is of `fleet report`'s: a row learned on aarch64 hosts
+names it and is expected there only (reports that do not record it give rows for any). Each
 row carries its sample count; a group with values from fewer than `min_hosts` hosts is left out
 with a note. The result is a file `gpuenv verify --baseline` reads.
 """
@@ -70,7 +72,7 @@ def _median_rows(
     for key, members in sorted(values.items(), key=lambda kv: tuple(str(k) for k in kv[0])):
         n_hosts = len({i for i, _ in members})
         if n_hosts < min_hosts:
-            label = " ".join(str(k) for k in key)
+            label = " ".join(str(k) for k in key if k is not None)
             notes.append(f"{what} {label}: values from {n_hosts} healthy host(s), under {min_hosts}: left out")
             continue
         rows.append((key, stats.summarize([v for _, v in members]).median, len(members)))
@@ -133,17 +135,18 @@ def _collect(
     matmul: dict[tuple[Any, ...], list[tuple[int, float]]] = defaultdict(list)
     per_figure: dict[tuple[Any, ...], list[tuple[int, float]]] = defaultdict(list)
     for i, host in enumerate(hosts):
+        cpu = host.cpu_arch
         for s in host.series:
             for gpu, value in s.values.items():
                 if (i, s.figure, s.collective, s.nbytes, gpu) in outliers or value <= 0:
                     continue
                 if s.figure == BUSBW.name:
-                    busbw[(host.gpu_model, host.gpu_count, s.collective, s.nbytes)].append((i, value))
+                    busbw[(host.gpu_model, cpu, host.gpu_count, s.collective, s.nbytes)].append((i, value))
                 else:
-                    per_figure[(host.gpu_model, host.gpu_count, s.figure)].append((i, value))
+                    per_figure[(host.gpu_model, cpu, host.gpu_count, s.figure)].append((i, value))
         for dtype, shape, index, value in host.matmul:
             if (i, "amp.matmul_tflops", None, None, index) not in outliers:
-                matmul[(host.gpu_model, dtype, shape)].append((i, value))
+                matmul[(host.gpu_model, cpu, dtype, shape)].append((i, value))
     return busbw, matmul, per_figure
 
 
@@ -157,7 +160,7 @@ def _document(
     shipped = json.loads(data_file("baselines.json").read_text(encoding="utf-8"))
     source = f"gpuenv fleet baseline learn: median of {healthy} certified host(s), outliers left out"
     # expected_busbw takes the first row whose min_bytes the size reaches: largest sizes first.
-    busbw_rows = sorted(busbw, key=lambda r: (r[0][0], r[0][1], r[0][2], -r[0][3]))
+    busbw_rows = sorted(busbw, key=lambda r: (r[0][0], r[0][1] or "", r[0][2], r[0][3], -r[0][4]))
     return {
         "schema": BASELINES_SCHEMA,
         "about": f"Learned by {source}. Each row's samples counts the values its median was taken from.",
@@ -174,17 +177,25 @@ def _document(
                 "samples": k,
                 "source": source,
             }
-            for (m, n, c, b), v, k in busbw_rows
+            | _on(cpu)
+            for (m, cpu, n, c, b), v, k in busbw_rows
         ],
         "matmul_tflops": [
             {"gpu": m, "match": [m], "dtype": d, "shape": s, "tflops": round(v, 3), "samples": k, "source": source}
-            for (m, d, s), v, k in matmul
+            | _on(cpu)
+            for (m, cpu, d, s), v, k in matmul
         ],
         "figures": [
             {"gpu": m, "match": [m], "gpus": n, "figure": f, "value": round(v, 6), "samples": k, "source": source}
-            for (m, n, f), v, k in per_figure
+            | _on(cpu)
+            for (m, cpu, n, f), v, k in per_figure
         ],
     }
+
+
+def _on(cpu_arch: str | None) -> dict[str, str]:
+    """A row's CPU architecture, where the reports recorded it."""
+    return {"cpu_arch": cpu_arch} if cpu_arch else {}
 
 
 def checked_text(learned: Learned) -> str:

@@ -16,7 +16,7 @@ from typing import Literal, NamedTuple
 
 from gpuenv.errors import BadRequest
 from gpuenv.fleet.source import OnHost
-from gpuenv.kb import KnowledgeBase, OsInfo, TorchRelease
+from gpuenv.kb import KnowledgeBase, OsInfo, TorchRelease, in_cuda_image
 from gpuenv.platforms.arch import cpu_arch as arch_named
 from gpuenv.platforms.base import Platform
 from gpuenv.platforms.registry import for_build, for_request, for_stack
@@ -74,8 +74,10 @@ def worst(verdicts: list[Verdict]) -> Verdict:
 class Judge:
     """One stack's verdicts, each kind of host judged once."""
 
-    def __init__(self, kb: KnowledgeBase, stack: Stack, on_host: OnHost | None = None) -> None:
-        self.kb, self.stack, self.on_host = kb, stack, on_host  # on_host None: an image brings its own OS and Python
+    def __init__(self, kb: KnowledgeBase, stack: Stack, on_host: OnHost | None = None, *, image: bool = False) -> None:
+        self.kb, self.stack = kb, stack
+        self.on_host = on_host  # how it is installed on a host; None: not there (an image brings its OS and Python)
+        self.image = image  # the stack is an image built on its platform's base image (nvidia/cuda carries cuda-compat)
         self.platform = for_stack(stack)
         self.torch = _release(kb, stack)
         self.os_info = kb.os_by_name.get(stack.os)
@@ -175,10 +177,20 @@ class Judge:
         except BadRequest as exc:
             return Verdict("unknown", (f"{label}: {exc.message}",))
         refused = resolution.why_not(self.torch, self.stack.build)
-        if refused is not None:
+        in_image = self._in_image(resolution)  # an image's cuda-compat decides a driver older than its CUDA's
+        if in_image is not None and in_image[0] == "no" and refused is None:  # only the driver CUDA bundles runs it
+            return Verdict("no", (in_image[1],), ("native driver",))
+        compat = in_image[1] if in_image is not None and in_image[0] == "caveat" else None
+        if refused is not None and not (refused[0] == "driver" and compat):
             return Verdict("no", (refused[1],), (refused[0],))
-        caveats = [w for w in self._warnings(resolution) if w not in self.baseline]
+        said = (compat,) if refused is not None and compat else ()  # resolve's own warning names it otherwise
+        caveats = [*said, *(w for w in self._warnings(resolution) if w not in self.baseline)]
         return Verdict("caveat", tuple(caveats)) if caveats else RUNS
+
+    def _in_image(self, resolution: Resolution) -> tuple[Literal["caveat", "no"], str] | None:
+        """How the image's forward-compatibility package fares on the host (None: a host stack, or no package)."""
+        forward = resolution.forward_compat(self.stack.build) if self.image else None
+        return in_cuda_image(forward) if forward is not None else None
 
     def _knows(self, platform: Platform, name: str) -> bool:
         """Whether the knowledge base knows the GPU by the name its report gives."""

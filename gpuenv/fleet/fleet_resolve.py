@@ -56,7 +56,7 @@ def resolve_for_fleet(kb_path: Path | None, request: Request, source: FleetSourc
     passed: list[Tried] = []
     for candidate in sorted(survivors, key=resolution.rank, reverse=True):
         stack = resolution.stack(candidate, survivors, ())
-        tried = Tried(candidate, stack, judged(Judge(kb, stack), fleet, strict=False))
+        tried = Tried(candidate, stack, judged(Judge(kb, stack, image=request.purpose == "image"), fleet, strict=False))
         if not tried.refused:
             stack = _explained(tried, passed, len(fleet.hosts))
             return replace(stack, warnings=(*stack.warnings, *left_out))
@@ -131,7 +131,11 @@ def _needs(tried: Tried) -> str:
     """What a stack the fleet refuses would need: 'the driver ≥ 580.65.06 on h100-[001-004]; to leave out v100-001
     (its GPU code is …)'."""
     groups = tried.refused
-    upgrade = sorted({h for g in groups if g.constraint == "driver" for h in g.hosts})
-    said = [f"the driver ≥ {tried.stack.driver_floor} on {compressed(upgrade)}"] if upgrade else []
-    said += [f"to leave out {compressed(g.hosts)} ({g.reason})" for g in groups if g.constraint != "driver"]
+    # the lowest driver that runs it; in an image a GeForce needs the CUDA's own (its cuda-compat serves no GeForce)
+    floors = {"driver": tried.stack.driver_floor, "native driver": tried.stack.driver_min}
+    said = []
+    for constraint, floor in floors.items():
+        upgrade = sorted({h for g in groups if g.constraint == constraint for h in g.hosts})
+        said += [f"the driver ≥ {floor} on {compressed(upgrade)}"] if upgrade else []
+    said += [f"to leave out {compressed(g.hosts)} ({g.reason})" for g in groups if g.constraint not in floors]
     return "; ".join(said)

@@ -39,6 +39,7 @@ from gpuenv.fleet.report_model import (
     Series,
     Skipped,
 )
+from gpuenv.platforms.arch import arch_name
 from gpuenv.verify import faults, figures, reportfile
 from gpuenv.verify.cost import NodeFigures
 from gpuenv.verify.model import NOT_CERTIFIED
@@ -133,7 +134,7 @@ def host_report(report: VerifyReport, path: str, *, matmul: bool = False, costs:
         matmul_at=_matmul_at(report.checks),
         localisation=_localisation(report.multi_node),
         driver=report.stack.driver or _read_driver(report.checks),
-        cpu_arch=report.host.cpu_arch,
+        cpu_arch=arch_name(report.host.cpu_arch) if report.host.cpu_arch else None,  # arm64 is aarch64's peer
         os=report.host.os,
         python=report.host.python,
     )

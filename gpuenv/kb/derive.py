@@ -14,15 +14,26 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from gpuenv.errors import CannotRun
-
-COMPANIONS = ("torchvision", "torchaudio")
+from gpuenv.kb.model import COMPANIONS
+from gpuenv.types import CPU_ARCHES, CpuArch
 
 
 class Malformed(CannotRun):
     """Upstream answered, but with data gpuenv cannot read."""
+
+
+@dataclass(frozen=True)
+class ArchListing:
+    """What the index pages list for one CPU architecture."""
+
+    torch: Mapping[str, Mapping[str, bool]]  # torch version -> build -> whether its file names carry +build
+    read: frozenset[str]  # the builds whose torch page was read
+    # package -> build whose companion page was read -> the versions it lists for the architecture
+    companions: Mapping[str, Mapping[str, set[str]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -36,6 +47,7 @@ class Upstream:
     urls: Mapping[str, str]  # what to name in the diff: "pypi:torch", "pytorch:cu126" -> URL
     rocm_builds: Mapping[str, set[str]] = field(default_factory=dict)  # torch version -> ROCm builds on the index
     rocm_read: frozenset[str] = frozenset()  # the ROCm builds whose index page was read
+    cpu_arches: Mapping[str, ArchListing] = field(default_factory=dict)  # the other CPU architectures' wheels
 
 
 @dataclass
@@ -123,17 +135,59 @@ def default_build(lines: Iterable[str], where: str) -> str:
 
 # --- PyTorch's wheel index ------------------------------------------------------------------------
 
-_WHEEL = re.compile(
-    r"torch-(\d+(?:\.\d+)+)\+(cu\d+|rocm\d+(?:\.\d+)+)-cp\d+-cp\d+t?-(?:manylinux|linux)[^\"'<>\s]*x86_64\.whl"
-)
+ROWS_CPU_ARCH: CpuArch = "x86_64"  # the CPU architecture the torch rows' builds are read for
+
+
+@dataclass(frozen=True)
+class Wheel:
+    """A wheel a PEP 503 page of PyTorch's index lists, as its file name says."""
+
+    version: str  # the public version: "2.9.0"
+    local: str | None  # "cu130", "rocm6.4"; None: the name carries none (PyTorch's older aarch64 wheels)
+    cpu_arches: frozenset[str]  # the Linux CPU architectures its platform tags name
+
+
+def wheels_on_page(page: str, package: str, where: str) -> list[Wheel]:
+    """The Linux CPython wheels of `package` a PEP 503 page lists (its links' text), by their file names'
+    version and platform tags (manylinux_2_28_aarch64, manylinux2014_aarch64, linux_x86_64 ...)."""
+    head = page.lstrip()[:200].lower()
+    if not (head.startswith("<!doctype html") or head.startswith("<html")):
+        raise Malformed(f"{where} is not a PEP 503 HTML page")
+    found = []
+    for name in re.findall(r">\s*([^<>\s]+\.whl)\s*<", page):
+        try:
+            project, version, _, tags = parse_wheel_filename(name)
+        except (InvalidWheelFilename, InvalidVersion):
+            continue  # a name no installer would take names no release either
+        cpython = {t.platform for t in tags if t.interpreter.startswith("cp")}
+        arches = frozenset(a for a in CPU_ARCHES for p in cpython if _linux_platform(p, a))
+        if project == package and arches:
+            found.append(Wheel(version.public, version.local, arches))
+    return found
+
+
+def _linux_platform(tag: str, cpu_arch: str) -> bool:
+    return tag.startswith(("linux_", "manylinux")) and tag.endswith("_" + cpu_arch)
 
 
 def builds_on_page(page: str, build: str, where: str) -> set[str]:
     """Torch versions with a Linux x86_64 wheel of `build` (cu126, rocm6.4) on a PEP 503 page of PyTorch's index."""
-    head = page.lstrip()[:200].lower()
-    if not (head.startswith("<!doctype html") or head.startswith("<html")):
-        raise Malformed(f"{where} is not a PEP 503 HTML page")
-    return {m.group(1) for m in _WHEEL.finditer(page) if m.group(2) == build}
+    return rows_versions(wheels_on_page(page, "torch", where), build)
+
+
+def rows_versions(wheels: Iterable[Wheel], build: str) -> set[str]:
+    """The versions with a wheel of `build` for the torch rows' CPU architecture."""
+    return {w.version for w in wheels if w.local == build and ROWS_CPU_ARCH in w.cpu_arches}
+
+
+def arch_versions(wheels: Iterable[Wheel], build: str, cpu_arch: str) -> dict[str, bool]:
+    """version -> whether its name carries +build, for the wheels of `build`'s page for `cpu_arch` named with
+    the build or with no local version (as PyTorch names its older aarch64 wheels, and CPU builds)."""
+    found: dict[str, bool] = {}
+    for w in wheels:
+        if cpu_arch in w.cpu_arches and w.local in (build, None):
+            found[w.version] = found.get(w.version, False) or w.local == build
+    return found
 
 
 # --- the pairing rule ------------------------------------------------------------------------------

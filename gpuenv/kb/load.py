@@ -18,6 +18,7 @@ from packaging.version import InvalidVersion
 from gpuenv.errors import BadRequest, CannotRun
 from gpuenv.files import read_text
 from gpuenv.kb.model import (
+    COMPANIONS,
     AmdGpu,
     AnsibleNames,
     Architecture,
@@ -150,7 +151,16 @@ def parse_kb(raw: Any, *, origin: str = "shipped") -> KnowledgeBase:
     if not isinstance(raw.get("generated"), str) or not _DATE.fullmatch(raw["generated"]):
         raise SchemaError("'generated' must be the date the file was made (YYYY-MM-DD)")
     gpus = tuple(
-        Gpu(r["name"], r["sm"], tuple(r["aliases"]), r["nvswitch_systems"], r.get("cpu_arch"), r.get("open_modules"))
+        Gpu(
+            r["name"],
+            r["sm"],
+            tuple(r["aliases"]),
+            r["nvswitch_systems"],
+            r.get("cpu_arch"),
+            r.get("open_modules"),
+            _optional_bool(r, "datacenter", f"gpus {r['name']}"),
+            tuple(r.get("unconfirmed", ())),
+        )
         for r in _check_rows(raw, "gpus")
     )
     try:
@@ -183,6 +193,7 @@ def parse_kb(raw: Any, *, origin: str = "shipped") -> KnowledgeBase:
                     r["eol"],
                     tuple(r["deleted_tags"]),
                     _prov(r),
+                    forward_compat=_branches(r, "forward_compat", f"cuda {r['version']}"),
                 )
                 for r in _check_rows(raw, "cuda")
             ),
@@ -210,6 +221,23 @@ def parse_kb(raw: Any, *, origin: str = "shipped") -> KnowledgeBase:
     except (KeyError, TypeError, IndexError, InvalidVersion, ValueError) as exc:
         raise SchemaError(str(exc) if isinstance(exc, SchemaError) else f"{type(exc).__name__}: {exc}") from exc
     return kb
+
+
+def _optional_bool(row: dict[str, Any], key: str, where: str) -> bool | None:
+    value = row.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise SchemaError(f"{where}: {key} must be true or false")
+    return value
+
+
+def _branches(row: dict[str, Any], key: str, where: str) -> tuple[str, ...] | None:
+    """An optional list of driver branches ("R535"); None where the row does not have it (older files)."""
+    value = row.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(b, str) and _BRANCH.fullmatch(b) for b in value):
+        raise SchemaError(f"{where}: {key} must be a list of driver branches such as R535")
+    return tuple(value)
 
 
 def _rocm_tables(raw: dict[str, Any]) -> dict[str, Any]:
@@ -241,6 +269,7 @@ def _cpu_arch_tables(raw: dict[str, Any]) -> dict[str, Any]:
                 {build: ArchList.parse(text) for build, text in r["builds"].items()},
                 r["plain_build"],
                 _prov(r),
+                _companions_missing(r),
             )
             for r in _optional_rows(raw, "torch_cpu_arch")
         ),
@@ -249,6 +278,17 @@ def _cpu_arch_tables(raw: dict[str, Any]) -> dict[str, Any]:
             for r in _optional_rows(raw, "cuda_cpu_arch")
         ),
     }
+
+
+def _companions_missing(row: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+    """A torch_cpu_arch row's optional `companions_missing`: build -> the companions (torchvision, torchaudio)
+    whose index page lists no wheel of the paired release for the architecture."""
+    table = row.get("companions_missing", {})
+    if not (isinstance(table, dict) and all(isinstance(v, list) and set(v) <= set(COMPANIONS) for v in table.values())):
+        raise SchemaError(f"torch_cpu_arch {row['torch']}: companions_missing must map builds to {list(COMPANIONS)}")
+    if not set(table) <= set(row["builds"]):
+        raise SchemaError(f"torch_cpu_arch {row['torch']}: companions_missing names a build the row does not have")
+    return {build: tuple(packages) for build, packages in table.items()}
 
 
 def _check_cpu_arch_references(kb: KnowledgeBase) -> None:
@@ -339,6 +379,7 @@ def _check_references(kb: KnowledgeBase) -> None:
         for name in c.images:
             if name not in kb.os_by_name:
                 raise SchemaError(f"cuda {c.version} lists images for unknown OS {name}")
+        _check_forward_compat(kb, c)
     for o in kb.os:
         if "host" in o.roles and o.ansible is None:
             raise SchemaError(f"os {o.name} is a host OS but has no 'ansible' names (distribution, os_family)")
@@ -351,6 +392,15 @@ def _check_references(kb: KnowledgeBase) -> None:
     for b in kb.driver_branches:
         if not _BRANCH.fullmatch(b.branch):
             raise SchemaError(f"driver branch {b.branch} must look like R580")
+
+
+def _check_forward_compat(kb: KnowledgeBase, cuda: CudaRelease) -> None:
+    """Forward compatibility serves known branches older than the one the release bundles."""
+    known = {b.branch for b in kb.driver_branches}
+    bundled = int(cuda.bundled_driver.split(".")[0])
+    for branch in cuda.forward_compat or ():
+        if branch not in known or int(branch[1:]) >= bundled:
+            raise SchemaError(f"cuda {cuda.version}: forward_compat {branch} is not a known branch below R{bundled}")
 
 
 def _check_rocm_references(kb: KnowledgeBase) -> None:

@@ -21,6 +21,9 @@ class SchemaError(ValueError):
     """A knowledge base file that does not hold what gpuenv needs (the message names the row and field)."""
 
 
+COMPANIONS = ("torchvision", "torchaudio")  # the packages released with torch, paired to its releases
+
+
 @dataclass(frozen=True)
 class Provenance:
     source: str
@@ -81,6 +84,8 @@ class TorchRelease:
         kept = tuple(u for u in self.provenance.unconfirmed if not _about_builds(u))
         source = f"{self.provenance.source}; {on.provenance.source}" if on else self.provenance.source
         unconfirmed = kept + (on.provenance.unconfirmed if on else ())
+        # a build whose torchvision or torchaudio has no wheel there is not settled: never picked unasked
+        unconfirmed += tuple(f"build:{b}" for b in (on.companions_missing if on else ()))
         return replace(
             self,
             builds=tuple(arch),
@@ -100,6 +105,7 @@ class TorchOnArch:
     arch: dict[str, ArchList]  # build -> its GPU code on this architecture; the keys are the builds
     plain_build: str
     provenance: Provenance
+    companions_missing: dict[str, tuple[str, ...]] = field(default_factory=dict)  # build -> companions with no wheel
 
 
 @dataclass(frozen=True)
@@ -127,6 +133,14 @@ class CudaRelease:
     deleted_tags: tuple[str, ...]
     provenance: Provenance
     cudnn_images: tuple[str, ...] | None = None  # OS names with cuDNN images; None: every one of `images`
+    # the driver branches older than its own on which NVIDIA's cuda-compat-X-Y package runs it ("R535"); None: not
+    # recorded (a knowledge base written before forward compatibility), which serves no branch
+    forward_compat: tuple[str, ...] | None = None
+
+    @property
+    def compat_package(self) -> str:
+        """NVIDIA's forward-compatibility package of the release: cuda-compat-12-8."""
+        return "cuda-compat-" + self.version.replace(".", "-")
 
     def names(self, cuda: str) -> bool:
         """Whether `cuda` names this release: its minor, toolkit or build, or another patch of its minor."""
@@ -206,6 +220,8 @@ class Gpu:
     nvswitch_systems: bool
     cpu_arch: str | None = None  # the CPU every system of this GPU has ("aarch64": Grace); None: any
     open_modules: str | None = None  # "required" where the GPU needs NVIDIA's open kernel modules whatever its sm
+    datacenter: bool | None = None  # a data center GPU, the kind CUDA forward compatibility serves; None: not recorded
+    unconfirmed: tuple[str, ...] = ()  # facts of the row not settled from its sources ("datacenter")
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,9 @@
 hand-kept overlay and the knowledge base in use, check the result, diff it and write it.
 
 The torch rows are derived whole, and so are their ROCm builds (torch_rocm: the builds the wheel index
-lists; their GPU targets are kept from the file in use). The cuda rows' toolkit, bundled driver and deleted
+lists; their GPU targets are kept from the file in use) and their builds for other CPU architectures
+(torch_cpu_arch: the builds whose wheel file names carry the architecture; GPU code and the plain PyPI
+build are kept from the file in use). The cuda rows' toolkit, bundled driver and deleted
 tags are read anew
 (NVIDIA's CUDA redist index, Docker Hub's nvidia/cuda tags). Tables and fields no index read here gives
 (driver branches, GPUs, PCI ids, OS; cuDNN and images inside the cuda rows) are carried over from the file
@@ -24,7 +26,20 @@ from packaging.version import InvalidVersion, Version
 from gpuenv import files
 from gpuenv.errors import BadRequest, CannotRun
 from gpuenv.kb import SchemaError, parse_kb
-from gpuenv.kb.derive import COMPANIONS, Derived, Malformed, Upstream, builds_on_page, requires_dist, torch_rows
+from gpuenv.kb.derive import (
+    ROWS_CPU_ARCH,
+    ArchListing,
+    Derived,
+    Malformed,
+    Upstream,
+    Wheel,
+    arch_versions,
+    requires_dist,
+    rows_versions,
+    torch_rows,
+    wheels_on_page,
+)
+from gpuenv.kb.derive_cpu_arch import torch_cpu_arch_rows
 from gpuenv.kb.derive_cuda import (
     CARRIED_FIELDS,
     CudaDerived,
@@ -38,6 +53,7 @@ from gpuenv.kb.derive_cuda import (
 )
 from gpuenv.kb.derive_rocm import torch_rocm_rows
 from gpuenv.kb.diff import Change, diff_rows
+from gpuenv.kb.model import COMPANIONS
 from gpuenv.kb.sources import (
     DEFAULT_BASES,
     HTML,
@@ -52,11 +68,13 @@ from gpuenv.kb.sources import (
 )
 from gpuenv.resources import data_file
 from gpuenv.schema import parse_json
+from gpuenv.types import CPU_ARCHES
 
 PACKAGES = ("torch", *COMPANIONS)
 LIVE_CITES = {"pypi": "pypi", "pypi-files": "pypi-metadata", "pytorch": "pytorch-wheel-index"}
 SNAPSHOT_INFO = "snapshot.json"
-DERIVED_TABLES = ("torch", "cuda", "driver_branches", "torch_rocm")
+DERIVED_TABLES = ("torch", "cuda", "driver_branches", "torch_rocm", "torch_cpu_arch")
+CARRIED_CPU_ARCH_FIELDS = ("plain_build",)  # PyPI's plain wheel per architecture: no index read here says it
 DRIVERS_PATH = "releases.json"
 TAGS_PATH = "v2/repositories/nvidia/cuda/tags"
 MAX_TAG_PAGES = 200  # nvidia/cuda has a few thousand tags: 100 a page
@@ -114,15 +132,21 @@ def refresh(request: RefreshRequest) -> RefreshResult:
         current.get("torch_rocm", ()), upstream.rocm_builds, set(upstream.rocm_read), versions, cite["pytorch"], checked
     )
     derived.notes.extend(rocm.notes)
+    on_arches = _cpu_arch_rows(current.get("torch_cpu_arch", ()), upstream, derived.rows, cite["pytorch"], checked)
+    derived.notes.extend(note for arch in on_arches.values() for note in arch.notes)
     cuda = cuda_rows(current["cuda"], cuda_upstream, checked)
     drivers = driver_rows(current["driver_branches"], branches, drivers_at, checked)
-    proposed = merge(current, derived, cuda, drivers, overlay, checked, rocm=rocm)
+    proposed = merge(current, derived, cuda, drivers, overlay, checked, rocm=rocm, on_arches=on_arches)
     changes = diff_rows("torch", "version", current["torch"], derived.rows, derived.field_sources, _gone(upstream))
     changes += diff_rows("cuda", "version", current["cuda"], cuda.rows, cuda.field_sources, "not derived")
     old_branches = current["driver_branches"]
     changes += diff_rows("driver", "branch", old_branches, drivers.rows, drivers.field_sources, "not derived")
     old_rocm = current.get("torch_rocm", [])
     changes += diff_rows("torch_rocm", "torch", old_rocm, rocm.rows, rocm.field_sources, _gone(upstream))
+    for arch, rows in on_arches.items():
+        old_on_arch = [r for r in current.get("torch_cpu_arch", ()) if r["cpu_arch"] == arch]
+        gone = f"no {arch} row derived: see the notes"
+        changes += diff_rows("torch_cpu_arch", "torch", old_on_arch, rows.rows, rows.field_sources, gone)
     write_output(request.output, json.dumps(proposed, indent=1, ensure_ascii=False) + "\n")
     if request.record is not None:
         info = {"recorded": checked, "cite": LIVE_CITES, "bases": dict(request.bases)}
@@ -147,17 +171,21 @@ def merge(
     checked: str,
     *,
     rocm: Derived | None = None,
+    on_arches: Mapping[str, Derived] | None = None,
 ) -> dict[str, Any]:
     """The proposed file: the current one with derived tables replaced, checked like any loaded file."""
     proposed = dict(current)
     if rocm is not None and "torch_rocm" in current:  # a file written before ROCm gains no ROCm rows here
         proposed["torch_rocm"] = rocm.rows
+    if on_arches is not None and "torch_cpu_arch" in current:  # nor one written before the CPU architecture
+        proposed["torch_cpu_arch"] = [row for arch in on_arches.values() for row in arch.rows]
     proposed["generated"] = checked
     proposed["sources"] = {**current.get("sources", {}), **overlay.get("sources", {})}
     proposed["torch"] = derived.rows
     proposed["cuda"] = cuda.rows
     proposed["driver_branches"] = drivers.rows
     carried_fields = [f"cuda.{name}" for name in CARRIED_FIELDS]
+    carried_fields += [f"torch_cpu_arch.{name}" for name in CARRIED_CPU_ARCH_FIELDS if "torch_cpu_arch" in current]
     proposed["carried_over"] = [t for t in _tables(current) if t not in DERIVED_TABLES] + carried_fields
     try:
         parse_kb(proposed, origin="kb refresh")
@@ -190,24 +218,58 @@ def gather(
             except ValueError as exc:
                 raise Malformed(f"{fetcher.url(index, path)}: its METADATA does not parse: {exc}") from exc
             urls[f"metadata:{package}:{version}"] = fetcher.url(index, path)
-    on_index, _ = _index_pages(fetcher, builds, urls)
-    rocm_on_index, rocm_read = _index_pages(fetcher, rocm_builds or set(), urls)
-    return Upstream(projects, requires, on_index, cite, urls, rocm_on_index, frozenset(rocm_read))
+    cuda_pages = _index_pages(fetcher, "torch", builds, urls)
+    rocm_pages = _index_pages(fetcher, "torch", rocm_builds or set(), urls)
+    arches: dict[str, ArchListing] = {
+        arch: _listing(fetcher, cuda_pages, arch, urls) for arch in CPU_ARCHES if arch != ROWS_CPU_ARCH
+    }
+    rocm_on_index = _on_index(rocm_pages)
+    return Upstream(projects, requires, _on_index(cuda_pages), cite, urls, rocm_on_index, frozenset(rocm_pages), arches)
 
 
-def _index_pages(fetcher: Fetcher, builds: set[str], urls: dict[str, str]) -> tuple[dict[str, set[str]], set[str]]:
-    """torch version -> the builds whose wheel index page lists it; and the builds whose page was read."""
-    on_index: dict[str, set[str]] = {}
-    read: set[str] = set()
+def _index_pages(fetcher: Fetcher, package: str, builds: set[str], urls: dict[str, str]) -> dict[str, list[Wheel]]:
+    """build -> the wheels of `package` its wheel index page lists, for the builds whose page was read."""
+    pages: dict[str, list[Wheel]] = {}
     for build in sorted(builds):
-        page = fetcher.get(Request("pytorch", f"{build}/torch/", accept=HTML, optional=True))
-        urls[f"pytorch:{build}"] = fetcher.url("pytorch", f"{build}/torch/")
-        where = urls[f"pytorch:{build}"]
+        path = f"{build}/{package}/"
+        where = fetcher.url("pytorch", path)
+        urls[f"pytorch:{build}" if package == "torch" else f"pytorch:{build}:{package}"] = where
+        page = fetcher.get(Request("pytorch", path, accept=HTML, optional=True))
         if page is not None:
-            read.add(build)
-        for version in builds_on_page(_text(page, where), build, where) if page is not None else ():
+            pages[build] = wheels_on_page(_text(page, where), package, where)
+    return pages
+
+
+def _on_index(pages: Mapping[str, list[Wheel]]) -> dict[str, set[str]]:
+    """torch version -> the builds whose page lists it for the torch rows' CPU architecture."""
+    on_index: dict[str, set[str]] = {}
+    for build, wheels in pages.items():
+        for version in rows_versions(wheels, build):
             on_index.setdefault(version, set()).add(build)
-    return on_index, read
+    return on_index
+
+
+def _listing(fetcher: Fetcher, pages: Mapping[str, list[Wheel]], cpu_arch: str, urls: dict[str, str]) -> ArchListing:
+    """What the CUDA builds' torch pages, and their companions' pages, list for another CPU architecture."""
+    torch: dict[str, dict[str, bool]] = {}
+    for build, wheels in pages.items():
+        for version, named in arch_versions(wheels, build, cpu_arch).items():
+            torch.setdefault(version, {})[build] = named
+    companions: dict[str, dict[str, set[str]]] = {}
+    for package in COMPANIONS:
+        read = _index_pages(fetcher, package, set(pages), urls)
+        companions[package] = {build: set(arch_versions(wheels, build, cpu_arch)) for build, wheels in read.items()}
+    return ArchListing(torch, frozenset(pages), companions)
+
+
+def _cpu_arch_rows(
+    current: Any, upstream: Upstream, torch: list[dict[str, Any]], cite: str, checked: str
+) -> dict[str, Derived]:
+    """The torch_cpu_arch rows of each CPU architecture other than the torch rows'."""
+    return {
+        arch: torch_cpu_arch_rows(current, listing, torch, arch, cite, checked)
+        for arch, listing in upstream.cpu_arches.items()
+    }
 
 
 def gather_cuda(fetcher: Fetcher, rows: list[dict[str, Any]]) -> CudaUpstream:

@@ -13,6 +13,7 @@ from gpuenv.kb.model import (
     ArchList,
     CudaRelease,
     DriverBranch,
+    Gpu,
     KnowledgeBase,
 )
 
@@ -36,9 +37,7 @@ def driver_runs_cuda(kb: KnowledgeBase, driver: str, cuda: str) -> DriverCompat:
     above the minor-version-compatibility floor of that CUDA major (works, except code needing
     PTX JIT of newer PTX). A driver given as a branch only ("580") is compared by branch.
     """
-    row = kb.find_cuda(cuda)
-    if row is None:
-        raise BadRequest(f"unknown CUDA version {cuda}", hint=f"known: {', '.join(c.version for c in kb.cuda)}")
+    row = _cuda_row(kb, cuda)
     have = _driver_key(driver)
     if have >= _driver_key(row.bundled_driver, like=driver):
         message = f"driver {driver} ≥ {row.bundled_driver}, bundled with CUDA {row.toolkit}"
@@ -53,6 +52,64 @@ def driver_runs_cuda(kb: KnowledgeBase, driver: str, cuda: str) -> DriverCompat:
     floor = row.minor_compat_floor
     message = f"driver {driver} is below {floor}, the lowest driver that runs CUDA {row.version}"
     return DriverCompat(False, "no", message)
+
+
+@dataclass(frozen=True)
+class ForwardCompat:
+    """Whether NVIDIA's cuda-compat-X-Y package runs a CUDA release on a driver older than the release's own."""
+
+    mode: Literal["not-needed", "compat", "no"]  # not-needed: the driver runs it natively
+    package: str  # "cuda-compat-12-8"
+    message: str
+    datacenter: bool  # the GPU is a data center GPU, the only kind forward compatibility serves
+    image_unconfirmed: bool = False  # whether the release's nvidia/cuda images admit the branch was not read
+
+
+def forward_compat(kb: KnowledgeBase, cuda: str, driver: str, gpu: Gpu | None) -> ForwardCompat:
+    """CUDA forward compatibility, as NVIDIA's compatibility guide gives it: on a data center GPU (never a GeForce or
+    RTX workstation card), on a driver branch the release's cuda-compat package is listed for (end-of-life and other
+    branches are not), for a driver older than the release's bundled one. It also lifts minor-version
+    compatibility's PTX JIT limit; CUDA alone is newer (no OpenGL/Vulkan interop)."""
+    row = _cuda_row(kb, cuda)
+    package, datacenter = row.compat_package, bool(gpu and gpu.datacenter)
+    if driver_runs_cuda(kb, driver, cuda).mode == "native":
+        return ForwardCompat("not-needed", package, f"driver {driver} runs CUDA {row.version} natively", datacenter)
+    branch = f"R{driver.split('.')[0]}"
+    served = row.forward_compat or ()
+    if gpu is None or not gpu.datacenter:
+        named = f"the {gpu.name}" if gpu else "a GPU whose model is not known"
+        why = f"{package} does not serve {named}: forward compatibility is for NVIDIA data center GPUs only"
+        return ForwardCompat("no", package, why + " (elsewhere CUDA fails with error 804)", datacenter)
+    if branch not in served:
+        listed = f"it serves {', '.join(served)}" if served else "NVIDIA lists no branch for it"
+        return ForwardCompat("no", package, f"{package} does not serve {branch} ({listed})", datacenter)
+    message = f"{package} runs CUDA {row.toolkit} on {branch} on the data center {gpu.name} (no OpenGL/Vulkan interop)"
+    if "datacenter" in gpu.unconfirmed:
+        message += f"; unconfirmed: the {gpu.name} being a data center GPU (source datacenter-gpus)"
+    image = "forward_compat:image" in row.provenance.unconfirmed
+    return ForwardCompat("compat", package, message, datacenter, image_unconfirmed=image)
+
+
+def in_cuda_image(compat: ForwardCompat) -> tuple[Literal["caveat", "no"], str] | None:
+    """How an image based on nvidia/cuda fares on a driver older than its CUDA's: the base installs cuda-compat-X-Y,
+    which NVIDIA's container toolkit loads whenever it is newer than the host's driver, and its NVIDIA_REQUIRE_CUDA
+    admits no GeForce on an older driver. None: as the driver alone decides (native, or a data center GPU
+    on a branch the package does not serve, which minor-version compatibility may still run)."""
+    if compat.mode == "compat":
+        doubt = "; unconfirmed: its NVIDIA_REQUIRE_CUDA admitting the branch" if compat.image_unconfirmed else ""
+        carried = "runs through CUDA forward compatibility, its nvidia/cuda base carrying it"
+        return "caveat", f"{carried}: {compat.message}{doubt}"
+    if compat.mode == "no" and not compat.datacenter:
+        loaded = f"its nvidia/cuda base carries {compat.package}, loaded for a driver older than CUDA's"
+        return "no", f"{loaded}: {compat.message}"
+    return None
+
+
+def _cuda_row(kb: KnowledgeBase, cuda: str) -> CudaRelease:
+    row = kb.find_cuda(cuda)
+    if row is None:
+        raise BadRequest(f"unknown CUDA version {cuda}", hint=f"known: {', '.join(c.version for c in kb.cuda)}")
+    return row
 
 
 def _driver_key(driver: str, like: str | None = None) -> tuple[int, ...]:

@@ -287,6 +287,8 @@ def _gauge(name: str, text: str) -> list[str]:
 def _group_labels(group: Group) -> str:
     key = group.key
     labels = {"gpu_model": key.gpu_model, "gpus": key.gpu_count, "metric": key.figure}
+    if key.cpu_arch:  # a label Prometheus reads as empty where reports did not record it
+        labels["cpu_arch"] = key.cpu_arch
     if key.collective:
         labels |= {"collective": key.collective, "bytes": key.nbytes}
     return ",".join(f'{k}="{_label(v)}"' for k, v in labels.items())

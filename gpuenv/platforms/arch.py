@@ -71,3 +71,9 @@ def cpu_arch_named(text: str) -> CpuArchFacts:
 def machine() -> str:
     """This machine's CPU architecture, as `uname -m` says it ("x86_64", "aarch64"; "arm64" on macOS)."""
     return platform.machine()
+
+
+def arch_name(text: str) -> str:
+    """gpuenv's name for a CPU architecture ("arm64" -> "aarch64"), else the text as given."""
+    found = cpu_arch(text)
+    return found.name if found else text

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Protocol
 
-from gpuenv.kb import KnowledgeBase, OsInfo, TorchRelease
+from gpuenv.kb import ForwardCompat, KnowledgeBase, OsInfo, TorchRelease
 from gpuenv.resolve.request import Request, pick_python, python_problem, torch_matches
 from gpuenv.stack import Rejected, Stack
 
@@ -50,6 +50,10 @@ class Resolution(Protocol):
 
     def why_not(self, torch: TorchRelease, build: str) -> tuple[str, str] | None:
         """The constraint that rules the build out and why, or None when it can be used."""
+
+    def forward_compat(self, build: str) -> ForwardCompat | None:
+        """Whether a compatibility package (NVIDIA's cuda-compat) runs the build on the request's driver; None: the
+        platform has none, or the request gives no driver."""
 
     def rank(self, c: Candidate) -> tuple[Any, ...]:
         """How good a usable candidate is: the highest is the choice."""

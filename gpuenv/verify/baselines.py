@@ -1,5 +1,7 @@
 """Expected busbw, matmul throughput and any registered figure by GPU model (data in
-gpuenv/data/baselines.json; figure names in gpuenv/verify/figures.py)."""
+gpuenv/data/baselines.json; figure names in gpuenv/verify/figures.py). A row may name the CPU architecture
+it was measured on (`fleet baseline learn` writes it): it is then expected there only, as an H100 PCIe's
+copy bandwidth behind a Grace CPU is not the same figure as behind an x86 one."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuenv.errors import BadRequest
+from gpuenv.platforms.arch import arch_name, machine
 from gpuenv.resources import data_file
 from gpuenv.schema import load as load_data_file
 
@@ -23,6 +26,7 @@ class Baselines:
     matmul_tflops: tuple[dict[str, Any], ...]
     origin: str
     figures: tuple[dict[str, Any], ...] = ()
+    cpu_arch: str | None = None  # the node's: rows of another architecture are not its expectation
 
     def expected_busbw(self, gpu_name: str, gpus: int, collective: str, nbytes: int) -> float | None:
         for row in self.busbw:
@@ -30,7 +34,7 @@ class Baselines:
                 row["collective"] == collective
                 and row["gpus"] == gpus
                 and nbytes >= row["min_bytes"]
-                and _matches(row, gpu_name)
+                and self._matches(row, gpu_name)
             ):
                 return float(row["busbw_gbps"])
         return None
@@ -39,7 +43,7 @@ class Baselines:
         """The expected TFLOP/s at this shape ("4096x4096x4096"); rows measured as the best of a
         shape sweep ("mamf") are not the figure of any one shape, so a shape never matches them."""
         for row in self.matmul_tflops:
-            if row["dtype"] == dtype and _matches(row, gpu_name) and (shape is None or row.get("shape") == shape):
+            if row["dtype"] == dtype and self._matches(row, gpu_name) and (shape is None or row.get("shape") == shape):
                 return float(row["tflops"])
         return None
 
@@ -47,7 +51,7 @@ class Baselines:
         """The expected value of a registered figure ("amp.matmul_tflops") on this GPU model; a
         row with a GPU count matches only that count, one without matches any."""
         for row in self.figures:
-            if row["figure"] == figure and _matches(row, gpu_name) and row.get("gpus") in (None, gpus):
+            if row["figure"] == figure and self._matches(row, gpu_name) and row.get("gpus") in (None, gpus):
                 return float(row["value"])
         return None
 
@@ -61,15 +65,19 @@ class Baselines:
             return "warn"
         return "pass"
 
+    def _matches(self, row: dict[str, Any], gpu_name: str) -> bool:
+        """Case-insensitive substrings: any of `match`, none of `exclude` (an "H200" row must not
+        catch the H200 NVL, a 600 W part); and a row of one CPU architecture only on that one."""
+        name = gpu_name.lower()
+        if row.get("cpu_arch") not in (None, self.cpu_arch):
+            return False
+        return any(m.lower() in name for m in row["match"]) and not any(
+            x.lower() in name for x in row.get("exclude", [])
+        )
 
-def _matches(row: dict[str, Any], gpu_name: str) -> bool:
-    """Case-insensitive substrings: any of `match`, none of `exclude` (an "H200" row must not
-    catch the H200 NVL, a 600 W part)."""
-    name = gpu_name.lower()
-    return any(m.lower() in name for m in row["match"]) and not any(x.lower() in name for x in row.get("exclude", []))
 
-
-def load_baselines(path: Path | None = None) -> Baselines:
+def load_baselines(path: Path | None = None, cpu_arch: str | None = None) -> Baselines:
+    """The baselines of `path` (the shipped ones by default) as expected on `cpu_arch` (this machine's by default)."""
     source = path or data_file("baselines.json")
     try:
         data = load_data_file(source, "baselines", "baselines")  # size cap, JSON Schema (gpuenv.schema)
@@ -86,11 +94,17 @@ def load_baselines(path: Path | None = None) -> Baselines:
     return Baselines(
         float(data["fail_below"]),
         float(data["warn_below"]),
-        tuple(data["busbw"]),
-        tuple(data["matmul_tflops"]),
+        _architecture_first(data["busbw"]),
+        _architecture_first(data["matmul_tflops"]),
         str(source),
-        tuple(data.get("figures", ())),
+        _architecture_first(data.get("figures", [])),
+        arch_name(cpu_arch or machine()),
     )
+
+
+def _architecture_first(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    """Rows that name a CPU architecture before those for any (a lookup takes the first match), each in file order."""
+    return tuple(sorted(rows, key=lambda row: "cpu_arch" not in row))
 
 
 def _problem(data: Any) -> str | None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from gpuenv.kb import KnowledgeBase, OsInfo, TorchRelease, V
+from gpuenv.kb import ForwardCompat, KnowledgeBase, OsInfo, TorchRelease, V
 from gpuenv.platforms.arch import CpuArchFacts
 from gpuenv.platforms.base import Claim, GpuFound, Halves, ImageText, Resolver, Row, skipped_plan
 from gpuenv.platforms.node import Unsupported
@@ -54,6 +54,9 @@ class ToyResolution:
         return ("toy",), ""
 
     def why_not(self, torch: TorchRelease, build: str) -> tuple[str, str] | None:
+        return None
+
+    def forward_compat(self, build: str) -> ForwardCompat | None:
         return None
 
     def rank(self, c: Candidate) -> tuple[Any, ...]:

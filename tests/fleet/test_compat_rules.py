@@ -13,7 +13,7 @@ import pytest
 from gpuenv.errors import BadRequest
 from gpuenv.fleet.compat_rules import HostKind, Judge
 from gpuenv.fleet.source import OnHost
-from gpuenv.kb import KnowledgeBase, load_kb, parse_kb
+from gpuenv.kb import KnowledgeBase, forward_compat, in_cuda_image, load_kb, parse_kb
 from gpuenv.provision.hostfacts import GatheredGpu, GatheredHost
 from gpuenv.provision.perhost import HostRequest, plan_hosts
 from gpuenv.resolve.request import Request
@@ -145,6 +145,59 @@ def test_every_build_python_and_host_os_gets_the_verdict_provision_gives_a_pinne
             assert (verdict.state in ("runs", "caveat")) == (plan.refused is None), (stack.build, os, verdict, plan)
             compared, refused = compared + 1, refused | {verdict.constraints[0] if verdict.state == "no" else ""}
     assert compared > 1000 and refused == {"", "os", "python"}  # an OS provision's roles do not serve, a Python
+
+
+def test_an_image_over_every_gpu_model_driver_branch_and_cuda_build_gets_resolves_verdict_then_cuda_compats() -> None:
+    """An image's verdict is resolve's, then its nvidia/cuda base's cuda-compat over it (one rule: in_cuda_image)."""
+    newest = {stack.build: (pinned, stack) for pinned, stack in builds(KB) if stack.platform == "cuda"}
+    drivers = [b.latest for b in KB.driver_branches if b.latest]
+    seen: dict[str, int] = {}
+    for pinned, stack in newest.values():
+        image = Judge(KB, stack, image=True)
+        for gpu in KB.gpus:
+            if (gpu.cpu_arch or "x86_64") != stack.cpu_arch or not resolves(stack, gpu.name, None):
+                continue
+            for driver in drivers:
+                verdict = image.host(HostKind(((gpu.name, f"sm_{gpu.sm.replace('.', '')}"),), driver, stack.cpu_arch))
+                forward = forward_compat(KB, stack.build, driver, gpu)
+                fate, runs = in_cuda_image(forward), resolves(stack, gpu.name, driver)
+                expected = fate[0] if fate else ("runs" if runs else "no")
+                assert (verdict.state == "no") == (expected == "no"), (pinned, gpu.name, driver, verdict)
+                if fate and (fate[0] == "caveat" or runs):  # where the image's cuda-compat decides, it is named
+                    assert any(forward.package in r for r in verdict.reasons), (pinned, gpu.name, driver, verdict)
+                seen[expected] = seen.get(expected, 0) + 1
+    assert set(seen) == {"runs", "caveat", "no"} and seen["caveat"] > 100, seen
+
+
+IMAGE_CU128 = "2.7.0+cu128"
+
+
+@pytest.mark.parametrize(
+    ("gpus", "driver", "state", "said"),
+    [
+        ((("NVIDIA H100", "sm_90"),), "570.124.06", "runs", None),  # control
+        ((("NVIDIA H100", "sm_90"),), "535.104.05", "caveat", "cuda-compat-12-8 runs CUDA 12.8.1 on R535"),
+        ((("NVIDIA GeForce RTX 4090", "sm_89"),), "535.104.05", "no", "forward compatibility is for NVIDIA data"),
+        ((("NVIDIA GeForce RTX 4090", "sm_89"),), "570.124.06", "runs", None),
+        ((("NVIDIA H100", "sm_90"),), "550.54.15", "caveat", "minor-version compatibility in use"),  # R550: EOL
+        ((("NVIDIA A100-SXM4-80GB", "sm_80"),), "470.256.02", "no", "below 525.60.13"),
+    ],
+)
+def test_the_forward_compatibility_rule_of_an_image(
+    gpus: tuple[tuple[str, str], ...], driver: str, state: str, said: str | None
+) -> None:
+    verdict = Judge(KB, resolve(KB, Request(torch=IMAGE_CU128)), image=True).host(HostKind(gpus, driver, "x86_64"))
+    assert verdict.state == state and (said is None or any(said in r for r in verdict.reasons)), verdict
+
+
+def test_a_host_stack_on_an_older_branch_does_not_run_until_cuda_compat_is_installed_and_is_told_which() -> None:
+    cu130 = resolve(KB, Request(torch="2.9.0+cu130"))
+    host = Judge(KB, cu130).host(HostKind(H100, "535.104.05", "x86_64"))
+    assert host.state == "no" and "cuda-compat-13-0 runs CUDA 13.0.3 on R535" in host.reasons[0]
+    image = Judge(KB, cu130, image=True).host(HostKind(H100, "535.104.05", "x86_64"))
+    assert image.state == "caveat" and "runs through CUDA forward compatibility" in image.reasons[0]
+    rtx = Judge(KB, cu130, image=True).host(HostKind((("RTX 4090", "sm_89"),), "535.104.05", "x86_64"))
+    assert rtx.state == "no" and "below 580.65.06" in rtx.reasons[0]
 
 
 def judge(torch: str = "2.7.0+cu128", kb: KnowledgeBase = KB) -> Judge:

@@ -1,6 +1,7 @@
 """Record the package index's part of tests/data/kb-snapshot/ for real, trimmed to what refresh reads.
 
     python -m tests.kb.record            # needs the network to pypi.org and files.pythonhosted.org
+    python -m tests.kb.record --pytorch  # only the PyTorch wheel index pages, made from the KB (offline)
 
 PyTorch's wheel index is not reachable from the build machines: its pages in the snapshot are made from
 the knowledge base's documented builds (tests/kb/wheel_index.py) and cited as `pytorch-matrix`.
@@ -60,12 +61,18 @@ def trim_metadata(text: str) -> str:
     return text.split("\n\n", 1)[0].rstrip("\n") + "\n"
 
 
+def write_pytorch_pages(out: Path, kb: dict[str, Any]) -> None:
+    """The snapshot's PyTorch wheel index pages, made anew from the knowledge base (no network needed)."""
+    shutil.rmtree(out / "pytorch", ignore_errors=True)
+    write_pages(out, kb["torch"], kb.get("torch_rocm", ()), kb.get("torch_cpu_arch", ()))
+
+
 def record(out: Path) -> None:
     kb = json.loads(data_file("compat.json").read_text())
     floors = {"torch": "1.13.0", "torchvision": "0.14.0", "torchaudio": "0.13.0"}
     with tempfile.TemporaryDirectory() as scratch:
         raw, pages = Path(scratch) / "raw", Path(scratch) / "pages"
-        write_pages(pages, kb["torch"], kb.get("torch_rocm", ()))
+        write_pages(pages, kb["torch"], kb.get("torch_rocm", ()), kb.get("torch_cpu_arch", ()))
         with serving(pages) as server:
             bases = {**DEFAULT_BASES, "pytorch": server.bases()["pytorch"]}
             refresh(RefreshRequest(output=Path(scratch) / "kb.json", record=raw, bases=bases, timeout=60))
@@ -75,8 +82,7 @@ def record(out: Path) -> None:
                 file.write_text(json.dumps(trim(json.loads(file.read_text()), Version(floor)), indent=1) + "\n")
         for file in raw.rglob("*.METADATA"):
             file.write_text(trim_metadata(file.read_text()))
-        shutil.rmtree(raw / "pytorch", ignore_errors=True)
-        write_pages(raw, kb["torch"], kb.get("torch_rocm", ()))
+        write_pytorch_pages(raw, kb)
         info = {"recorded": date.today().isoformat(), "cite": {"pytorch": "pytorch-matrix"}, "note": __doc__}
         (raw / SNAPSHOT_INFO).write_text(json.dumps(info, indent=1) + "\n")
         shutil.rmtree(out, ignore_errors=True)
@@ -84,4 +90,9 @@ def record(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    record(Path(sys.argv[1]) if len(sys.argv) > 1 else SNAPSHOT)
+    pytorch_only = "--pytorch" in sys.argv[1:]  # remake the wheel index pages alone, offline
+    where = next((Path(a) for a in sys.argv[1:] if a != "--pytorch"), SNAPSHOT)
+    if pytorch_only:
+        write_pytorch_pages(where, json.loads(data_file("compat.json").read_text()))
+    else:
+        record(where)

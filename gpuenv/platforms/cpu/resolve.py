@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from gpuenv.errors import BadRequest
-from gpuenv.kb import KnowledgeBase, OsInfo, TorchRelease, V
+from gpuenv.kb import ForwardCompat, KnowledgeBase, OsInfo, TorchRelease, V
 from gpuenv.platforms.arch import CpuArchFacts
 from gpuenv.platforms.base import Claim, Row
 from gpuenv.platforms.node import Unsupported
@@ -106,6 +106,9 @@ class CpuResolution:
 
     def builds(self, torch: TorchRelease) -> tuple[tuple[str, ...], str]:
         return (BUILD,), ""
+
+    def forward_compat(self, build: str) -> ForwardCompat | None:
+        return None  # no compatibility package for newer builds on older drivers
 
     def why_not(self, torch: TorchRelease, build: str) -> tuple[str, str] | None:
         if self.request.purpose == "image" and "image" in self.os_info.roles and self.os_info.image is None:

@@ -3,7 +3,7 @@ with the choice (unconfirmed facts, minor-version compatibility, end-of-life ima
 
 from __future__ import annotations
 
-from gpuenv.kb import Architecture, KnowledgeBase, OsInfo, V, driver_runs_cuda, gpu_code_for
+from gpuenv.kb import Architecture, ForwardCompat, KnowledgeBase, OsInfo, V, driver_runs_cuda, gpu_code_for
 from gpuenv.resolve.candidates import Candidate
 from gpuenv.resolve.ranking import fit_for_default
 from gpuenv.resolve.request import Request, torch_matches
@@ -57,7 +57,12 @@ def reasons(
 
 
 def warnings(
-    kb: KnowledgeBase, best: Candidate, request: Request, os_info: OsInfo, arch: Architecture | None
+    kb: KnowledgeBase,
+    best: Candidate,
+    request: Request,
+    os_info: OsInfo,
+    arch: Architecture | None,
+    forward: ForwardCompat | None = None,
 ) -> list[str]:
     torch, python = best.torch, best.python
     cuda = kb.cuda_by_build[best.build]
@@ -94,7 +99,8 @@ def warnings(
     if request.driver:
         compat = driver_runs_cuda(kb, request.driver, cuda.build)
         if compat.mode == "minor-version":
-            out.append(f"minor-version compatibility in use: {compat.message}")
+            lifted = f" ({forward.message}, lifting that limit)" if forward and forward.mode == "compat" else ""
+            out.append(f"minor-version compatibility in use: {compat.message}{lifted}")
     if "image" in os_info.roles and (cuda.eol or cuda.toolkit in cuda.deleted_tags):
         state = "deleted from the registries" if cuda.toolkit in cuda.deleted_tags else "end-of-life"
         out.append(

@@ -11,19 +11,23 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 from gpuenv import validate
 from gpuenv.errors import BadRequest
 from gpuenv.kb import (
     Architecture,
     CudaRelease,
+    ForwardCompat,
+    Gpu,
     KnowledgeBase,
     OsInfo,
     TorchRelease,
     V,
     driver_runs_cuda,
+    forward_compat,
     gpu_code_for,
+    in_cuda_image,
     recommended_branch,
 )
 from gpuenv.platforms.arch import CpuArchFacts
@@ -82,6 +86,11 @@ def gpu_architecture(kb: KnowledgeBase, gpu: str) -> Architecture:
     arch = kb.arch(found.sm)
     assert arch is not None  # guaranteed by the schema check
     return arch
+
+
+def gpu_model(kb: KnowledgeBase, gpu: str | None) -> Gpu | None:
+    """The NVIDIA model --gpu names; None for a compute capability (sm_90), which names no model, or no --gpu."""
+    return kb.find_gpu(gpu) if gpu and not gpu.lower().startswith("sm_") else None
 
 
 class CudaResolve:
@@ -193,11 +202,29 @@ class CudaResolution:
         if request.driver:
             compat = driver_runs_cuda(self.kb, request.driver, build)
             if not compat.ok:
+                forward = self.forward_compat(build)
+                if forward is not None and forward.mode == "compat":  # said, never chosen: it needs installing
+                    return "driver", f"{compat.message}; {forward.message}, installed or in an nvidia/cuda image"
                 return "driver", compat.message
+            in_image = self.in_image(build)
+            if in_image is not None and in_image[0] == "no":
+                return "driver", in_image[1]
         if self.arch is not None and gpu_code_for(torch.arch[build], self.arch.sm) is None:
             code, arch = torch.arch[build], self.arch
             return "gpu", f"its GPU code is {code.span()}: no kernel for {arch.family} sm_{arch.sm.replace('.', '')}"
         return None
+
+    def forward_compat(self, build: str) -> ForwardCompat | None:
+        """Whether NVIDIA's cuda-compat package runs the build on the request's driver and GPU; None: no driver."""
+        if not self.request.driver:
+            return None
+        return forward_compat(self.kb, build, self.request.driver, gpu_model(self.kb, self.request.gpu))
+
+    def in_image(self, build: str) -> tuple[Literal["caveat", "no"], str] | None:
+        """How an nvidia/cuda image of the build fares on the request's driver and GPU (its base carries cuda-compat);
+        None: not an image, no driver, or the driver alone decides."""
+        forward = self.forward_compat(build) if self.request.purpose == "image" else None
+        return in_cuda_image(forward) if forward is not None else None
 
     def rank(self, c: Candidate) -> tuple[Any, ...]:
         request, cuda = self.request, self.kb.cuda_by_build[c.build]
@@ -237,7 +264,7 @@ class CudaResolution:
             base_image_eol=bool(images) and (cuda.eol or cuda.toolkit in cuda.deleted_tags),
             reasons=explain.reasons(kb, best, self.request, os_info, arch, survivors),
             rejected=rejected,
-            warnings=tuple(explain.warnings(kb, best, self.request, os_info, arch)),
+            warnings=tuple(explain.warnings(kb, best, self.request, os_info, arch, self.forward_compat(best.build))),
             cpu_arch=self.cpu_arch.name,
         )
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from gpuenv.errors import BadRequest
-from gpuenv.kb import AmdGpu, KnowledgeBase, OsInfo, Provenance, RocmRelease, TorchRelease, V
+from gpuenv.kb import AmdGpu, ForwardCompat, KnowledgeBase, OsInfo, Provenance, RocmRelease, TorchRelease, V
 from gpuenv.platforms.arch import CpuArchFacts
 from gpuenv.platforms.base import Claim, Row, unknown_gpu
 from gpuenv.platforms.node import Unsupported
@@ -164,6 +164,9 @@ class RocmResolution:
         usable = [kb.rocm_by_build[b] for b in (made.arch if made else ())]
         why = f"built for {', '.join(r.build for r in usable)}" if usable else "no ROCm build known"
         return tuple(r.build for r in usable if r in wanted), why
+
+    def forward_compat(self, build: str) -> ForwardCompat | None:
+        return None  # no compatibility package for newer builds on older drivers
 
     def why_not(self, torch: TorchRelease, build: str) -> tuple[str, str] | None:
         rocm, request, os_info, amd = self.kb.rocm_by_build[build], self.request, self.os_info, self.amd

@@ -110,7 +110,7 @@ def build_image(ctx: click.Context, /, as_json: bool, **params: Any) -> int:
     for name in SPEC_OVERRIDABLE:  # flag > environment > config file > spec > default
         if ctx.get_parameter_source(name) == ParameterSource.DEFAULT:
             params[name] = None
-    fleet_check = rollout_gate(params, settings(ctx).data, image=True)  # the image is judged, its base included
+    fleet_check = rollout_gate(params, settings(ctx).data)
     quiet, verbose = settings(ctx).quiet, settings(ctx).verbose
     request = BuildRequest(stack=stack_request(params), **params)
     plan = plan_image(request, kb_path=settings(ctx).data, on_warning=warn)

@@ -66,16 +66,16 @@ def rollout_options(func: F) -> F:
     return fleet_options(strict(func))
 
 
-def rollout_gate(params: dict[str, Any], kb_path: Path | None, *, image: bool = False) -> Gate:
-    """Take the fleet options and --strict out of the parameters: what checks a stack (an image's: `image`) against
-    the fleet."""
+def rollout_gate(params: dict[str, Any], kb_path: Path | None) -> Gate:
+    """Take the fleet options and --strict out of the parameters: what checks a stack against the fleet (installed
+    on the host as `on_host` says; None: an image's)."""
     source, strict = fleet_source(params), params.pop("strict")
     if source is None:
         if strict:
             raise click.UsageError("--strict judges the stack against a fleet: give --fleet or --fleet-history")
         return lambda stack, on_host: None  # no fleet: the stack is not worked out for it
     return lambda stack, on_host: check_rollout(
-        stack(), source, kb_path=kb_path, strict=strict, on_warning=warn, on_host=on_host, image=image
+        stack(), source, kb_path=kb_path, strict=strict, on_warning=warn, on_host=on_host
     )
 
 

@@ -121,7 +121,7 @@ def fleet_compat(request: CompatRequest, *, kb_path: Path | None = None) -> Comp
     kb = load_kb(kb_path)
     stack, on_host = rolled_out(request.rollout, kb, kb_path=kb_path)
     # refuses a stack the knowledge base does not know before the fleet is read
-    judge = Judge(kb, stack, on_host, image=request.rollout.image is not None)
+    judge = Judge(kb, stack, on_host)
     fleet = read_fleet(request.fleet)
     stale = staleness_warning(kb, date.today())
     return judged(judge, fleet, strict=request.strict, warnings=(stale,) if stale else ())
@@ -140,11 +140,10 @@ def check_rollout(
     strict: bool,
     on_warning: Callable[[str], None],
     on_host: OnHost | None = None,
-    image: bool = False,
 ) -> CompatResult:
     """build-image --fleet and provision --fleet (on_host: how it installs the stack), before they act: a warning
     naming the hosts that cannot run the stack (or are unknown); with strict, a refusal, which a caveat earns too."""
-    result = judged(Judge(load_kb(kb_path), stack, on_host, image=image), read_fleet(source), strict=strict)
+    result = judged(Judge(load_kb(kb_path), stack, on_host), read_fleet(source), strict=strict)
     if result.exit_code == 0:
         return result
     failing = [g for g in result.groups() if g.state != "runs" and (strict or g.state != "caveat")]

@@ -74,10 +74,11 @@ def worst(verdicts: list[Verdict]) -> Verdict:
 class Judge:
     """One stack's verdicts, each kind of host judged once."""
 
-    def __init__(self, kb: KnowledgeBase, stack: Stack, on_host: OnHost | None = None, *, image: bool = False) -> None:
+    def __init__(self, kb: KnowledgeBase, stack: Stack, on_host: OnHost | None = None) -> None:
         self.kb, self.stack = kb, stack
         self.on_host = on_host  # how it is installed on a host; None: not there (an image brings its OS and Python)
-        self.image = image  # the stack is an image built on its platform's base image (nvidia/cuda carries cuda-compat)
+        # not on the host: in an image built on its platform's base image (nvidia/cuda's carries cuda-compat)
+        self.image = on_host is None
         self.platform = for_stack(stack)
         self.torch = _release(kb, stack)
         self.os_info = kb.os_by_name.get(stack.os)

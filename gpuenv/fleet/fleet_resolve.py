@@ -18,7 +18,7 @@ from gpuenv.errors import BadRequest
 from gpuenv.fleet.compat import CompatResult, Group, compressed, judged
 from gpuenv.fleet.compat_rules import Judge
 from gpuenv.fleet.fleet_hosts import Fleet, read_fleet
-from gpuenv.fleet.source import FleetSource
+from gpuenv.fleet.source import FleetSource, OnHost
 from gpuenv.kb import KnowledgeBase, load_kb
 from gpuenv.platforms.registry import claims, for_request
 from gpuenv.resolve.candidates import Candidate, candidates
@@ -56,7 +56,7 @@ def resolve_for_fleet(kb_path: Path | None, request: Request, source: FleetSourc
     passed: list[Tried] = []
     for candidate in sorted(survivors, key=resolution.rank, reverse=True):
         stack = resolution.stack(candidate, survivors, ())
-        tried = Tried(candidate, stack, judged(Judge(kb, stack, image=request.purpose == "image"), fleet, strict=False))
+        tried = Tried(candidate, stack, judged(Judge(kb, stack, _on_host(request)), fleet, strict=False))
         if not tried.refused:
             stack = _explained(tried, passed, len(fleet.hosts))
             return replace(stack, warnings=(*stack.warnings, *left_out))
@@ -66,6 +66,13 @@ def resolve_for_fleet(kb_path: Path | None, request: Request, source: FleetSourc
         f"needs: {_needs(passed[0])}",
         hint="upgrade the drivers or leave out the hosts named (a fleet of several kinds: judge each part apart)",
     )
+
+
+def _on_host(request: Request) -> OnHost | None:
+    """How provision installs the stack (--for host), on each host's OS unless --os names one; None: an image."""
+    if request.purpose == "image":
+        return None
+    return OnHost(request.os, request.python, only_os=request.os is not None)
 
 
 def _platform(kb: KnowledgeBase, request: Request, fleet: Fleet) -> tuple[Request, Fleet, tuple[str, ...]]:

@@ -71,9 +71,9 @@ def rolled_out(rollout: Rollout, kb: KnowledgeBase, *, kb_path: Path | None) -> 
     if rollout.lockfile is not None:
         asked = lock_request(kb, rollout.lockfile)
         return resolve(kb, asked), OnHost(python=asked.python, by_pip=True)
-    stack = stack_for(replace(rollout.stack, purpose="host"), kb_path=kb_path)
+    stack = stack_for(replace(rollout.stack, purpose="host" if rollout.on_host else "image"), kb_path=kb_path)
     if not rollout.on_host:
-        return stack, None
+        return stack, None  # an image's, as resolve's is unless --for host
     if rollout.stack.stack_file is not None:
         return stack, OnHost(stack.os, stack.python)
     given = rollout.stack.constraints

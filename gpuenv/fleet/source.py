@@ -63,12 +63,9 @@ def check_rollout(
     strict: bool,
     on_warning: Callable[[str], None],
     on_host: OnHost | None = None,
-    image: bool = False,
 ) -> None:
     """Warn of the hosts that cannot run the stack, or refuse with strict (gpuenv.fleet.compat)."""
-    _service("check")(
-        stack, source, kb_path=kb_path, strict=strict, on_warning=on_warning, on_host=on_host, image=image
-    )
+    _service("check")(stack, source, kb_path=kb_path, strict=strict, on_warning=on_warning, on_host=on_host)
 
 
 def _service(name: str) -> Callable[..., Any]:

@@ -36,7 +36,8 @@ def test_build_image_names_the_geforce_that_cannot_run_the_image_and_the_caveat_
 
 def test_a_host_stack_the_same_hosts_run_through_minor_version_compatibility(tmp_path, capsys) -> None:
     """provision installs no cuda-compat: the host's own driver decides, as resolve's rules say."""
-    code = gpuenv_main("fleet", "compat", str(write_fleet(tmp_path, FLEET)), *CU128, "--json")
+    folder = str(write_fleet(tmp_path, FLEET))
+    code = gpuenv_main("fleet", "compat", folder, *CU128, "--on-host", "--json")
     doc = json.loads(capsys.readouterr().out)
     assert code == 0
     assert {h["host"]: h["state"] for h in doc["hosts"]} == {
@@ -46,10 +47,14 @@ def test_a_host_stack_the_same_hosts_run_through_minor_version_compatibility(tmp
     }
     said = {h["host"]: " ".join(h["reasons"]) for h in doc["hosts"]}
     assert "cuda-compat-12-8" in said["h100-535"] and "cuda-compat" not in said["rtx4090-535"]
+    assert gpuenv_main("fleet", "compat", folder, *CU128, "--json") == 1  # the same stack as an image: cuda-compat
+    image = {h["host"]: h["state"] for h in json.loads(capsys.readouterr().out)["hosts"]}
+    assert image == {"h100-535": "caveat", "rtx4090-535": "no", "h100-570": "runs"}
 
 
 def test_a_cuda_13_host_stack_on_r535_does_not_run_and_says_which_package_would(tmp_path, capsys) -> None:
-    code = gpuenv_main("fleet", "compat", str(write_fleet(tmp_path, FLEET)), "--torch", "2.9.0+cu130", "--json")
+    fleet = str(write_fleet(tmp_path, FLEET))
+    code = gpuenv_main("fleet", "compat", fleet, "--torch", "2.9.0+cu130", "--on-host", "--json")
     doc = json.loads(capsys.readouterr().out)
     assert code == 1
     hosts = {h["host"]: h for h in doc["hosts"]}

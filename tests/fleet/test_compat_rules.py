@@ -64,7 +64,7 @@ def models(kb: KnowledgeBase) -> list[tuple[str, str, bool, str]]:
 def test_every_gpu_model_and_build_gets_the_verdict_resolve_gives() -> None:
     compared = 0
     for pinned, stack in builds(KB):
-        judge = Judge(KB, stack)
+        judge = Judge(KB, stack, OnHost())  # installed on the host, as resolve's Request is for
         for name, code, takes_driver, arch in models(KB):
             verdict = judge.host(HostKind(((name, code),), NEWEST_DRIVER, arch))
             expected = resolves(stack, name, NEWEST_DRIVER if takes_driver else None)
@@ -78,7 +78,7 @@ def test_every_driver_branch_and_cuda_build_gets_the_verdict_resolve_gives() -> 
     for pinned, stack in builds(KB):
         if stack.platform != "cuda":
             continue
-        judge = Judge(KB, stack)
+        judge = Judge(KB, stack, OnHost())
         for driver in drivers:
             verdict = judge.host(HostKind((("H100", "sm_90"),), driver, "x86_64"))
             expected = resolves(stack, "H100", driver) if resolves(stack, "H100", None) else False
@@ -153,7 +153,7 @@ def test_an_image_over_every_gpu_model_driver_branch_and_cuda_build_gets_resolve
     drivers = [b.latest for b in KB.driver_branches if b.latest]
     seen: dict[str, int] = {}
     for pinned, stack in newest.values():
-        image = Judge(KB, stack, image=True)
+        image = Judge(KB, stack)
         for gpu in KB.gpus:
             if (gpu.cpu_arch or "x86_64") != stack.cpu_arch or not resolves(stack, gpu.name, None):
                 continue
@@ -186,17 +186,17 @@ IMAGE_CU128 = "2.7.0+cu128"
 def test_the_forward_compatibility_rule_of_an_image(
     gpus: tuple[tuple[str, str], ...], driver: str, state: str, said: str | None
 ) -> None:
-    verdict = Judge(KB, resolve(KB, Request(torch=IMAGE_CU128)), image=True).host(HostKind(gpus, driver, "x86_64"))
+    verdict = Judge(KB, resolve(KB, Request(torch=IMAGE_CU128))).host(HostKind(gpus, driver, "x86_64"))
     assert verdict.state == state and (said is None or any(said in r for r in verdict.reasons)), verdict
 
 
 def test_a_host_stack_on_an_older_branch_does_not_run_until_cuda_compat_is_installed_and_is_told_which() -> None:
     cu130 = resolve(KB, Request(torch="2.9.0+cu130"))
-    host = Judge(KB, cu130).host(HostKind(H100, "535.104.05", "x86_64"))
+    host = Judge(KB, cu130, OnHost()).host(HostKind(H100, "535.104.05", "x86_64"))
     assert host.state == "no" and "cuda-compat-13-0 runs CUDA 13.0.3 on R535" in host.reasons[0]
-    image = Judge(KB, cu130, image=True).host(HostKind(H100, "535.104.05", "x86_64"))
+    image = Judge(KB, cu130).host(HostKind(H100, "535.104.05", "x86_64"))
     assert image.state == "caveat" and "runs through CUDA forward compatibility" in image.reasons[0]
-    rtx = Judge(KB, cu130, image=True).host(HostKind((("RTX 4090", "sm_89"),), "535.104.05", "x86_64"))
+    rtx = Judge(KB, cu130, OnHost()).host(HostKind((("RTX 4090", "sm_89"),), "535.104.05", "x86_64"))
     assert rtx.state == "no" and "below 580.65.06" in rtx.reasons[0]
 
 

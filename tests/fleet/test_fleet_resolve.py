@@ -97,3 +97,16 @@ def test_an_image_for_a_geforce_fleet_on_an_older_driver_is_one_its_driver_runs_
     rejected = {r["choice"]: r["why"] for r in image["rejected"]}
     assert rejected["torch 2.7.0+cu128"] == "needs: the driver ≥ 570.124.06 on rtx4090-[0-1]"  # CUDA 12.8's own
     assert "the driver ≥ 560.35.05 on rtx4090-[0-1]" in image["reasons"]["fleet"]  # cu126, resolve's choice
+
+
+def test_for_host_judges_each_hosts_os_and_python_as_provision_installs_the_stack(tmp_path, capsys) -> None:
+    fleet = (
+        Spec("h100-001", "NVIDIA H100", "9.0", "580.65.06"),
+        Spec("h100-002", "NVIDIA H100", "9.0", "580.65.06", os="ubuntu20.04", python="3.8"),
+    )
+    folder = str(write_fleet(tmp_path, fleet))
+    stack = resolved(capsys, "--fleet", folder, "--for", "host")
+    assert any("deadsnakes" in w and w.endswith("h100-002") for w in stack["warnings"])  # how 3.10 gets there
+    assert not any("deadsnakes" in w for w in resolved(capsys, "--fleet", folder)["warnings"])  # an image: its own
+    assert gpuenv_main("resolve", "--fleet", folder, "--for", "host", "--os", "ubuntu22.04") == 2
+    assert "to leave out h100-002 (the host runs ubuntu20.04, --os asks for ubuntu22.04)" in capsys.readouterr().err

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from gpuenv.errors import BadRequest
 from gpuenv.fleet.compat_rules import STATES, WORDS, HostKind, Judge, State, Verdict
@@ -24,6 +24,7 @@ from gpuenv.platforms.registry import for_stack
 from gpuenv.stack import Stack
 
 SCHEMA = "gpuenv.fleet-compat/1"
+Installed = Literal["image", "host", "pip"]
 HOSTS_WORDS: dict[State, str] = {"runs": "run", "caveat": "run with a caveat", "no": "do not run", "unknown": "unknown"}
 
 
@@ -63,6 +64,7 @@ class CompatResult:
     skipped: tuple[Skipped, ...]
     strict: bool
     warnings: tuple[str, ...] = ()  # about the check itself (a stale knowledge base)
+    installed: Installed = "image"  # how the stack was judged to reach the hosts
 
     @property
     def title(self) -> str:
@@ -98,6 +100,7 @@ class CompatResult:
             "stack": self.stack.to_dict(),
             "summary": self.summary(),
             "strict": self.strict,
+            "installed": self.installed,
             "counts": self.counts(),
             "groups": [g.to_dict() for g in self.groups()],
             "hosts": [
@@ -129,7 +132,14 @@ def fleet_compat(request: CompatRequest, *, kb_path: Path | None = None) -> Comp
 
 def judged(judge: Judge, fleet: Fleet, *, strict: bool, warnings: tuple[str, ...] = ()) -> CompatResult:
     hosts = tuple(_verdict(judge, h) for h in fleet.hosts)
-    return CompatResult(judge.stack, hosts, fleet.skipped, strict, warnings)
+    return CompatResult(judge.stack, hosts, fleet.skipped, strict, warnings, installed_as(judge.on_host))
+
+
+def installed_as(on_host: OnHost | None) -> Installed:
+    """How the stack reaches the hosts: in an image, as provision installs it, or by pip into the host's Python."""
+    if on_host is None:
+        return "image"
+    return "pip" if on_host.by_pip else "host"
 
 
 def check_rollout(

@@ -9,6 +9,11 @@ from gpuenv.output.jsontext import json_text
 from gpuenv.output.screen import Block, Screen, line, table
 
 COLUMNS = ("verdict", "why", "hosts", "host list")
+JUDGED_AS = {
+    "image": "judged as an image: it brings its OS and Python, and its nvidia/cuda base's cuda-compat",
+    "host": "judged installed on the host, as provision installs it: the host's OS, its Python and driver",
+    "pip": "judged installed by pip into the host's Python: the host's OS, Python and driver",
+}
 
 
 def rows(result: CompatResult) -> list[tuple[str, str, str, str]]:
@@ -16,7 +21,7 @@ def rows(result: CompatResult) -> list[tuple[str, str, str, str]]:
 
 
 def screen(result: CompatResult) -> Screen:
-    blocks: list[Block] = [line(result.summary())]
+    blocks: list[Block] = [line(result.summary()), line(JUDGED_AS[result.installed])]
     blocks.append(table(COLUMNS, rows(result), title="Hosts by verdict and reason", title_left=True))
     blocks += [line(f"skipped {s.path}: {s.reason}") for s in result.skipped]
     blocks += [line(f"warning: {w}") for w in result.warnings]
@@ -28,7 +33,8 @@ def to_json(result: CompatResult) -> str:
 
 
 def to_markdown(result: CompatResult) -> str:
-    lines = ["# Fleet compatibility", "", result.summary(), "", *_md_table(COLUMNS, rows(result)), ""]
+    lines = ["# Fleet compatibility", "", result.summary(), "", JUDGED_AS[result.installed], ""]
+    lines += [*_md_table(COLUMNS, rows(result)), ""]
     lines += [f"- skipped `{s.path}`: {s.reason}" for s in result.skipped]
     lines += [f"- warning: {w}" for w in result.warnings]
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -70,14 +70,24 @@ def driver_gpus(root: Path = DRIVER_GPUS) -> list[str] | None:
     return sorted(entry.name for entry in root.iterdir())
 
 
+# Where container runtimes put a container's processes in cgroup v1 paths (and v2 without a cgroup namespace):
+# Docker, containerd's CRI, Podman, LXC, Kubernetes pods.
+CONTAINER_CGROUPS = ("/docker/", "/docker-", "cri-containerd-", "/libpod-", "/lxc/", "/kubepods")
+
+
 def pci_scope(root: Path = Path("/")) -> PciScope:
-    """Whether this process sees the host's GPUs: a container or a Slurm job slice may not."""
-    if (root / ".dockerenv").exists() or (root / "run/.containerenv").exists() or os.environ.get("container"):  # noqa: SIM112 (systemd's name)
-        return "container"
+    """Whether this process sees the host's GPUs: a container or a Slurm job slice may not. A container says so by
+    Docker's or Podman's marker file, systemd's `container` variable, the variable Kubernetes sets in every pod, or
+    its cgroup path."""
     try:
         cgroup = (root / "proc/self/cgroup").read_text()
     except OSError:
         cgroup = ""
+    markers = (root / ".dockerenv", root / "run/.containerenv")
+    if any(m.exists() for m in markers) or os.environ.get("container") or os.environ.get("KUBERNETES_SERVICE_HOST"):  # noqa: SIM112 (systemd's name)
+        return "container"
+    if any(c in cgroup for c in CONTAINER_CGROUPS):
+        return "container"
     if os.environ.get("SLURM_JOB_ID") and "/job_" in cgroup:
         return "job"
     return "host"

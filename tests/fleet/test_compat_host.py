@@ -59,6 +59,7 @@ def test_an_ubuntu_stack_on_the_host_runs_there_and_is_judged_against_each_other
     ]
     assert said["fedora-001"] == ["its OS fedora40 is not one the knowledge base knows as a host's"]
     assert said["old-001"] == [NO_OS]  # not checked, as a report without the CPU architecture
+    assert doc["installed"] == "host"  # how it was judged, said
     assert compat(capsys, folder, "--stack", stack, "--on-host", "--strict")[0] == 1
 
 
@@ -108,7 +109,9 @@ def test_without_on_host_a_stack_file_is_an_image_and_the_hosts_os_is_not_its(tm
     folder = str(write_fleet(tmp_path / "fleet", FLEET))
     stack = resolved(tmp_path, capsys, "--os", "ubuntu22.04", "--python", "3.10")
     code, doc = compat(capsys, folder, "--stack", stack)
-    assert (code, set(states(doc).values())) == (0, {"runs"})
+    assert (code, set(states(doc).values()), doc["installed"]) == (0, {"runs"}, "image")
+    assert gpuenv_main("fleet", "compat", folder, "--stack", stack, "--markdown") == 0
+    assert "judged as an image: it brings its OS and Python" in capsys.readouterr().out
 
 
 def test_an_image_brings_its_own_os_and_python(tmp_path, capsys, monkeypatch) -> None:
@@ -143,6 +146,7 @@ def test_a_lockfile_is_pip_installed_into_the_hosts_python(tmp_path, capsys) -> 
     lock.write_text(PYLOCK.format(11))
     code, doc = compat(capsys, folder, "--requirements", str(lock))
     assert (code, states(doc)) == (0, {"u22-001": "caveat", "rocky-001": "runs", "u22-002": "runs"})
+    assert doc["installed"] == "pip"
     assert reasons(doc)["u22-001"] == [
         "the host runs Python 3.10, the lockfile's wheels Python 3.11: install it (Ubuntu 22.04 universe python3.11)"
     ]
@@ -208,6 +212,7 @@ def test_host_os_reads_os_release_and_says_nothing_inside_a_container(
     tmp_path, monkeypatch, os_release: str | None, container: bool, expected: dict | None
 ) -> None:
     monkeypatch.delenv("container", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     (tmp_path / "etc").mkdir()
     if os_release is not None:
         (tmp_path / "etc" / "os-release").write_text(os_release)

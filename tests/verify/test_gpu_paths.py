@@ -153,13 +153,21 @@ def test_a_container_given_one_gpu_does_not_miss_the_others() -> None:
 
 
 def test_scope_and_driver_list_are_read_from_the_filesystem(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("container", raising=False)
-    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    for name in ("container", "SLURM_JOB_ID", "KUBERNETES_SERVICE_HOST"):
+        monkeypatch.delenv(name, raising=False)
     assert pci_scope(tmp_path) == "host"
     (tmp_path / ".dockerenv").touch()
     assert pci_scope(tmp_path) == "container"
     (tmp_path / ".dockerenv").unlink()
+    with monkeypatch.context() as pod:  # a Kubernetes pod (containerd: no marker file)
+        pod.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+        assert pci_scope(tmp_path) == "container"
     (tmp_path / "proc/self").mkdir(parents=True)
+    for cgroup in ("12:pids:/kubepods/burstable/pod1/abc\n", "0::/system.slice/docker-0123abcd.scope\n"):
+        (tmp_path / "proc/self/cgroup").write_text(cgroup)
+        assert pci_scope(tmp_path) == "container"
+    (tmp_path / "proc/self/cgroup").write_text("0::/user.slice/user-0.slice/session-1.scope\n")
+    assert pci_scope(tmp_path) == "host"  # the control: a login session on the host
     (tmp_path / "proc/self/cgroup").write_text("0::/system.slice/slurmstepd.scope/job_42/step_0\n")
     monkeypatch.setenv("SLURM_JOB_ID", "42")
     assert pci_scope(tmp_path) == "job"

@@ -296,7 +296,9 @@ def test_a_cuda_update_release_brings_its_driver(snapshot: Path, tmp_path: Path)
     assert f"~ cuda 13.2 toolkit: 13.2.2 → 13.2.3  [from {server.url}/cuda-redist/]" in result.stdout
     assert f"~ cuda 13.2 bundled_driver: 595.71.05 → 595.80.02  [from {manifest}]" in result.stdout
     row = _cuda(out)["13.2"]
-    assert row["source"].endswith("/cuda/13.2.3/local_installers/cuda_13.2.3_595.80.02_linux.run")
+    sources = row["source"].split("; ")  # the runfile's URL replaced where it stands among the row's sources
+    assert any(s.endswith("/cuda/13.2.3/local_installers/cuda_13.2.3_595.80.02_linux.run") for s in sources)
+    assert not any("cuda_13.2.2_" in s for s in sources)
     shipped = next(r for r in SHIPPED["cuda"] if r["version"] == "13.2")
     assert (row["cudnn"], row["images"]) == (shipped["cudnn"], shipped["images"])  # carried over
 

@@ -28,8 +28,10 @@ Examples:
 Each host is judged from its newest verify report (its GPUs' compute capability or gfx target, its
 driver, its CPU architecture, its OS and Python) by the rules `resolve` applies: GPU code in the
 build, a driver that runs its CUDA, the CPU architecture; for a stack installed on the host
-(--requirements, --on-host) a Python its OS can give and an OS its platform is served on. A caveat:
-PTX JIT, minor-version compatibility, a stack resolved for another OS, a report that does not record
+(--requirements, --on-host) a Python its OS can give and an OS its platform is served on; for an image
+(--image, or --stack and the options without --on-host) its nvidia/cuda base's cuda-compat, which runs
+a newer CUDA on a data center GPU on the branches NVIDIA lists and fails on a GeForce. A caveat: PTX JIT,
+minor-version or forward compatibility, a stack resolved for another OS, a report that does not record
 the architecture or the OS. A host whose newest report is older than --max-age, dated ahead of
 the clock, or unreadable is unknown, never "runs".
 Exit codes: 0 every host runs it (caveats allowed unless --strict), 1 a host does not run it or is

@@ -72,7 +72,7 @@ def _on_host(request: Request) -> OnHost | None:
     """How provision installs the stack (--for host), on each host's OS unless --os names one; None: an image."""
     if request.purpose == "image":
         return None
-    return OnHost(request.os, request.python, only_os=request.os is not None)
+    return OnHost.resolved(request.os, request.python)
 
 
 def _platform(kb: KnowledgeBase, request: Request, fleet: Fleet) -> tuple[Request, Fleet, tuple[str, ...]]:

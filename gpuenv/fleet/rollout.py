@@ -77,7 +77,7 @@ def rolled_out(rollout: Rollout, kb: KnowledgeBase, *, kb_path: Path | None) -> 
     if rollout.stack.stack_file is not None:
         return stack, OnHost(stack.os, stack.python)
     given = rollout.stack.constraints
-    return stack, OnHost(given.os, given.python, only_os=given.os is not None)
+    return stack, OnHost.resolved(given.os, given.python)
 
 
 def _image(ref: str) -> ImageFacts:

@@ -48,6 +48,11 @@ class OnHost:
     only_os: bool = False  # installed on that OS alone (provision --os refuses a host of another)
     by_pip: bool = False  # pip into the host's own Python (a lockfile): nothing installs the Python it needs
 
+    @classmethod
+    def resolved(cls, os: str | None, python: str | None) -> OnHost:
+        """As provision installs the stack options: resolved on each host's own OS, or with --os on that OS alone."""
+        return cls(os, python, only_os=os is not None)
+
 
 def resolve_for_fleet(kb_path: Path | None, request: Request, source: FleetSource) -> Stack:
     """The newest stack every host of the fleet runs (gpuenv.fleet.fleet_resolve)."""

@@ -221,7 +221,7 @@ def on_host(project: Project) -> OnHost:
     stack = hr.pinned or project.stack
     if stack is not None:
         return OnHost(stack.os, stack.python)
-    return OnHost(hr.os_check, hr.constraints.python, only_os=hr.os_check is not None)
+    return OnHost.resolved(hr.os_check, hr.constraints.python)
 
 
 def _flags_stack(hr: HostRequest, kb: KnowledgeBase) -> Stack:
